@@ -1,0 +1,57 @@
+"""Catalog resolution: the embedded SQLite catalog by default, any pyiceberg catalog by name."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from icemor.exceptions import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+__all__ = ["DEFAULT_CATALOG_NAME", "icemor_home", "load_catalog"]
+
+# The embedded catalog's name is also the `catalog_name` column of its SQLite tables, so a
+# JDBC catalog of Iceberg Java must use the same name to see the same tables.
+DEFAULT_CATALOG_NAME = "icemor"
+
+
+def icemor_home() -> Path:
+    """Return ``$ICEMOR_HOME`` (default ``~/.icemor``), where the embedded catalog lives."""
+    home = os.environ.get("ICEMOR_HOME")
+    return Path(home).expanduser().resolve() if home else Path.home() / ".icemor"
+
+
+def load_catalog(name: str | None = None, **properties: str) -> Catalog:
+    """Load the embedded catalog (``name`` None) or a named pyiceberg catalog.
+
+    Named catalogs are configured the pyiceberg way: ``.pyiceberg.yaml`` or
+    ``PYICEBERG_CATALOG__<NAME>__<KEY>`` environment variables.
+    """
+    if name is None or (name == DEFAULT_CATALOG_NAME and not _configured(name)):
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        home = icemor_home()
+        (home / "warehouse").mkdir(parents=True, exist_ok=True)
+        props = {"uri": f"sqlite:///{home / 'catalog.db'}", "warehouse": (home / "warehouse").as_uri()}
+        props.update(properties)
+        return SqlCatalog(DEFAULT_CATALOG_NAME, **props)
+
+    from pyiceberg.catalog import load_catalog as _pyiceberg_load_catalog
+
+    try:
+        return _pyiceberg_load_catalog(name, **properties)
+    except (ValueError, KeyError, NotImplementedError) as e:
+        msg = f"cannot load catalog {name!r}: {e}"
+        raise InvalidArgumentError(msg) from e
+
+
+def _configured(name: str) -> bool:
+    prefix = f"PYICEBERG_CATALOG__{name.upper()}__"
+    if any(k.startswith(prefix) for k in os.environ):
+        return True
+    from pyiceberg.utils.config import Config
+
+    return name in (Config().config.get("catalog") or {})

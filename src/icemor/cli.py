@@ -1,0 +1,309 @@
+"""The ``icemor`` command line: a thin layer over the public table API.
+
+Every expected failure prints one line on stderr and exits with code 2 (a traceback only
+with ``--debug``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from pyiceberg import exceptions as _pe
+
+from icemor.exceptions import IcemorError, InvalidArgumentError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    import pyarrow as pa
+    from pyiceberg.catalog import Catalog
+
+    from icemor.table import Scan, Table
+
+__all__ = ["app", "main"]
+
+# pyiceberg's errors share no base class; these are the ones a user's input can cause.
+_PYICEBERG_USER_ERRORS: tuple[type[Exception], ...] = (
+    _pe.ValidationError,
+    _pe.NoSuchTableError,
+    _pe.NoSuchNamespaceError,
+    _pe.NoSuchIdentifierError,
+    _pe.NamespaceNotEmptyError,
+    _pe.TableAlreadyExistsError,
+    _pe.CommitFailedException,
+    _pe.ResolveError,
+    _pe.NoSuchPropertyException,
+)
+
+app = typer.Typer(
+    name="icemor",
+    help="Apache Iceberg row-level deletes (merge-on-read) for Python and PySpark.\n\n"
+    "With no --catalog, tables live in the embedded SQLite catalog under $ICEMOR_HOME (default ~/.icemor).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+class Engine(str, Enum):
+    local = "local"
+    spark = "spark"
+
+
+class _State:
+    catalog_name: str | None = None
+    engine: Engine = Engine.local
+    debug: bool = False
+    spark_master: str | None = None
+    spark_conf: tuple[str, ...] = ()
+
+
+STATE = _State()
+
+
+@app.callback()
+def _global(
+    catalog: Annotated[
+        str | None, typer.Option("--catalog", help="A pyiceberg catalog name (.pyiceberg.yaml / env vars).")
+    ] = None,
+    engine: Annotated[
+        Engine,
+        typer.Option("--engine", envvar="ICEMOR_ENGINE", help="Where scans run: local threads or Spark."),
+    ] = Engine.local,
+    spark_master: Annotated[
+        str | None,
+        typer.Option(
+            "--spark-master", envvar="ICEMOR_SPARK_MASTER", help="Spark master URL (default local[*])."
+        ),
+    ] = None,
+    spark_conf: Annotated[
+        list[str] | None, typer.Option("--spark-conf", help="Spark configuration k=v (repeatable).")
+    ] = None,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+) -> None:
+    STATE.catalog_name = catalog
+    STATE.engine = engine
+    STATE.debug = debug
+    STATE.spark_master = spark_master
+    STATE.spark_conf = tuple(spark_conf or ())
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"icemor: error: {message}", err=True)
+    raise typer.Exit(code=2)
+
+
+def _catalog() -> Catalog:
+    from icemor.catalog import load_catalog
+
+    return load_catalog(STATE.catalog_name)
+
+
+def _table(identifier: str) -> Table:
+    from icemor.table import Table
+
+    return Table.load(identifier, catalog=_catalog())
+
+
+def _kv(pairs: list[str] | None, what: str) -> dict[str, str]:
+    out = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            msg = f"{what} must be k=v, got {pair!r}"
+            raise InvalidArgumentError(msg)
+        out[key.strip()] = value.strip()
+    return out
+
+
+@app.command("create-table")
+def create_table(
+    table: Annotated[str, typer.Argument(help="namespace.table to create (namespace created if missing).")],
+    schema_from: Annotated[
+        Path, typer.Option("--schema-from", help="A Parquet file whose schema the table takes.")
+    ],
+    partition_by: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--partition-by",
+            help="Partition field: col, bucket(N,col), truncate(W,col), year|month|day|hour(col). Repeatable "
+            "or comma-separated.",
+        ),
+    ] = None,
+    format_version: Annotated[
+        int, typer.Option("--format-version", help="Iceberg format version: 2 or 3.")
+    ] = 2,
+    prop: Annotated[
+        list[str] | None, typer.Option("--property", help="Table property k=v (repeatable).")
+    ] = None,
+) -> None:
+    """Create a table whose schema is taken from a Parquet file."""
+    from icemor.table import create_table as _create
+
+    props = _kv(prop, "--property")
+    created = _create(
+        _catalog(),
+        table,
+        schema_from=schema_from,
+        partition_by=partition_by or [],
+        format_version=format_version,
+        properties=props,
+    )
+    typer.echo(f"created {table} (format-version {format_version}) at {created.metadata.location}")
+
+
+@app.command()
+def append(
+    table: Annotated[str, typer.Argument(help="namespace.table")],
+    files: Annotated[list[Path], typer.Argument(help="Parquet files to append, committed as one snapshot.")],
+) -> None:
+    """Append Parquet files to a table in one commit."""
+    from icemor.table import append_files
+
+    rows = append_files(_table(table), files)
+    typer.echo(f"appended {rows} rows to {table}")
+
+
+_WhereOpt = Annotated[str | None, typer.Option("--where", help="Row filter, e.g. \"id > 5 and k2 = 'a'\".")]
+_SnapshotOpt = Annotated[int | None, typer.Option("--snapshot-id", help="Read this snapshot.")]
+_AsOfOpt = Annotated[
+    int | None,
+    typer.Option("--as-of-timestamp", help="Read the snapshot current at this time (ms since epoch)."),
+]
+_RefOpt = Annotated[str | None, typer.Option("--ref", help="Read the head of this branch or tag.")]
+
+
+def _scan(
+    table: str,
+    where: str | None,
+    columns: str | None,
+    snapshot_id: int | None,
+    as_of_timestamp: int | None,
+    ref: str | None,
+    metadata_columns: bool = False,
+    include_deleted: bool = False,
+) -> Scan:
+    fields: tuple[str, ...] = ("*",)
+    if columns:
+        fields = tuple(c.strip() for c in columns.split(",") if c.strip())
+    return _table(table).scan(
+        row_filter=where,
+        selected_fields=fields,
+        snapshot_id=snapshot_id,
+        as_of_timestamp=as_of_timestamp,
+        ref=ref,
+        metadata_columns=metadata_columns,
+        include_deleted=include_deleted,
+    )
+
+
+def _spark_batches(scan: Scan) -> Iterator[pa.RecordBatch]:
+    from icemor.engines.spark import scan_to_dataframe, session
+
+    spark = session(master=STATE.spark_master, conf=_kv(list(STATE.spark_conf), "--spark-conf"))
+    yield from scan_to_dataframe(scan, spark).toArrow().to_batches()  # type: ignore[attr-defined]
+
+
+@app.command()
+def scan(
+    table: Annotated[str, typer.Argument(help="namespace.table")],
+    where: _WhereOpt = None,
+    columns: Annotated[
+        str | None, typer.Option("--columns", help="Comma-separated columns (default all).")
+    ] = None,
+    snapshot_id: _SnapshotOpt = None,
+    as_of_timestamp: _AsOfOpt = None,
+    ref: _RefOpt = None,
+    metadata_columns: Annotated[bool, typer.Option("--metadata-columns", help="Add _file and _pos.")] = False,
+    include_deleted: Annotated[
+        bool, typer.Option("--include-deleted", help="Keep deleted rows, marked by a _deleted column.")
+    ] = False,
+    limit: Annotated[int | None, typer.Option("--limit", min=0, help="At most N rows.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", help="Write rows to a .parquet, .csv or .jsonl file instead.")
+    ] = None,
+) -> None:
+    """Read a table with every delete file applied (merge-on-read)."""
+    from icemor.output import print_table, write_batches
+
+    if output is not None and output.suffix.lower() not in (".parquet", ".csv", ".jsonl"):
+        _fail(f"--output must end in .parquet, .csv or .jsonl: {output}")
+    s = _scan(table, where, columns, snapshot_id, as_of_timestamp, ref, metadata_columns, include_deleted)
+    batches = _spark_batches(s) if STATE.engine == Engine.spark else s.to_arrow_batch_reader()
+    if output is not None:
+        n = write_batches(batches, s.arrow_schema, output, limit=limit)
+        typer.echo(f"wrote {n} rows to {output}")
+    else:
+        print_table(batches, s.arrow_schema, limit=limit, title=table)
+
+
+@app.command()
+def count(
+    table: Annotated[str, typer.Argument(help="namespace.table")],
+    where: _WhereOpt = None,
+    snapshot_id: _SnapshotOpt = None,
+    as_of_timestamp: _AsOfOpt = None,
+    ref: _RefOpt = None,
+) -> None:
+    """Print the number of live rows (deletes applied)."""
+    s = _scan(table, where, None, snapshot_id, as_of_timestamp, ref)
+    if STATE.engine == Engine.spark:
+        from icemor.engines.spark import scan_to_dataframe, session
+
+        spark = session(master=STATE.spark_master, conf=_kv(list(STATE.spark_conf), "--spark-conf"))
+        typer.echo(str(scan_to_dataframe(s, spark).count()))
+    else:
+        typer.echo(str(s.count()))
+
+
+@app.command()
+def files(
+    table: Annotated[str, typer.Argument(help="namespace.table")],
+    where: _WhereOpt = None,
+    snapshot_id: _SnapshotOpt = None,
+    as_of_timestamp: _AsOfOpt = None,
+    ref: _RefOpt = None,
+) -> None:
+    """List data files with the delete files that apply to them: the scan plan."""
+    from icemor.output import print_plan
+
+    print_plan(_scan(table, where, None, snapshot_id, as_of_timestamp, ref).plan_files())
+
+
+@app.command()
+def demo() -> None:
+    """Run the demo job in the embedded catalog and print the resulting table."""
+    from icemor.demo import run_demo
+
+    run_demo(echo=typer.echo)
+
+
+def _run(fn: Callable[[], Any]) -> int:
+    """Run the app; usage errors are click's (exit 2), ours become one line on stderr (exit 2)."""
+    try:
+        fn()
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    except (IcemorError, FileNotFoundError, PermissionError, *_PYICEBERG_USER_ERRORS) as e:
+        if STATE.debug:
+            raise
+        typer.echo(f"icemor: error: {_one_line(e)}", err=True)
+        return 2
+    return 0
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+def main() -> None:
+    """Console entry point."""
+    os.environ.setdefault("PYICEBERG_MAX_WORKERS", str(os.cpu_count() or 1))
+    sys.exit(_run(lambda: app(prog_name="icemor")))

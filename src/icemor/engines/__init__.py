@@ -1,0 +1,1 @@
+"""Schedulers: where scan tasks run. No delete semantics live here, only scheduling."""

@@ -1,0 +1,98 @@
+"""The local engine: scan tasks on a thread pool, batches streamed through a bounded queue.
+
+pyarrow releases the GIL while decoding Parquet and in its compute kernels, and the numpy
+mask work is vectorised, so threads scale across cores. Memory stays bounded: at most
+``queue_size`` finished batches wait for the consumer, plus one batch in flight per worker.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Sequence
+
+__all__ = ["default_workers", "map_ordered", "stream"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_DONE = object()
+
+
+def default_workers() -> int:
+    return int(os.environ.get("ICEMOR_WORKERS", "0")) or (os.cpu_count() or 1)
+
+
+def stream(
+    tasks: Sequence[T],
+    produce: Callable[[T], Iterable[R]],
+    *,
+    workers: int | None = None,
+    queue_size: int = 4,
+) -> Iterator[R]:
+    """Run ``produce`` over ``tasks`` on a pool and yield results as they come.
+
+    Errors in a worker are raised in the consumer; closing the iterator early stops the workers.
+    """
+    workers = max(1, min(workers or default_workers(), len(tasks) or 1))
+    if not tasks:
+        return
+    q: queue.Queue[object] = queue.Queue(maxsize=queue_size + workers)
+    stop = threading.Event()
+    next_task = iter(range(len(tasks)))
+    lock = threading.Lock()
+
+    def put(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def worker() -> None:
+        try:
+            while not stop.is_set():
+                with lock:
+                    i = next(next_task, None)
+                if i is None:
+                    break
+                for item in produce(tasks[i]):
+                    if not put(("item", item)):
+                        return
+        except BaseException as e:
+            put(("error", e))
+        finally:
+            put(("done", None))
+
+    threads = [threading.Thread(target=worker, daemon=True, name=f"icemor-scan-{i}") for i in range(workers)]
+    for t in threads:
+        t.start()
+    finished = 0
+    try:
+        while finished < workers:
+            kind, value = q.get()  # type: ignore[misc]
+            if kind == "item":
+                yield value  # type: ignore[misc]
+            elif kind == "error":
+                raise value  # type: ignore[misc]
+            else:
+                finished += 1
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+
+
+def map_ordered(tasks: Sequence[T], fn: Callable[[T], R], *, workers: int | None = None) -> list[R]:
+    """``fn`` over ``tasks`` on a pool; results in task order."""
+    if not tasks:
+        return []
+    with ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
+        return list(pool.map(fn, tasks))

@@ -1,0 +1,1 @@
+"""Reading data files with deletes applied; loading and caching delete files."""

@@ -1,0 +1,72 @@
+"""A process-wide, bounded cache of decoded delete files.
+
+Each delete file is read and decoded once per process (one Spark executor's Python worker,
+or the local engine's threads) and shared by every task that needs it. Concurrent requests
+for the same key wait for the one load in flight instead of decoding twice.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter, OrderedDict
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Hashable
+
+__all__ = ["DELETE_CACHE", "DeleteCache"]
+
+T = TypeVar("T")
+
+
+class DeleteCache:
+    """LRU by approximate bytes; ``loads`` counts decodes per kind (tests assert on it)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self._inflight: dict[Hashable, threading.Event] = {}
+        self.loads: Counter[str] = Counter()
+
+    def get_or_load(self, kind: str, key: Hashable, load: Callable[[], tuple[T, int]]) -> T:
+        """Return the cached value for ``(kind, key)``, calling ``load`` -> (value, nbytes) once."""
+        full_key = (kind, key)
+        while True:
+            with self._lock:
+                hit = self._entries.get(full_key)
+                if hit is not None:
+                    self._entries.move_to_end(full_key)
+                    return hit[0]  # type: ignore[no-any-return]
+                event = self._inflight.get(full_key)
+                if event is None:
+                    event = threading.Event()
+                    self._inflight[full_key] = event
+                    break
+            event.wait()
+        try:
+            value, nbytes = load()
+            with self._lock:
+                self.loads[kind] += 1
+                if nbytes <= self.max_bytes:
+                    self._entries[full_key] = (value, nbytes)
+                    self._bytes += nbytes
+                    while self._bytes > self.max_bytes and self._entries:
+                        _, (_, size) = self._entries.popitem(last=False)
+                        self._bytes -= size
+            return value
+        finally:
+            with self._lock:
+                self._inflight.pop(full_key, None)
+            event.set()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+            self.loads.clear()
+
+
+DELETE_CACHE = DeleteCache(int(os.environ.get("ICEMOR_DELETE_CACHE_BYTES", str(4 << 30))))

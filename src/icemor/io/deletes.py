@@ -1,0 +1,221 @@
+"""Load delete files once per process: position deletes, deletion vectors, equality deletes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.io.pyarrow import pyarrow_to_schema
+
+from icemor.exceptions import CorruptFileError, MissingFileError, UnsupportedFeatureError
+from icemor.io.cache import DELETE_CACHE
+from icemor.io.columns import field_path, leaf_column, top_level_names
+from icemor.io.equality import EqualityDeleteSet
+from icemor.spec.dv import deserialize_dv
+from icemor.spec.files import DeleteFileRef, FileContent
+from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID, DELETE_FILE_POS_FIELD_ID
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    import numpy.typing as npt
+    from pyiceberg.io import FileIO
+    from pyiceberg.schema import Schema
+    from pyiceberg.table.name_mapping import NameMapping
+    from pyiceberg.types import IcebergType
+
+__all__ = ["deleted_positions", "equality_delete_sets", "open_parquet"]
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def open_parquet(io: FileIO, path: str, *, what: str = "data file") -> pq.ParquetFile:
+    """Open a Parquet file through the table's FileIO with one clear error when it cannot be read."""
+    try:
+        stream = io.new_input(path).open()
+    except FileNotFoundError as e:
+        msg = f"{what} not found: {path}"
+        raise MissingFileError(msg) from e
+    except OSError as e:
+        msg = f"cannot open {what} {path}: {e}"
+        raise MissingFileError(msg) from e
+    try:
+        return pq.ParquetFile(stream, pre_buffer=True)
+    except (pa.ArrowInvalid, OSError) as e:
+        stream.close()
+        msg = f"{what} {path} is not a readable Parquet file: {e}"
+        raise CorruptFileError(msg) from e
+
+
+def _read_table(io: FileIO, path: str, columns: list[str] | None, *, what: str) -> pa.Table:
+    pf = open_parquet(io, path, what=what)
+    try:
+        return pf.read(columns=columns, use_threads=True)
+    except (pa.ArrowInvalid, OSError) as e:
+        msg = f"{what} {path} is truncated or corrupt: {e}"
+        raise CorruptFileError(msg) from e
+    finally:
+        pf.close()
+
+
+def _file_schema(pf: pq.ParquetFile, name_mapping: NameMapping | None, what: str, path: str) -> Schema:
+    try:
+        return pyarrow_to_schema(pf.schema_arrow, name_mapping, downcast_ns_timestamp_to_us=True)
+    except ValueError as e:
+        msg = f"{what} {path} has no Iceberg field ids and the table has no name mapping: {e}"
+        raise CorruptFileError(msg) from e
+
+
+def _position_file(io: FileIO, ref: DeleteFileRef) -> tuple[dict[str, npt.NDArray[np.int64]], int]:
+    """Decode a position delete file into sorted positions per referenced data file."""
+    what = "position delete file"
+    pf = open_parquet(io, ref.path, what=what)
+    try:
+        ids = {f.field_id: f.name for f in _file_schema(pf, None, what, ref.path).as_struct().fields}
+        if DELETE_FILE_PATH_FIELD_ID not in ids or DELETE_FILE_POS_FIELD_ID not in ids:
+            msg = f"{what} {ref.path} does not have the position delete schema (file_path, pos)"
+            raise CorruptFileError(msg)
+        path_col, pos_col = ids[DELETE_FILE_PATH_FIELD_ID], ids[DELETE_FILE_POS_FIELD_ID]
+        table = pf.read(columns=[path_col, pos_col], use_threads=True)
+    except (pa.ArrowInvalid, OSError) as e:
+        msg = f"{what} {ref.path} is truncated or corrupt: {e}"
+        raise CorruptFileError(msg) from e
+    finally:
+        pf.close()
+    if table.num_rows != ref.record_count:
+        msg = f"{what} {ref.path} has {table.num_rows} rows, its manifest entry says {ref.record_count}"
+        raise CorruptFileError(msg)
+    grouped = table.group_by(path_col).aggregate([(pos_col, "list")])
+    out: dict[str, npt.NDArray[np.int64]] = {}
+    paths = grouped.column(path_col).to_pylist()
+    lists = grouped.column(f"{pos_col}_list")
+    for i, p in enumerate(paths):
+        out[p] = np.sort(lists[i].values.to_numpy(zero_copy_only=False).astype(np.int64, copy=False))
+    return out, table.nbytes + 8 * table.num_rows
+
+
+def _deletion_vector(io: FileIO, ref: DeleteFileRef) -> tuple[npt.NDArray[np.int64], int]:
+    if ref.content_offset is None or ref.content_size_in_bytes is None:
+        msg = f"deletion vector {ref.path} has no content_offset/content_size_in_bytes"
+        raise CorruptFileError(msg)
+    try:
+        with io.new_input(ref.path).open() as f:
+            f.seek(ref.content_offset)
+            blob = f.read(ref.content_size_in_bytes)
+    except FileNotFoundError as e:
+        msg = f"deletion vector file not found: {ref.path}"
+        raise MissingFileError(msg) from e
+    if len(blob) != ref.content_size_in_bytes:
+        msg = f"deletion vector {ref.path} is truncated at offset {ref.content_offset}"
+        raise CorruptFileError(msg)
+    positions = deserialize_dv(blob, source=f"deletion vector {ref.path}@{ref.content_offset}")
+    if len(positions) != ref.record_count:
+        msg = (
+            f"deletion vector {ref.path} holds {len(positions)} positions, its entry says {ref.record_count}"
+        )
+        raise CorruptFileError(msg)
+    return positions, positions.nbytes
+
+
+def deleted_positions(io: FileIO, data_path: str, deletes: Sequence[DeleteFileRef]) -> npt.NDArray[np.int64]:
+    """Sorted, unique positions deleted from ``data_path`` by its position deletes and DVs."""
+    parts: list[npt.NDArray[np.int64]] = []
+    for ref in deletes:
+        if ref.content != FileContent.POSITION_DELETES:
+            continue
+        if ref.is_deletion_vector:
+            if ref.referenced_data_file != data_path:
+                msg = f"deletion vector {ref.path} references {ref.referenced_data_file}, not {data_path}"
+                raise CorruptFileError(msg)
+            parts.append(
+                DELETE_CACHE.get_or_load(
+                    "dv", (ref.path, ref.content_offset), lambda r=ref: _deletion_vector(io, r)
+                )
+            )  # type: ignore[misc]
+        elif ref.file_format.upper() == "PARQUET":
+            by_path = DELETE_CACHE.get_or_load("position", ref.path, lambda r=ref: _position_file(io, r))  # type: ignore[misc]
+            if data_path in by_path:
+                parts.append(by_path[data_path])
+        else:
+            msg = f"position delete file {ref.path}: format {ref.file_format} is not supported (Parquet only)"
+            raise UnsupportedFeatureError(msg)
+    if not parts:
+        return _EMPTY
+    if len(parts) == 1:
+        return parts[0]
+    return np.unique(np.concatenate(parts))
+
+
+def _equality_file(
+    io: FileIO, ref: DeleteFileRef, field_types: Mapping[int, IcebergType]
+) -> tuple[list[pa.ChunkedArray], int]:
+    what = "equality delete file"
+    pf = open_parquet(io, ref.path, what=what)
+    try:
+        file_schema = _file_schema(pf, None, what, ref.path)
+        missing = [fid for fid in ref.equality_ids if field_path(file_schema, fid) is None]
+        if missing:
+            msg = f"{what} {ref.path} lacks equality field id(s) {missing}: schema does not match its content"
+            raise CorruptFileError(msg)
+        table = pf.read(columns=top_level_names(file_schema, set(ref.equality_ids)), use_threads=True)
+    except (pa.ArrowInvalid, OSError) as e:
+        msg = f"{what} {ref.path} is truncated or corrupt: {e}"
+        raise CorruptFileError(msg) from e
+    finally:
+        pf.close()
+    if table.num_rows != ref.record_count:
+        msg = f"{what} {ref.path} has {table.num_rows} rows, its manifest entry says {ref.record_count}"
+        raise CorruptFileError(msg)
+    cols = []
+    for fid in ref.equality_ids:
+        if fid not in field_types:
+            msg = f"{what} {ref.path}: equality field id {fid} is not a field of any table schema"
+            raise CorruptFileError(msg)
+        col = leaf_column(table, file_schema, fid, field_types[fid])
+        cols.append(col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col]))
+    return cols, table.nbytes
+
+
+def equality_delete_sets(
+    io: FileIO, deletes: Sequence[DeleteFileRef], field_types: Mapping[int, IcebergType]
+) -> list[tuple[tuple[int, ...], EqualityDeleteSet]]:
+    """One probe structure per distinct equality-id set, built from all its applicable files.
+
+    Cached by the exact set of files so tasks sharing the same deletes share one structure.
+    """
+    groups: dict[tuple[int, ...], list[DeleteFileRef]] = {}
+    for ref in deletes:
+        if ref.content == FileContent.EQUALITY_DELETES:
+            groups.setdefault(tuple(sorted(ref.equality_ids)), []).append(ref)
+    out = []
+    for ids, refs in groups.items():
+        key = (ids, tuple(sorted(r.path for r in refs)))
+
+        def build(
+            ids: tuple[int, ...] = ids, refs: list[DeleteFileRef] = refs
+        ) -> tuple[EqualityDeleteSet, int]:
+            per_file = [
+                DELETE_CACHE.get_or_load(
+                    "equality",
+                    (r.path, ids),
+                    lambda r=r: _equality_file(io, _sorted_ids(r, ids), field_types),
+                )  # type: ignore[misc]
+                for r in refs
+            ]
+            columns = [
+                pa.chunked_array([c for cols in per_file for c in cols[i].chunks], type=per_file[0][i].type)
+                for i in range(len(ids))
+            ]
+            eq = EqualityDeleteSet(columns)
+            return eq, eq.nbytes
+
+        out.append((ids, DELETE_CACHE.get_or_load("equality-set", key, build)))
+    return out
+
+
+def _sorted_ids(ref: DeleteFileRef, ids: tuple[int, ...]) -> DeleteFileRef:
+    from dataclasses import replace
+
+    return replace(ref, equality_ids=ids)

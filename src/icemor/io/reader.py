@@ -1,0 +1,324 @@
+"""Read one scan task: a data file's row groups with position, DV and equality deletes applied.
+
+Positions are counted over the whole file, also for row groups a split or a filter skips, so
+deletes always address the right rows. Per batch: one boolean mask from the position deletes
+(sorted positions sliced by binary search), AND-NOT each equality set's vectorised probe,
+then the row filter, then projection by field id (renames, added columns, promotions,
+identity-partition values, metadata columns).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.expressions.visitors import bind, translate_column_names
+from pyiceberg.io.pyarrow import (
+    _get_column_projection_values,
+    _to_requested_schema,
+    expression_to_pyarrow,
+    pyarrow_to_schema,
+)
+from pyiceberg.manifest import DataFile
+from pyiceberg.schema import Schema, prune_columns
+from pyiceberg.typedef import Record
+
+from icemor.exceptions import CorruptFileError, UnsupportedFeatureError
+from icemor.io.columns import leaf_column, top_level_names
+from icemor.io.deletes import deleted_positions, equality_delete_sets, open_parquet
+from icemor.spec.files import FileContent
+from icemor.spec.metadata_columns import DELETED, FILE_PATH, ROW_POSITION
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+    import numpy.typing as npt
+    import pyarrow.parquet as pq
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.io import FileIO
+    from pyiceberg.partitioning import PartitionSpec
+    from pyiceberg.table.name_mapping import NameMapping
+    from pyiceberg.types import IcebergType
+
+    from icemor.planning.tasks import FileScanTask
+
+__all__ = ["ReadOptions", "count_task", "output_schema", "read_task"]
+
+DEFAULT_BATCH_SIZE = 1 << 17
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """Everything a worker needs to read tasks of one scan; picklable for Spark executors."""
+
+    schema: Schema
+    """The scan's table schema (the snapshot's, under time travel)."""
+    projected_schema: Schema
+    row_filter: BooleanExpression = field(default_factory=AlwaysTrue)
+    case_sensitive: bool = True
+    specs: Mapping[int, PartitionSpec] = field(default_factory=dict)
+    field_types: Mapping[int, IcebergType] = field(default_factory=dict)
+    name_mapping: NameMapping | None = None
+    format_version: int = 2
+    file_column: bool = False
+    pos_column: bool = False
+    include_deleted: bool = False
+    batch_size: int = DEFAULT_BATCH_SIZE
+
+
+def output_schema(opts: ReadOptions) -> pa.Schema:
+    """The Arrow schema of every batch a scan yields."""
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    schema = schema_to_pyarrow(opts.projected_schema, include_field_ids=False)
+    for flag, mf in (
+        (opts.file_column, FILE_PATH),
+        (opts.pos_column, ROW_POSITION),
+        (opts.include_deleted, DELETED),
+    ):
+        if flag:
+            schema = schema.append(pa.field(mf.name, schema_to_pyarrow(mf.field_type), nullable=False))
+    return schema
+
+
+def _row_group_starts(md: pq.FileMetaData) -> tuple[list[int], list[int]]:
+    """(byte offset, first row position) of each row group."""
+    offsets, rows, pos = [], [], 0
+    for i in range(md.num_row_groups):
+        rg = md.row_group(i)
+        col = rg.column(0)
+        dict_off = col.dictionary_page_offset
+        offsets.append(
+            dict_off
+            if col.has_dictionary_page and dict_off is not None and dict_off > 0
+            else col.data_page_offset
+        )
+        rows.append(pos)
+        pos += rg.num_rows
+    return offsets, rows
+
+
+@dataclass
+class _FilePlan:
+    pf: pq.ParquetFile
+    file_schema: Schema
+    columns: list[str]
+    file_project_schema: Schema
+    row_groups: list[int]
+    rg_first_row: list[int]
+    pyarrow_filter: pc.Expression | None
+    missing_fields: dict[int, Any]
+
+
+def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set[int]) -> _FilePlan:
+    f = task.data_file
+    if f.file_format.upper() != "PARQUET":
+        msg = f"data file {f.path}: format {f.file_format} is not supported (Parquet only)"
+        raise UnsupportedFeatureError(msg)
+    pf = open_parquet(io, f.path)
+    try:
+        file_schema = pyarrow_to_schema(
+            pf.schema_arrow, opts.name_mapping, downcast_ns_timestamp_to_us=opts.format_version <= 2
+        )
+    except ValueError as e:
+        pf.close()
+        msg = f"data file {f.path} has no Iceberg field ids and the table has no name mapping: {e}"
+        raise CorruptFileError(msg) from e
+    md = pf.metadata
+    if md.num_rows != f.record_count:
+        pf.close()
+        msg = f"data file {f.path} has {md.num_rows} rows, its manifest entry says {f.record_count}"
+        raise CorruptFileError(msg)
+    offsets, first_rows = _row_group_starts(md)
+    end = task.start + task.length
+    row_groups = [i for i, off in enumerate(offsets) if task.start <= off < end]
+    if task.is_whole_file:
+        row_groups = list(range(md.num_row_groups))
+
+    missing: dict[int, Any] = {}
+    spec = opts.specs.get(f.spec_id)
+    if spec is not None and not spec.is_unpartitioned():
+        data_file = DataFile.from_args(partition=Record(*f.partition))
+        missing = _get_column_projection_values(
+            data_file, opts.projected_schema, opts.schema, spec, file_schema.field_ids
+        )
+
+    pyarrow_filter = None
+    filter_ids: set[int] = set()
+    if not isinstance(opts.row_filter, AlwaysTrue):
+        bound = bind(opts.schema, opts.row_filter, case_sensitive=opts.case_sensitive)
+        translated = translate_column_names(
+            bound, file_schema, opts.case_sensitive, projected_field_values=missing
+        )
+        bound_file = bind(file_schema, translated, case_sensitive=opts.case_sensitive)
+        pyarrow_filter = expression_to_pyarrow(bound_file, file_schema)
+        from pyiceberg.expressions.visitors import extract_field_ids
+
+        filter_ids = extract_field_ids(bound_file)
+    wanted = set(opts.projected_schema.field_ids) | filter_ids | extra_ids
+    file_project_schema = prune_columns(file_schema, wanted & file_schema.field_ids, select_full_types=False)
+    columns = top_level_names(file_schema, wanted)
+    return _FilePlan(
+        pf, file_schema, columns, file_project_schema, row_groups, first_rows, pyarrow_filter, missing
+    )
+
+
+def _delete_state(
+    io: FileIO, task: FileScanTask, opts: ReadOptions
+) -> tuple[npt.NDArray[np.int64], list[tuple[tuple[int, ...], Any]]]:
+    positions = deleted_positions(io, task.data_file.path, task.delete_files)
+    eq_sets = equality_delete_sets(io, task.delete_files, opts.field_types)
+    return positions, eq_sets
+
+
+def _keep_mask(
+    batch: pa.RecordBatch,
+    first_pos: int,
+    positions: npt.NDArray[np.int64],
+    eq_sets: list[tuple[tuple[int, ...], Any]],
+    file_schema: Schema,
+    field_types: Mapping[int, IcebergType],
+) -> npt.NDArray[np.bool_] | None:
+    """True for rows not deleted; None when nothing in this batch is deleted."""
+    n = batch.num_rows
+    keep: npt.NDArray[np.bool_] | None = None
+    if len(positions):
+        lo, hi = np.searchsorted(positions, (first_pos, first_pos + n))
+        if hi > lo:
+            keep = np.ones(n, dtype=bool)
+            keep[positions[lo:hi] - first_pos] = False
+    for ids, eq in eq_sets:
+        cols = [leaf_column(batch, file_schema, fid, field_types[fid]) for fid in ids]
+        hit = eq.matches(cols)
+        if hit.any():
+            keep = ~hit if keep is None else keep & ~hit
+    return keep
+
+
+def read_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
+    """Yield the live rows of one task (or all rows with ``_deleted`` when include_deleted)."""
+    positions, eq_sets = _delete_state(io, task, opts)
+    eq_ids = {fid for ids, _ in eq_sets for fid in ids}
+    plan = _plan_file(io, task, opts, eq_ids)
+    out_schema = output_schema(opts)
+    try:
+        for rg in plan.row_groups:
+            first = plan.rg_first_row[rg]
+            try:
+                batches = plan.pf.iter_batches(
+                    batch_size=opts.batch_size, row_groups=[rg], columns=plan.columns, use_threads=True
+                )
+                for batch in batches:
+                    n = batch.num_rows
+                    out = _process_batch(
+                        batch, first, positions, eq_sets, plan, opts, task.data_file.path, out_schema
+                    )
+                    first += n
+                    if out is not None and out.num_rows:
+                        yield out
+            except (pa.ArrowInvalid, OSError) as e:
+                msg = f"data file {task.data_file.path} is truncated or corrupt: {e}"
+                raise CorruptFileError(msg) from e
+    finally:
+        plan.pf.close()
+
+
+def _process_batch(
+    batch: pa.RecordBatch,
+    first: int,
+    positions: npt.NDArray[np.int64],
+    eq_sets: list[tuple[tuple[int, ...], Any]],
+    plan: _FilePlan,
+    opts: ReadOptions,
+    path: str,
+    out_schema: pa.Schema,
+) -> pa.RecordBatch | None:
+    n = batch.num_rows
+    keep = _keep_mask(batch, first, positions, eq_sets, plan.file_schema, opts.field_types)
+    pos: npt.NDArray[np.int64] | None = (
+        np.arange(first, first + n, dtype=np.int64) if opts.pos_column else None
+    )
+    deleted: npt.NDArray[np.bool_] | None = None
+    if opts.include_deleted:
+        deleted = np.zeros(n, dtype=bool) if keep is None else ~keep
+    elif keep is not None:
+        mask = pa.array(keep)
+        batch = batch.filter(mask)
+        if pos is not None:
+            pos = pos[keep]
+    if plan.pyarrow_filter is not None and batch.num_rows:
+        matched = _filter_mask(batch, plan.pyarrow_filter)
+        if matched is not None:
+            batch = batch.filter(pa.array(matched))
+            if pos is not None:
+                pos = pos[matched]
+            if deleted is not None:
+                deleted = deleted[matched]
+    if batch.num_rows == 0:
+        return None
+    if not opts.projected_schema.fields:
+        # no columns (a count): keep the row count in a zero-column batch
+        projected = pa.RecordBatch.from_struct_array(
+            pa.StructArray.from_buffers(pa.struct([]), batch.num_rows, [None])
+        )
+    else:
+        projected = _to_requested_schema(
+            opts.projected_schema,
+            plan.file_project_schema,
+            batch,
+            downcast_ns_timestamp_to_us=opts.format_version <= 2,
+            projected_missing_fields=plan.missing_fields,
+            allow_timestamp_tz_mismatch=True,
+        )
+    arrays = list(projected.columns)
+    if opts.file_column:
+        arrays.append(
+            pa.DictionaryArray.from_arrays(
+                pa.array(np.zeros(projected.num_rows, np.int32)), pa.array([path])
+            ).cast(pa.string())
+        )
+    if pos is not None:
+        arrays.append(pa.array(pos))
+    if deleted is not None:
+        arrays.append(pa.array(deleted))
+    if not arrays:
+        return projected  # no columns (count): keeps the row count
+    return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+
+
+def _filter_mask(batch: pa.RecordBatch, expr: pc.Expression) -> npt.NDArray[np.bool_] | None:
+    """Evaluate a dataset expression on a batch; None when every row matches."""
+    idx = "__icemor_idx"
+    with_idx = batch.append_column(idx, pa.array(np.arange(batch.num_rows, dtype=np.int64)))
+    kept = ds.dataset(pa.Table.from_batches([with_idx])).to_table(filter=expr, columns=[idx])
+    if kept.num_rows == batch.num_rows:
+        return None
+    mask = np.zeros(batch.num_rows, dtype=bool)
+    mask[kept.column(0).to_numpy()] = True
+    return mask
+
+
+def count_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> int:
+    """Live rows of one task; reads no data when only position deletes and no filter apply."""
+    has_eq = any(d.content == FileContent.EQUALITY_DELETES for d in task.delete_files)
+    if not has_eq and isinstance(opts.row_filter, AlwaysTrue) and task.is_whole_file:
+        positions = deleted_positions(io, task.data_file.path, task.delete_files)
+        n = task.data_file.record_count
+        return n - int(np.count_nonzero(positions < n))
+    narrow = ReadOptions(
+        schema=opts.schema,
+        projected_schema=Schema(),
+        row_filter=opts.row_filter,
+        case_sensitive=opts.case_sensitive,
+        specs=opts.specs,
+        field_types=opts.field_types,
+        name_mapping=opts.name_mapping,
+        format_version=opts.format_version,
+        batch_size=opts.batch_size,
+    )
+    return sum(b.num_rows for b in read_task(io, task, narrow))

@@ -1,0 +1,236 @@
+"""The delete-file index: which delete files apply to which data file.
+
+Built once per scan from the live delete entries (spec, "Scan Planning"; Iceberg Java's
+DeleteFileIndex follows the same rules):
+
+- deletion vectors are keyed by their referenced data file; when one applies, position
+  delete files are not applied to that data file;
+- position delete files that reference one data file (``referenced_data_file`` or equal
+  ``file_path`` bounds) are keyed by that path, the others by (spec id, partition), pruned
+  per data file by their ``file_path`` bounds;
+- equality delete files of an unpartitioned spec are global, the others keyed by
+  (spec id, partition); each is pruned per data file when its value bounds cannot overlap;
+- sequence numbers: position deletes and DVs apply when data_seq <= delete_seq, equality
+  deletes when data_seq < delete_seq. Buckets are sorted by sequence number so each lookup is
+  a binary search.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.conversions import from_bytes
+from pyiceberg.types import (
+    DateType,
+    DecimalType,
+    IntegerType,
+    LongType,
+    PrimitiveType,
+    StringType,
+    TimestampType,
+    TimestamptzType,
+    TimeType,
+)
+
+from icemor.exceptions import CorruptFileError
+from icemor.spec.files import DeleteFileRef, FileContent
+from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from icemor.planning.manifests import ManifestFileEntry
+
+__all__ = ["DeleteFileIndex"]
+
+# Types whose serialized bounds order the same way their values do (floats are left out:
+# NaN and -0.0 make bound comparisons unsafe).
+_ORDERED_TYPES = (
+    IntegerType,
+    LongType,
+    DateType,
+    TimeType,
+    TimestampType,
+    TimestamptzType,
+    StringType,
+    DecimalType,
+)
+
+
+@dataclass(slots=True)
+class _Stats:
+    lower: Mapping[int, bytes] | None
+    upper: Mapping[int, bytes] | None
+    null_counts: Mapping[int, int] | None
+    value_counts: Mapping[int, int] | None
+
+
+@dataclass(slots=True)
+class _Indexed:
+    ref: DeleteFileRef
+    stats: _Stats
+
+
+@dataclass(slots=True)
+class _SeqBucket:
+    """Delete files sorted by data sequence number for binary search."""
+
+    items: list[_Indexed] = field(default_factory=list)
+    _seqs: list[int] | None = None
+
+    def add(self, item: _Indexed) -> None:
+        self.items.append(item)
+        self._seqs = None
+
+    def at_or_after(self, seq: int) -> list[_Indexed]:
+        """Files with delete_seq >= seq."""
+        if self._seqs is None:
+            self.items.sort(key=lambda i: i.ref.data_sequence_number)
+            self._seqs = [i.ref.data_sequence_number for i in self.items]
+        return self.items[bisect.bisect_left(self._seqs, seq) :]
+
+    def after(self, seq: int) -> list[_Indexed]:
+        """Files with delete_seq > seq."""
+        return self.at_or_after(seq + 1)
+
+
+class DeleteFileIndex:
+    """Answers "which delete files apply to this data file" for one scan."""
+
+    def __init__(
+        self,
+        entries: Iterable[ManifestFileEntry],
+        *,
+        unpartitioned_spec_ids: set[int],
+        field_types: Mapping[int, PrimitiveType],
+    ) -> None:
+        """Index the live delete entries of a snapshot.
+
+        Args:
+            entries: Live delete-file entries (position, DV, equality).
+            unpartitioned_spec_ids: Ids of the table's unpartitioned specs (global equality deletes).
+            field_types: Primitive type of every field id ever in the table, for bound decoding.
+        """
+        self._field_types = field_types
+        self._dvs: dict[str, list[DeleteFileRef]] = defaultdict(list)
+        self._pos_by_path: dict[str, _SeqBucket] = defaultdict(_SeqBucket)
+        self._pos_by_partition: dict[tuple[int, tuple[Any, ...]], _SeqBucket] = defaultdict(_SeqBucket)
+        self._eq_global = _SeqBucket()
+        self._eq_by_partition: dict[tuple[int, tuple[Any, ...]], _SeqBucket] = defaultdict(_SeqBucket)
+        self.delete_files: list[DeleteFileRef] = []
+
+        for entry in entries:
+            ref = entry.to_delete_ref()
+            self.delete_files.append(ref)
+            f = entry.data_file
+            item = _Indexed(ref, _Stats(f.lower_bounds, f.upper_bounds, f.null_value_counts, f.value_counts))
+            key = (ref.spec_id, ref.partition)
+            if ref.content == FileContent.POSITION_DELETES:
+                if ref.is_deletion_vector:
+                    if ref.referenced_data_file is None:
+                        msg = f"deletion vector {ref.path} has no referenced_data_file"
+                        raise CorruptFileError(msg)
+                    self._dvs[ref.referenced_data_file].append(ref)
+                elif (path := _single_referenced_path(ref, item.stats)) is not None:
+                    self._pos_by_path[path].add(item)
+                else:
+                    self._pos_by_partition[key].add(item)
+            elif ref.content == FileContent.EQUALITY_DELETES:
+                if ref.spec_id in unpartitioned_spec_ids:
+                    self._eq_global.add(item)
+                else:
+                    self._eq_by_partition[key].add(item)
+
+    def __bool__(self) -> bool:
+        return bool(self.delete_files)
+
+    def for_data_file(
+        self,
+        path: str,
+        data_sequence_number: int,
+        spec_id: int,
+        partition: tuple[Any, ...],
+        *,
+        lower_bounds: Mapping[int, bytes] | None = None,
+        upper_bounds: Mapping[int, bytes] | None = None,
+        null_counts: Mapping[int, int] | None = None,
+        value_counts: Mapping[int, int] | None = None,
+    ) -> tuple[DeleteFileRef, ...]:
+        """Return the delete files that apply to one data file, DVs and position files first."""
+        seq = data_sequence_number
+        out: list[DeleteFileRef] = [dv for dv in self._dvs.get(path, ()) if dv.data_sequence_number >= seq]
+        if not out:
+            if path in self._pos_by_path:
+                out.extend(i.ref for i in self._pos_by_path[path].at_or_after(seq))
+            bucket = self._pos_by_partition.get((spec_id, partition))
+            if bucket is not None:
+                out.extend(i.ref for i in bucket.at_or_after(seq) if _path_in_bounds(path, i.stats))
+        data_stats = _Stats(lower_bounds, upper_bounds, null_counts, value_counts)
+        candidates = self._eq_global.after(seq)
+        bucket = self._eq_by_partition.get((spec_id, partition))
+        if bucket is not None:
+            candidates = candidates + bucket.after(seq)
+        out.extend(i.ref for i in candidates if self._may_overlap(i, data_stats))
+        return tuple(out)
+
+    def _may_overlap(self, eq: _Indexed, data: _Stats) -> bool:
+        """False only when the column bounds prove no data row can equal any delete row."""
+        for field_id in eq.ref.equality_ids:
+            ftype = self._field_types.get(field_id)
+            if not isinstance(ftype, _ORDERED_TYPES):
+                continue
+            if _has_nulls(eq.stats, field_id) is not False and _has_nulls(data, field_id) is not False:
+                continue  # a NULL delete value can match a NULL data value
+            d_lo, d_hi = _bound(eq.stats.lower, field_id, ftype), _bound(eq.stats.upper, field_id, ftype)
+            f_lo, f_hi = _bound(data.lower, field_id, ftype), _bound(data.upper, field_id, ftype)
+            if _all_null(eq.stats, field_id) and _has_nulls(data, field_id) is False:
+                return False
+            if _all_null(data, field_id) and _has_nulls(eq.stats, field_id) is False:
+                return False
+            if d_lo is not None and f_hi is not None and d_lo > f_hi:
+                return False
+            if d_hi is not None and f_lo is not None and d_hi < f_lo:
+                return False
+        return True
+
+
+def _bound(bounds: Mapping[int, bytes] | None, field_id: int, ftype: PrimitiveType) -> Any:
+    if not bounds or field_id not in bounds:
+        return None
+    try:
+        return from_bytes(ftype, bounds[field_id])
+    except Exception:  # a promoted type's old-width bound, or a malformed one: no pruning
+        return None
+
+
+def _has_nulls(stats: _Stats, field_id: int) -> bool | None:
+    if stats.null_counts is None or field_id not in stats.null_counts:
+        return None
+    return stats.null_counts[field_id] > 0
+
+
+def _all_null(stats: _Stats, field_id: int) -> bool:
+    if not stats.null_counts or not stats.value_counts:
+        return False
+    nulls, values = stats.null_counts.get(field_id), stats.value_counts.get(field_id)
+    return nulls is not None and values is not None and nulls == values
+
+
+def _single_referenced_path(ref: DeleteFileRef, stats: _Stats) -> str | None:
+    if ref.referenced_data_file is not None:
+        return ref.referenced_data_file
+    lo = stats.lower.get(DELETE_FILE_PATH_FIELD_ID) if stats.lower else None
+    hi = stats.upper.get(DELETE_FILE_PATH_FIELD_ID) if stats.upper else None
+    if lo is not None and lo == hi:
+        return lo.decode("utf-8")
+    return None
+
+
+def _path_in_bounds(path: str, stats: _Stats) -> bool:
+    lo = stats.lower.get(DELETE_FILE_PATH_FIELD_ID) if stats.lower else None
+    hi = stats.upper.get(DELETE_FILE_PATH_FIELD_ID) if stats.upper else None
+    encoded = path.encode("utf-8")
+    return (lo is None or lo <= encoded) and (hi is None or encoded <= hi)

@@ -1,0 +1,139 @@
+"""Read manifest entries with the v3 entry schema.
+
+pyiceberg 0.12 reads every manifest with its v2 read schema, which drops the v3 fields a
+merge-on-read reader needs (``referenced_data_file``, ``content_offset``,
+``content_size_in_bytes``, ``first_row_id``). We read with pyiceberg's own Avro reader and
+its v3 schema instead: the v3 entry schema is a superset, so v1/v2 manifests resolve to it
+with the new optional fields null.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyiceberg.avro.file import AvroFile
+from pyiceberg.manifest import (
+    MANIFEST_ENTRY_SCHEMAS,
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestEntry,
+    ManifestEntryStatus,
+)
+
+from icemor.exceptions import CorruptFileError, MissingFileError
+from icemor.spec.files import DataFileRef, DeleteFileRef, FileContent
+
+if TYPE_CHECKING:
+    from pyiceberg.io import FileIO
+    from pyiceberg.manifest import ManifestFile
+
+__all__ = ["ManifestFileEntry", "read_manifest_entries"]
+
+# Positions of the v3-only fields in pyiceberg's DATA_FILE_TYPE[3] record layout.
+_FIRST_ROW_ID, _REFERENCED_DATA_FILE, _CONTENT_OFFSET, _CONTENT_SIZE = 16, 17, 18, 19
+
+
+@dataclass(slots=True)
+class ManifestFileEntry:
+    """A live manifest entry with inherited sequence numbers and the v3 fields kept."""
+
+    data_file: DataFile
+    data_sequence_number: int
+    file_sequence_number: int | None
+    spec_id: int
+    referenced_data_file: str | None
+    content_offset: int | None
+    content_size_in_bytes: int | None
+
+    @property
+    def content(self) -> FileContent:
+        return FileContent(int(self.data_file.content))
+
+    def partition_tuple(self) -> tuple[object, ...]:
+        return tuple(self.data_file.partition._data) if self.data_file.partition is not None else ()
+
+    def to_data_ref(self) -> DataFileRef:
+        f = self.data_file
+        return DataFileRef(
+            path=f.file_path,
+            file_format=_format_name(f.file_format),
+            record_count=f.record_count,
+            file_size_in_bytes=f.file_size_in_bytes,
+            spec_id=self.spec_id,
+            partition=self.partition_tuple(),
+            data_sequence_number=self.data_sequence_number,
+            split_offsets=tuple(f.split_offsets) if f.split_offsets else None,
+        )
+
+    def to_delete_ref(self) -> DeleteFileRef:
+        f = self.data_file
+        return DeleteFileRef(
+            content=self.content,
+            path=f.file_path,
+            file_format=_format_name(f.file_format),
+            record_count=f.record_count,
+            file_size_in_bytes=f.file_size_in_bytes,
+            spec_id=self.spec_id,
+            partition=self.partition_tuple(),
+            data_sequence_number=self.data_sequence_number,
+            equality_ids=tuple(f.equality_ids or ()),
+            referenced_data_file=self.referenced_data_file,
+            content_offset=self.content_offset,
+            content_size_in_bytes=self.content_size_in_bytes,
+        )
+
+
+def _format_name(file_format: FileFormat | str) -> str:
+    return file_format.value if isinstance(file_format, FileFormat) else str(file_format)
+
+
+def read_manifest_entries(io: FileIO, manifest: ManifestFile) -> list[ManifestFileEntry]:
+    """Read the live (ADDED or EXISTING) entries of one manifest, inheriting sequence numbers.
+
+    Sequence-number inheritance (spec, "Sequence Number Inheritance"): a null data sequence
+    number is inherited from the manifest, which is only valid for ADDED entries; v1
+    manifests have sequence number 0.
+    """
+    try:
+        input_file = io.new_input(manifest.manifest_path)
+        with AvroFile[ManifestEntry](
+            input_file,
+            MANIFEST_ENTRY_SCHEMAS[3],
+            read_types={-1: ManifestEntry, 2: DataFile},
+            read_enums={0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent},
+        ) as reader:
+            raw = list(reader)
+    except FileNotFoundError as e:
+        msg = f"manifest file not found: {manifest.manifest_path}"
+        raise MissingFileError(msg) from e
+
+    out: list[ManifestFileEntry] = []
+    manifest_seq = manifest.sequence_number or 0
+    for entry in raw:
+        if entry.status == ManifestEntryStatus.DELETED:
+            continue
+        data_seq = entry.sequence_number
+        if data_seq is None:
+            if entry.status != ManifestEntryStatus.ADDED and manifest_seq != 0:
+                msg = f"manifest {manifest.manifest_path}: EXISTING entry without a data sequence number"
+                raise CorruptFileError(msg)
+            data_seq = manifest_seq
+        file_seq = entry.file_sequence_number
+        if file_seq is None and entry.status == ManifestEntryStatus.ADDED:
+            file_seq = manifest_seq
+        df = entry.data_file
+        df.spec_id = manifest.partition_spec_id
+        out.append(
+            ManifestFileEntry(
+                data_file=df,
+                data_sequence_number=data_seq,
+                file_sequence_number=file_seq,
+                spec_id=manifest.partition_spec_id,
+                referenced_data_file=df[_REFERENCED_DATA_FILE],
+                content_offset=df[_CONTENT_OFFSET],
+                content_size_in_bytes=df[_CONTENT_SIZE],
+            )
+        )
+    return out

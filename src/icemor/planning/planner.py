@@ -1,0 +1,130 @@
+"""Plan a scan: prune manifests and files by the row filter, attach applicable delete files."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.expressions.visitors import (
+    _InclusiveMetricsEvaluator,
+    expression_evaluator,
+    inclusive_projection,
+    manifest_evaluator,
+)
+from pyiceberg.manifest import ManifestContent
+from pyiceberg.schema import Schema
+from pyiceberg.types import PrimitiveType
+
+from icemor.planning.delete_index import DeleteFileIndex
+from icemor.planning.manifests import ManifestFileEntry, read_manifest_entries
+from icemor.spec.files import DataFileRef, DeleteFileRef, FileContent
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.io import FileIO
+    from pyiceberg.manifest import DataFile, ManifestFile
+    from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.table.snapshots import Snapshot
+
+__all__ = ["PlannedFile", "plan_files"]
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedFile:
+    """A data file selected by the scan and every delete file that applies to it."""
+
+    data_file: DataFileRef
+    delete_files: tuple[DeleteFileRef, ...]
+
+
+def plan_files(
+    metadata: TableMetadata,
+    io: FileIO,
+    snapshot: Snapshot | None,
+    *,
+    schema: Schema,
+    row_filter: BooleanExpression = AlwaysTrue(),
+    case_sensitive: bool = True,
+    max_workers: int | None = None,
+) -> list[PlannedFile]:
+    """Return the data files of ``snapshot`` that may hold rows matching ``row_filter``.
+
+    Manifests are pruned by partition summaries, entries by partition values and (data files
+    only) column metrics. Delete manifests are pruned by partition alone: a delete file's own
+    column metrics say nothing about which data rows it deletes.
+    """
+    if snapshot is None:
+        return []
+    specs = metadata.specs()
+    manifests = snapshot.manifests(io)
+
+    partition_filters: dict[int, BooleanExpression] = {}
+    for spec_id, spec in specs.items():
+        partition_filters[spec_id] = inclusive_projection(schema, spec, case_sensitive)(row_filter)
+    keep_manifest = {
+        spec_id: manifest_evaluator(spec, schema, partition_filters[spec_id], case_sensitive)
+        for spec_id, spec in specs.items()
+    }
+    partition_evaluators: dict[int, Callable[[DataFile], bool]] = {}
+    for spec_id, spec in specs.items():
+        evaluator = expression_evaluator(
+            Schema(*spec.partition_type(schema).fields), partition_filters[spec_id], case_sensitive
+        )
+        partition_evaluators[spec_id] = lambda f, ev=evaluator: ev(f.partition)  # type: ignore[misc]
+    metrics_eval = _InclusiveMetricsEvaluator(schema, row_filter, case_sensitive, False).eval
+
+    selected: list[ManifestFile] = [m for m in manifests if keep_manifest[m.partition_spec_id](m)]
+    with ThreadPoolExecutor(max_workers=max_workers) as pool:
+        per_manifest = list(pool.map(lambda m: (m, read_manifest_entries(io, m)), selected))
+
+    data_entries: list[ManifestFileEntry] = []
+    delete_entries: list[ManifestFileEntry] = []
+    for manifest, entries in per_manifest:
+        part_ok = partition_evaluators[manifest.partition_spec_id]
+        for entry in entries:
+            if not part_ok(entry.data_file):
+                continue
+            if manifest.content == ManifestContent.DATA and entry.content == FileContent.DATA:
+                if metrics_eval(entry.data_file):
+                    data_entries.append(entry)
+            elif entry.content != FileContent.DATA:
+                delete_entries.append(entry)
+
+    index = DeleteFileIndex(
+        delete_entries,
+        unpartitioned_spec_ids={sid for sid, spec in specs.items() if spec.is_unpartitioned()},
+        field_types=all_field_types(metadata),
+    )
+    planned = []
+    for entry in data_entries:
+        f = entry.data_file
+        deletes = (
+            index.for_data_file(
+                f.file_path,
+                entry.data_sequence_number,
+                entry.spec_id,
+                entry.partition_tuple(),
+                lower_bounds=f.lower_bounds,
+                upper_bounds=f.upper_bounds,
+                null_counts=f.null_value_counts,
+                value_counts=f.value_counts,
+            )
+            if index
+            else ()
+        )
+        planned.append(PlannedFile(entry.to_data_ref(), deletes))
+    return planned
+
+
+def all_field_types(metadata: TableMetadata) -> dict[int, PrimitiveType]:
+    """Types of every field id any schema ever had: equality deletes may name dropped columns."""
+    types: dict[int, PrimitiveType] = {}
+    for schema in metadata.schemas:
+        for field_id, field in schema._lazy_id_to_field.items():
+            if isinstance(field.field_type, PrimitiveType):
+                types[field_id] = field.field_type
+    return types

@@ -1,0 +1,126 @@
+"""Split planned files into byte ranges and combine small ones into tasks (Iceberg's TableScanUtil).
+
+Seed 003 describes it: files are split at their ``split_offsets`` (Parquet row-group starts)
+into pieces of about ``read.split.target-size``; pieces are bin-packed into tasks of that size
+where each piece weighs at least ``read.split.open-file-cost`` per file opened (data and
+delete files alike), looking back over ``read.split.planning-lookback`` open bins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from icemor.spec.files import DataFileRef, DeleteFileRef
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from icemor.planning.planner import PlannedFile
+
+__all__ = [
+    "READ_SPLIT_LOOKBACK",
+    "READ_SPLIT_OPEN_FILE_COST",
+    "READ_SPLIT_TARGET_SIZE",
+    "CombinedScanTask",
+    "FileScanTask",
+    "SplitOptions",
+    "plan_tasks",
+]
+
+# Table property names and defaults exactly as Iceberg Java's TableProperties.
+READ_SPLIT_TARGET_SIZE = "read.split.target-size"
+READ_SPLIT_OPEN_FILE_COST = "read.split.open-file-cost"
+READ_SPLIT_LOOKBACK = "read.split.planning-lookback"
+
+
+@dataclass(frozen=True, slots=True)
+class FileScanTask:
+    """Read bytes [start, start + length) of a data file (whole row groups) with its deletes."""
+
+    data_file: DataFileRef
+    delete_files: tuple[DeleteFileRef, ...]
+    start: int
+    length: int
+
+    @property
+    def is_whole_file(self) -> bool:
+        return self.start == 0 and self.length >= self.data_file.file_size_in_bytes
+
+    def size_in_bytes(self) -> int:
+        return self.length + sum(d.content_size_in_bytes or d.file_size_in_bytes for d in self.delete_files)
+
+
+@dataclass(frozen=True, slots=True)
+class CombinedScanTask:
+    """Pieces one worker reads in a row; a Spark partition or a thread's unit of work."""
+
+    tasks: tuple[FileScanTask, ...]
+
+    def size_in_bytes(self) -> int:
+        return sum(t.size_in_bytes() for t in self.tasks)
+
+
+@dataclass(frozen=True, slots=True)
+class SplitOptions:
+    target_size: int = 128 * 1024 * 1024
+    open_file_cost: int = 4 * 1024 * 1024
+    lookback: int = 10
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str], **overrides: int | None) -> SplitOptions:
+        def pick(key: str, prop: str, default: int) -> int:
+            value = overrides.get(key)
+            if value is not None:
+                return value
+            return int(properties.get(prop, default))
+
+        d = cls()
+        return cls(
+            target_size=pick("target_size", READ_SPLIT_TARGET_SIZE, d.target_size),
+            open_file_cost=pick("open_file_cost", READ_SPLIT_OPEN_FILE_COST, d.open_file_cost),
+            lookback=pick("lookback", READ_SPLIT_LOOKBACK, d.lookback),
+        )
+
+
+def split_file(planned: PlannedFile, target_size: int) -> list[FileScanTask]:
+    """Split one data file at row-group offsets into ranges of about ``target_size`` bytes."""
+    f = planned.data_file
+    offsets = [o for o in (f.split_offsets or ()) if 0 <= o < f.file_size_in_bytes]
+    if len(offsets) <= 1 or f.file_size_in_bytes <= target_size or offsets != sorted(offsets):
+        return [FileScanTask(f, planned.delete_files, 0, f.file_size_in_bytes)]
+    bounds = [*offsets, f.file_size_in_bytes]
+    tasks: list[FileScanTask] = []
+    start = 0  # the first range starts at 0 so a footer-first or magic-prefixed layout is covered
+    for i in range(1, len(bounds)):
+        end = bounds[i]
+        if end - start >= target_size or i == len(bounds) - 1:
+            tasks.append(FileScanTask(f, planned.delete_files, start, end - start))
+            start = end
+    return tasks
+
+
+def _weight(task: FileScanTask, open_file_cost: int) -> int:
+    return max(task.size_in_bytes(), (1 + len(task.delete_files)) * open_file_cost)
+
+
+def plan_tasks(files: Iterable[PlannedFile], options: SplitOptions) -> list[CombinedScanTask]:
+    """Split then bin-pack (first fit over the last ``lookback`` open bins, as Iceberg's BinPacking)."""
+    pieces = [t for pf in files for t in split_file(pf, options.target_size)]
+    bins: list[tuple[int, list[FileScanTask]]] = []
+    done: list[CombinedScanTask] = []
+    for piece in pieces:
+        w = _weight(piece, options.open_file_cost)
+        for i, (used, items) in enumerate(bins):
+            if used + w <= options.target_size:
+                items.append(piece)
+                bins[i] = (used + w, items)
+                break
+        else:
+            if len(bins) >= options.lookback:
+                # close the fullest open bin to make room, as Iceberg does
+                fullest = max(range(len(bins)), key=lambda i: bins[i][0])
+                done.append(CombinedScanTask(tuple(bins.pop(fullest)[1])))
+            bins.append((w, [piece]))
+    done.extend(CombinedScanTask(tuple(items)) for _, items in bins)
+    return done

@@ -1,0 +1,1 @@
+"""The Iceberg spec as icemor applies it: file descriptors, delete-file rules, DV codec."""

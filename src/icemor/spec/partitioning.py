@@ -1,0 +1,105 @@
+"""Parse partition fields given as text: ``col``, ``bucket(16,col)``, ``truncate(4,col)``, ``day(ts)``."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.transforms import (
+    BucketTransform,
+    DayTransform,
+    HourTransform,
+    IdentityTransform,
+    MonthTransform,
+    Transform,
+    TruncateTransform,
+    VoidTransform,
+    YearTransform,
+)
+
+from icemor.exceptions import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pyiceberg.schema import Schema
+
+__all__ = ["parse_partition_spec", "split_partition_fields"]
+
+_CALL = re.compile(r"^\s*(\w+)\s*\(\s*(?:(\d+)\s*,\s*)?([\w.]+)\s*\)\s*$")
+_NAME = re.compile(r"^\s*([\w.]+)\s*$")
+_UNARY: dict[str, type[Transform]] = {  # type: ignore[type-arg]
+    "year": YearTransform,
+    "years": YearTransform,
+    "month": MonthTransform,
+    "months": MonthTransform,
+    "day": DayTransform,
+    "days": DayTransform,
+    "hour": HourTransform,
+    "hours": HourTransform,
+    "void": VoidTransform,
+    "identity": IdentityTransform,
+}
+_SUFFIX = {
+    YearTransform: "year",
+    MonthTransform: "month",
+    DayTransform: "day",
+    HourTransform: "hour",
+    VoidTransform: "null",
+}
+
+
+def split_partition_fields(values: Sequence[str]) -> list[str]:
+    """Split each value on commas outside parentheses: ``"day(ts),bucket(16,id)"`` -> two fields."""
+    out: list[str] = []
+    for value in values:
+        depth, start = 0, 0
+        for i, ch in enumerate(value):
+            depth += ch == "("
+            depth -= ch == ")"
+            if ch == "," and depth == 0:
+                out.append(value[start:i])
+                start = i + 1
+        out.append(value[start:])
+    return [v.strip() for v in out if v.strip()]
+
+
+def parse_partition_spec(fields: Sequence[str], schema: Schema) -> PartitionSpec:
+    """Build a partition spec; field ids are assigned by the catalog when the table is created."""
+    parts = []
+    for i, text in enumerate(split_partition_fields(fields)):
+        transform: Transform  # type: ignore[type-arg]
+        if m := _NAME.match(text):
+            column, transform, name = m.group(1), IdentityTransform(), m.group(1)
+        elif m := _CALL.match(text):
+            fn, arg, column = m.group(1).lower(), m.group(2), m.group(3)
+            if fn == "bucket" and arg is not None:
+                transform, name = BucketTransform(int(arg)), f"{column}_bucket"
+            elif fn == "truncate" and arg is not None:
+                transform, name = TruncateTransform(int(arg)), f"{column}_trunc"
+            elif fn in _UNARY and arg is None:
+                transform = _UNARY[fn]()
+                name = (
+                    column
+                    if isinstance(transform, IdentityTransform)
+                    else f"{column}_{_SUFFIX[type(transform)]}"
+                )
+            else:
+                msg = f"bad partition field {text!r}: use col, bucket(N,col), truncate(W,col), year|month|day|hour(col)"
+                raise InvalidArgumentError(msg)
+        else:
+            msg = f"bad partition field {text!r}: use col, bucket(N,col), truncate(W,col), year|month|day|hour(col)"
+            raise InvalidArgumentError(msg)
+        try:
+            source = schema.find_field(column)
+        except ValueError as e:
+            msg = f"bad partition field {text!r}: no column {column!r} in the schema"
+            raise InvalidArgumentError(msg) from e
+        if not transform.can_transform(source.field_type):
+            msg = f"bad partition field {text!r}: {transform} cannot apply to {source.field_type}"
+            raise InvalidArgumentError(msg)
+        parts.append(
+            PartitionField(source_id=source.field_id, field_id=1000 + i, transform=transform, name=name)
+        )
+    return PartitionSpec(*parts)
