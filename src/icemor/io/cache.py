@@ -48,6 +48,7 @@ class DeleteCache:
             event.wait()
         try:
             value, nbytes = load()
+            _log_load(kind, key)
             with self._lock:
                 self.loads[kind] += 1
                 if nbytes <= self.max_bytes:
@@ -67,6 +68,17 @@ class DeleteCache:
             self._entries.clear()
             self._bytes = 0
             self.loads.clear()
+
+
+def _log_load(kind: str, key: Hashable) -> None:
+    """With ``ICEMOR_DELETE_LOAD_LOG=<dir>``, record each decode in ``<dir>/<pid>.log``.
+
+    Lets a test prove that a Spark executor's Python process decodes each delete file once.
+    """
+    log_dir = os.environ.get("ICEMOR_DELETE_LOAD_LOG")
+    if log_dir:
+        with open(os.path.join(log_dir, f"{os.getpid()}.log"), "a", encoding="utf-8") as f:
+            f.write(f"{kind}\t{key!r}\n")
 
 
 DELETE_CACHE = DeleteCache(int(os.environ.get("ICEMOR_DELETE_CACHE_BYTES", str(4 << 30))))

@@ -1,0 +1,107 @@
+"""The Spark engine: merge-on-read scans as PySpark DataFrames whose reading runs on executors.
+
+Planning happens once on the driver (the same planner as the local engine). Each combined
+task is pickled into one row of a DataFrame with one row per partition; ``mapInArrow`` runs
+:func:`icemor.io.reader.read_task` on the executors, so the delete semantics live only in
+the shared core. Python workers are reused, so the process-wide delete cache decodes each
+delete file once per executor process.
+
+This is the only package that imports pyspark.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from icemor.engines.spark.types import spark_schema
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+    from pyiceberg.io import FileIO
+    from pyspark.sql import DataFrame, SparkSession
+
+    from icemor.table import Scan
+
+__all__ = ["scan_to_dataframe", "session"]
+
+_IO_CACHE: dict[tuple[tuple[tuple[str, str], ...], str], FileIO] = {}
+
+
+def session(
+    *, master: str | None = None, conf: Mapping[str, str] | None = None, app_name: str = "icemor"
+) -> SparkSession:
+    """Return the active SparkSession, or build one whose Python workers run this interpreter."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    # PySpark 3.5 picks the worker interpreter from PYSPARK_PYTHON when the context starts
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master(master or os.environ.get("ICEMOR_SPARK_MASTER", "local[*]"))
+        .appName(app_name)
+        # workers must find pyarrow and icemor: run them with this interpreter
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.pyspark.driver.python", sys.executable)
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def _file_io(properties: tuple[tuple[str, str], ...], location: str) -> FileIO:
+    key = (properties, location)
+    io = _IO_CACHE.get(key)
+    if io is None:
+        from pyiceberg.io import load_file_io
+
+        io = _IO_CACHE[key] = load_file_io(dict(properties), location)
+    return io
+
+
+def _read_partition(batches: Iterator[pa.RecordBatch], target: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Executor side: unpickle each task row and stream its batches in the Spark Arrow schema."""
+    from icemor.io.reader import read_task
+
+    for batch in batches:
+        for blob in batch.column(0).to_pylist():
+            io_props, location, combined, opts = pickle.loads(blob)
+            io = _file_io(io_props, location)
+            for task in combined.tasks:
+                for out in read_task(io, task, opts):
+                    yield out.cast(target)
+
+
+def scan_to_dataframe(scan: Scan, spark: SparkSession) -> DataFrame:
+    """Plan ``scan`` on the driver and return a DataFrame that reads it on the executors."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    schema = spark_schema(scan.options.projected_schema, scan.arrow_schema)
+    target = to_arrow_schema(schema)
+    combined = scan.plan_tasks()
+    io = scan.io
+    io_props = tuple(sorted((str(k), str(v)) for k, v in io.properties.items()))
+    location = scan.table.metadata.location
+    rows = [(pickle.dumps((io_props, location, ct, scan.options)),) for ct in combined]
+    task_schema = StructType([StructField("task", BinaryType(), nullable=False)])
+    if not rows:
+        return spark.createDataFrame([], schema)
+    tasks_df = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), task_schema)
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return _read_partition(batches, target)
+
+    return tasks_df.mapInArrow(read, schema)
+
