@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 import sys
-from enum import Enum
-from pathlib import Path
+from enum import StrEnum
+from pathlib import Path  # noqa: TC003 (typer resolves annotations at runtime)
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -39,6 +39,12 @@ _PYICEBERG_USER_ERRORS: tuple[type[Exception], ...] = (
     _pe.ResolveError,
     _pe.NoSuchPropertyException,
 )
+_USER_ERRORS: tuple[type[Exception], ...] = (
+    IcemorError,
+    FileNotFoundError,
+    PermissionError,
+    *_PYICEBERG_USER_ERRORS,
+)
 
 app = typer.Typer(
     name="icemor",
@@ -51,7 +57,7 @@ app = typer.Typer(
 )
 
 
-class Engine(str, Enum):
+class Engine(StrEnum):
     local = "local"
     spark = "spark"
 
@@ -204,10 +210,10 @@ def _scan(
 
 
 def _spark_batches(scan: Scan) -> Iterator[pa.RecordBatch]:
-    from icemor.engines.spark import scan_to_dataframe, session
+    from icemor.engines.spark import collect_arrow, scan_to_dataframe, session
 
     spark = session(master=STATE.spark_master, conf=_kv(list(STATE.spark_conf), "--spark-conf"))
-    yield from scan_to_dataframe(scan, spark).toArrow().to_batches()  # type: ignore[attr-defined]
+    yield from collect_arrow(scan_to_dataframe(scan, spark)).to_batches()
 
 
 @app.command()
@@ -290,7 +296,7 @@ def _run(fn: Callable[[], Any]) -> int:
         fn()
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
-    except (IcemorError, FileNotFoundError, PermissionError, *_PYICEBERG_USER_ERRORS) as e:
+    except _USER_ERRORS as e:
         if STATE.debug:
             raise
         typer.echo(f"icemor: error: {_one_line(e)}", err=True)

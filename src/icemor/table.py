@@ -11,7 +11,6 @@ from pyiceberg.exceptions import NoSuchNamespaceError
 from pyiceberg.exceptions import NoSuchTableError as _PyIcebergNoSuchTable
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.expressions.visitors import bind
-from pyiceberg.schema import Schema
 from pyiceberg.table.refs import SnapshotRefType
 
 from icemor.exceptions import InvalidArgumentError, NoSuchSnapshotError, NoSuchTableError
@@ -26,6 +25,7 @@ if TYPE_CHECKING:
 
     from pyiceberg.catalog import Catalog
     from pyiceberg.io import FileIO
+    from pyiceberg.schema import Schema
     from pyiceberg.table import Table as PyIcebergTable
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Snapshot
@@ -348,4 +348,4 @@ def append_files(table: Table, files: Sequence[Path]) -> int:
         msg = f"the files do not match the schema of {table.name}: {e}"
         raise InvalidArgumentError(msg) from e
     table.refresh()
-    return data.num_rows
+    return int(data.num_rows)

@@ -11,7 +11,7 @@ import os
 import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -77,11 +77,11 @@ def stream(
     finished = 0
     try:
         while finished < workers:
-            kind, value = q.get()  # type: ignore[misc]
+            kind, value = cast("tuple[str, Any]", q.get())
             if kind == "item":
-                yield value  # type: ignore[misc]
+                yield value
             elif kind == "error":
-                raise value  # type: ignore[misc]
+                raise value
             else:
                 finished += 1
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -131,11 +132,11 @@ def deleted_positions(io: FileIO, data_path: str, deletes: Sequence[DeleteFileRe
                 raise CorruptFileError(msg)
             parts.append(
                 DELETE_CACHE.get_or_load(
-                    "dv", (ref.path, ref.content_offset), lambda r=ref: _deletion_vector(io, r)
+                    "dv", (ref.path, ref.content_offset), partial(_deletion_vector, io, ref)
                 )
-            )  # type: ignore[misc]
+            )
         elif ref.file_format.upper() == "PARQUET":
-            by_path = DELETE_CACHE.get_or_load("position", ref.path, lambda r=ref: _position_file(io, r))  # type: ignore[misc]
+            by_path = DELETE_CACHE.get_or_load("position", ref.path, partial(_position_file, io, ref))
             if data_path in by_path:
                 parts.append(by_path[data_path])
         else:
@@ -198,10 +199,8 @@ def equality_delete_sets(
         ) -> tuple[EqualityDeleteSet, int]:
             per_file = [
                 DELETE_CACHE.get_or_load(
-                    "equality",
-                    (r.path, ids),
-                    lambda r=r: _equality_file(io, _sorted_ids(r, ids), field_types),
-                )  # type: ignore[misc]
+                    "equality", (r.path, ids), partial(_equality_file, io, _sorted_ids(r, ids), field_types)
+                )
                 for r in refs
             ]
             columns = [

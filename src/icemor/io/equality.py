@@ -32,7 +32,7 @@ _ROW = "__icemor_row"
 
 
 def _int_like(t: pa.DataType) -> bool:
-    return (
+    return bool(
         pa.types.is_integer(t)
         or pa.types.is_date(t)
         or pa.types.is_timestamp(t)
@@ -47,11 +47,11 @@ def _as_int64(arr: pa.Array) -> npt.NDArray[np.int64]:
     if pa.types.is_floating(t):
         f = arr.cast(pa.float64()).to_numpy(zero_copy_only=False)
         f = np.where(np.isnan(f), np.float64("nan"), f)  # canonical NaN, like doubleToLongBits
-        return f.view(np.int64)
+        return np.asarray(f.view(np.int64))
     if pa.types.is_integer(t):
-        return arr.cast(pa.int64()).to_numpy(zero_copy_only=False)
-    width = t.bit_width
-    return arr.view(pa.int64() if width == 64 else pa.int32()).cast(pa.int64()).to_numpy(zero_copy_only=False)
+        return np.asarray(arr.cast(pa.int64()).to_numpy(zero_copy_only=False), dtype=np.int64)
+    as_int = arr.view(pa.int64() if t.bit_width == 64 else pa.int32()).cast(pa.int64())
+    return np.asarray(as_int.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 class EqualityDeleteSet:

@@ -47,7 +47,7 @@ def plan_files(
     snapshot: Snapshot | None,
     *,
     schema: Schema,
-    row_filter: BooleanExpression = AlwaysTrue(),
+    row_filter: BooleanExpression | None = None,
     case_sensitive: bool = True,
     max_workers: int | None = None,
 ) -> list[PlannedFile]:
@@ -59,6 +59,7 @@ def plan_files(
     """
     if snapshot is None:
         return []
+    row_filter = AlwaysTrue() if row_filter is None else row_filter
     specs = metadata.specs()
     manifests = snapshot.manifests(io)
 

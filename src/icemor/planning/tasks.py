@@ -11,12 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from icemor.spec.files import DataFileRef, DeleteFileRef
-
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
     from icemor.planning.planner import PlannedFile
+    from icemor.spec.files import DataFileRef, DeleteFileRef
 
 __all__ = [
     "READ_SPLIT_LOOKBACK",

@@ -21,7 +21,7 @@ from pyiceberg.transforms import (
 from icemor.exceptions import InvalidArgumentError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from pyiceberg.schema import Schema
 
@@ -29,7 +29,7 @@ __all__ = ["parse_partition_spec", "split_partition_fields"]
 
 _CALL = re.compile(r"^\s*(\w+)\s*\(\s*(?:(\d+)\s*,\s*)?([\w.]+)\s*\)\s*$")
 _NAME = re.compile(r"^\s*([\w.]+)\s*$")
-_UNARY: dict[str, type[Transform]] = {  # type: ignore[type-arg]
+_UNARY: dict[str, Callable[[], Transform]] = {  # type: ignore[type-arg]
     "year": YearTransform,
     "years": YearTransform,
     "month": MonthTransform,
@@ -41,6 +41,7 @@ _UNARY: dict[str, type[Transform]] = {  # type: ignore[type-arg]
     "void": VoidTransform,
     "identity": IdentityTransform,
 }
+_USAGE = "use col, bucket(N,col), truncate(W,col), year|month|day|hour(col)"
 _SUFFIX = {
     YearTransform: "year",
     MonthTransform: "month",
@@ -86,10 +87,10 @@ def parse_partition_spec(fields: Sequence[str], schema: Schema) -> PartitionSpec
                     else f"{column}_{_SUFFIX[type(transform)]}"
                 )
             else:
-                msg = f"bad partition field {text!r}: use col, bucket(N,col), truncate(W,col), year|month|day|hour(col)"
+                msg = f"bad partition field {text!r}: {_USAGE}"
                 raise InvalidArgumentError(msg)
         else:
-            msg = f"bad partition field {text!r}: use col, bucket(N,col), truncate(W,col), year|month|day|hour(col)"
+            msg = f"bad partition field {text!r}: {_USAGE}"
             raise InvalidArgumentError(msg)
         try:
             source = schema.find_field(column)

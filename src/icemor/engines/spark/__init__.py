@@ -14,21 +14,21 @@ from __future__ import annotations
 import os
 import pickle
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
 
 from icemor.engines.spark.types import spark_schema
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Iterable, Iterator, Mapping
 
     from pyiceberg.io import FileIO
     from pyspark.sql import DataFrame, SparkSession
 
     from icemor.table import Scan
 
-__all__ = ["scan_to_dataframe", "session"]
+__all__ = ["collect_arrow", "scan_to_dataframe", "session"]
 
 _IO_CACHE: dict[tuple[tuple[tuple[str, str], ...], str], FileIO] = {}
 
@@ -100,8 +100,20 @@ def scan_to_dataframe(scan: Scan, spark: SparkSession) -> DataFrame:
         return spark.createDataFrame([], schema)
     tasks_df = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), task_schema)
 
-    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return _read_partition(batches, target)
+    def read(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+        return _read_partition(iter(batches), target)
 
     return tasks_df.mapInArrow(read, schema)
 
+
+def collect_arrow(df: DataFrame) -> pa.Table:
+    """Collect a DataFrame as Arrow (``toArrow`` on Spark 4, its 3.5 equivalent otherwise)."""
+    to_arrow = getattr(df, "toArrow", None)
+    if to_arrow is not None:
+        return cast("pa.Table", to_arrow())
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    batches = df._collect_as_arrow()
+    if not batches:
+        return to_arrow_schema(df.schema).empty_table()
+    return pa.Table.from_batches(batches)

@@ -54,7 +54,9 @@ def spark_type(t: IcebergType) -> st.DataType:
     if isinstance(t, DecimalType):
         return st.DecimalType(t.precision, t.scale)
     if isinstance(t, StructType):
-        return st.StructType([st.StructField(f.name, spark_type(f.field_type), not f.required) for f in t.fields])
+        return st.StructType(
+            [st.StructField(f.name, spark_type(f.field_type), not f.required) for f in t.fields]
+        )
     if isinstance(t, ListType):
         return st.ArrayType(spark_type(t.element_type), not t.element_required)
     if isinstance(t, MapType):
