@@ -309,7 +309,12 @@ def _one_line(e: BaseException) -> str:
     return text[0] if text else type(e).__name__
 
 
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI on ``argv`` (default: the process arguments) and return its exit code."""
+    os.environ.setdefault("PYICEBERG_MAX_WORKERS", str(os.cpu_count() or 1))
+    return _run(lambda: app(args=argv, prog_name="icemor"))
+
+
 def main() -> None:
     """Console entry point."""
-    os.environ.setdefault("PYICEBERG_MAX_WORKERS", str(os.cpu_count() or 1))
-    sys.exit(_run(lambda: app(prog_name="icemor")))
+    sys.exit(run())
