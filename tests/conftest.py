@@ -1,0 +1,79 @@
+"""Shared fixtures: an icemor home with its pyiceberg catalog, and Iceberg Java (the oracle) on it."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import TYPE_CHECKING
+
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+
+from oracle import CATALOG_NAME, IcebergJava, OracleUnavailableError, load_oracle_env
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from pyspark.sql import SparkSession
+
+_namespace_counter = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def icemor_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """An icemor home (``catalog.db`` and ``warehouse/``) for the session, exported as ``ICEMOR_HOME``."""
+    home = tmp_path_factory.mktemp("icemor_home")
+    (home / "warehouse").mkdir()
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("ICEMOR_HOME", str(home))
+        yield home
+
+
+@pytest.fixture(scope="session")
+def catalog(icemor_home: Path) -> SqlCatalog:
+    """The pyiceberg SqlCatalog of the icemor home, configured as icemor's embedded catalog.
+
+    It creates the catalog tables, which must exist before Iceberg Java starts (see
+    ``oracle.ensure_catalog_tables``).
+    """
+    return SqlCatalog(
+        CATALOG_NAME,
+        uri=f"sqlite:///{icemor_home}/catalog.db",
+        warehouse=f"file://{icemor_home}/warehouse",
+    )
+
+
+@pytest.fixture(scope="session")
+def oracle(icemor_home: Path, catalog: SqlCatalog) -> Iterator[IcebergJava]:
+    """Iceberg Java 1.10.2 on Spark 3.5 over the same catalog and warehouse; started once per session.
+
+    Fails (never skips) when the oracle has not been prepared with ``make oracle``.
+    """
+    try:
+        load_oracle_env()
+    except OracleUnavailableError as exc:
+        problem: str | None = str(exc)
+    else:
+        problem = None
+    if problem is not None:
+        # Outside the except block, so the report is the one line saying what to run.
+        pytest.fail(problem, pytrace=False)
+    java = IcebergJava(icemor_home, catalog_name=catalog.name)
+    yield java
+    java.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(oracle: IcebergJava) -> SparkSession:
+    """The oracle's SparkSession: a process has one SparkContext, so Spark tests share it."""
+    return oracle.spark
+
+
+@pytest.fixture
+def ns(request: pytest.FixtureRequest, catalog: SqlCatalog) -> str:
+    """A namespace of its own for the test, created in the catalog; named after the test."""
+    base = re.sub(r"[^a-z0-9_]+", "_", request.node.name.lower()).strip("_")[:48]
+    name = f"{base}_{next(_namespace_counter)}"
+    catalog.create_namespace(name)
+    return name

@@ -1,0 +1,158 @@
+"""The CLI: informative help, one-line errors with exit code 2, and the commands end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from icemor.cli import run
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+COMMANDS = ["create-table", "append", "scan", "count", "files", "demo"]
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("ICEMOR_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def parquet(tmp_path: Path) -> Path:
+    path = tmp_path / "rows.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "id": pa.array([1, 2, 3, 4], pa.int64()),
+                "cat": ["a", "b", None, "a"],
+                "ts": pa.array([0, 86_400_000_000, 2 * 86_400_000_000, 3], pa.timestamp("us")),
+            }
+        ),
+        path,
+    )
+    return path
+
+
+def _err_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
+    return [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+
+
+def test_help_lists_every_command_and_global_option(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["--help"]) == 0
+    out = capsys.readouterr().out
+    for word in [*COMMANDS, "--catalog", "--engine", "--debug"]:
+        assert word in out
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_subcommand_has_informative_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run([command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "Usage:" in out
+    assert len(out.splitlines()) >= 4
+
+
+def test_create_append_scan_count_files(
+    home: Path, parquet: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(["create-table", "db.t", "--schema-from", str(parquet), "--partition-by", "day(ts),cat"]) == 0
+    assert run(["append", "db.t", str(parquet), str(parquet)]) == 0
+    capsys.readouterr()
+    assert run(["count", "db.t"]) == 0
+    assert capsys.readouterr().out.strip() == "8"
+    assert run(["count", "db.t", "--where", "cat = 'a'"]) == 0
+    assert capsys.readouterr().out.strip() == "4"
+    out = tmp_path / "out.jsonl"
+    assert run(["scan", "db.t", "--columns", "id,cat", "--where", "id > 2", "--output", str(out)]) == 0
+    rows = sorted((r["id"], r["cat"]) for r in map(json.loads, out.read_text().splitlines()))
+    assert rows == [(3, None), (3, None), (4, "a"), (4, "a")]
+    csv_out = tmp_path / "out.csv"
+    assert run(["scan", "db.t", "--limit", "3", "--output", str(csv_out)]) == 0
+    assert len(csv_out.read_text().splitlines()) == 4  # header + 3 rows
+    assert run(["files", "db.t", "--where", "cat = 'b'"]) == 0
+    assert "1 data files" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["scan", "nope.missing"], "does not exist"),
+        (["count", "nope.missing"], "does not exist"),
+        (
+            ["create-table", "db.x", "--schema-from", "/does/not/exist.parquet"],
+            "cannot read a Parquet schema",
+        ),
+        (["append", "db.t", "/does/not/exist.parquet"], "cannot read Parquet file"),
+        (["scan", "db.t", "--columns", "nope"], "unknown column"),
+        (["scan", "db.t", "--where", "nope = 1"], "invalid row filter"),
+        (["scan", "db.t", "--where", "id >>> 1"], "cannot parse row filter"),
+        (["scan", "db.t", "--snapshot-id", "42"], "snapshot 42 does not exist"),
+        (["scan", "db.t", "--ref", "nope"], "ref 'nope' does not exist"),
+        (["scan", "db.t", "--output", "x.txt"], "--output must end in"),
+        (["count", "db.t", "--as-of-timestamp", "1"], "no snapshot is older"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    home: Path, parquet: Path, capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
+) -> None:
+    assert run(["create-table", "db.t", "--schema-from", str(parquet)]) == 0
+    assert run(["append", "db.t", str(parquet)]) == 0
+    capsys.readouterr()
+    assert run(argv) == 2
+    lines = _err_lines(capsys)
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("icemor: error: ") and needle in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("partition", "needle"),
+    [
+        ("bucket(16,nope)", "no column 'nope'"),
+        ("frobnicate(id)", "bad partition field"),
+        ("day(cat)", "cannot apply"),
+    ],
+)
+def test_bad_partition_spec(
+    home: Path, parquet: Path, capsys: pytest.CaptureFixture[str], partition: str, needle: str
+) -> None:
+    assert run(["create-table", "db.p", "--schema-from", str(parquet), "--partition-by", partition]) == 2
+    lines = _err_lines(capsys)
+    assert len(lines) == 1 and needle in lines[0]
+    # nothing was created
+    assert run(["count", "db.p"]) == 2
+
+
+def test_failed_append_commits_nothing(
+    home: Path, parquet: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(b"PAR1 not really")
+    assert run(["create-table", "db.t", "--schema-from", str(parquet)]) == 0
+    assert run(["append", "db.t", str(parquet), str(bad)]) == 2
+    capsys.readouterr()
+    assert run(["count", "db.t"]) == 0
+    assert capsys.readouterr().out.strip() == "0"
+
+
+def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["scan"]) == 2
+    assert "Missing argument" in capsys.readouterr().err
+
+
+def test_console_script_exit_code(home: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "icemor", "count", "nope.missing"], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "icemor: error: table 'nope.missing' does not exist in catalog 'icemor'"
+    ]
+    assert "Traceback" not in proc.stderr
