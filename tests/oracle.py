@@ -348,6 +348,47 @@ class IcebergJava:
         builder = self._jvm.org.apache.iceberg.FileMetadata.deleteFileBuilder(self._spec(table, spec_id))
         return self._write_file(table, builder.ofEqualityDeletes(java_ids), rows, partition_path)
 
+    def write_position_delete_file(
+        self,
+        name: str,
+        deletes: Sequence[tuple[str, int]],
+        *,
+        partition_path: str | None = None,
+        spec_id: int | None = None,
+    ) -> Any:
+        """Write a position delete file of ``(file_path, pos)`` rows; do not commit it.
+
+        Returns:
+            The Java ``DeleteFile``, for ``commit_row_delta``.
+        """
+        table = self.java_table(name)
+        schema = pa.schema(
+            [
+                pa.field("file_path", pa.string(), nullable=False, metadata={FIELD_ID_KEY: b"2147483546"}),
+                pa.field("pos", pa.int64(), nullable=False, metadata={FIELD_ID_KEY: b"2147483545"}),
+            ]
+        )
+        rows = pa.table({"file_path": [d[0] for d in deletes], "pos": [d[1] for d in deletes]}, schema=schema)
+        iceberg = self._jvm.org.apache.iceberg
+        location = table.locationProvider().newDataLocation(f"pos-deletes-{uuid.uuid4()}.parquet")
+        path = local_path(location)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(rows, path)
+        metrics = iceberg.parquet.ParquetUtil.fileMetrics(
+            table.io().newInputFile(location), iceberg.MetricsConfig.forPositionDelete(table)
+        )
+        builder = (
+            iceberg.FileMetadata.deleteFileBuilder(self._spec(table, spec_id))
+            .ofPositionDeletes()
+            .withPath(location)
+            .withFormat("parquet")
+            .withFileSizeInBytes(path.stat().st_size)
+            .withMetrics(metrics)
+        )
+        if partition_path:
+            builder = builder.withPartitionPath(partition_path)
+        return builder.build()
+
     def commit_row_delta(
         self, name: str, *, data_files: Iterable[Any] = (), delete_files: Iterable[Any] = ()
     ) -> int:

@@ -272,3 +272,42 @@ def test_decimal_and_date_types_survive(oracle: IcebergJava, catalog: SqlCatalog
     oracle.sql(f"INSERT INTO {oracle.qualified(name)} VALUES (1, 1.25, DATE'2024-02-29')")
     rows = icemor.load_table(name, catalog=catalog).scan().to_arrow().to_pylist()
     assert rows == [{"id": 1, "amount": Decimal("1.25"), "d": dt.date(2024, 2, 29)}]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_arctic_sequence_number_example(
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str, engine: str
+) -> None:
+    """Seed 001 (Arctic): a.dat, then b.dat (equality delete) + c.dat, then a position delete + new data.
+
+    snapshot 1 = {(1,X),(2,A)}; snapshot 2 = {(1,X),(3,Q),(2,B)} (the equality delete of id 2
+    removes a.dat's row but not c.dat's, committed with it); snapshot 3 = {(1,X),(2,B),(4,Y)}
+    (a position delete removes c.dat's (3,Q)). Every snapshot also read by time travel.
+    """
+    name = f"{ns}.t"
+    oracle.create_table(name, "id BIGINT, data STRING")
+    ids = oracle.field_ids(name)
+    a = oracle.write_data_file(name, pa.table({"id": pa.array([1, 2], pa.int64()), "data": ["X", "A"]}))
+    s1 = oracle.commit_row_delta(name, data_files=[a])
+    b = oracle.write_equality_delete_file(name, pa.table({"id": pa.array([2], pa.int64())}), [ids["id"]])
+    c = oracle.write_data_file(name, pa.table({"id": pa.array([3, 2], pa.int64()), "data": ["Q", "B"]}))
+    s2 = oracle.commit_row_delta(name, data_files=[c], delete_files=[b])
+    d = oracle.write_position_delete_file(name, [(c.location(), 0)])
+    e = oracle.write_data_file(name, pa.table({"id": pa.array([4], pa.int64()), "data": ["Y"]}))
+    s3 = oracle.commit_row_delta(name, data_files=[e], delete_files=[d])
+
+    expected = {
+        s1: [(1, "X"), (2, "A")],
+        s2: [(1, "X"), (2, "B"), (3, "Q")],
+        s3: [(1, "X"), (2, "B"), (4, "Y")],
+    }
+    for snapshot_id, rows in expected.items():
+        assert java_rows(oracle, name, snapshot_id=snapshot_id) == rows
+        assert icemor_rows(oracle, catalog, name, engine, snapshot_id=snapshot_id) == rows
+    table = icemor.load_table(name, catalog=catalog)
+    for entry in table.metadata.snapshot_log:
+        got = sorted_rows(
+            tuple(r.values()) for r in table.scan(as_of_timestamp=entry.timestamp_ms).to_arrow().to_pylist()
+        )
+        assert got == expected[entry.snapshot_id]
+    assert icemor_rows(oracle, catalog, name, engine) == expected[s3]

@@ -83,11 +83,13 @@ class EqualityDeleteSet:
                     self._mode = "sorted"
                     self._sorted = values
         if self._mode == "join":
+            self._types = [c.type for c in cols]
             self._keys = self._join_table(cols)
         self.nbytes = sum(c.nbytes for c in cols) + getattr(getattr(self, "_table", None), "nbytes", 0)
 
     @staticmethod
     def _join_table(cols: Sequence[pa.Array]) -> pa.Table:
+        """Distinct delete keys, null-safe, ready to be the build side of a semi join."""
         data: dict[str, pa.Array] = {}
         for i, c in enumerate(cols):
             data[f"k{i}"], data[f"n{i}"] = _null_safe(c)
@@ -103,7 +105,9 @@ class EqualityDeleteSet:
             col = cols[0]
             valid = col.is_valid().to_numpy(zero_copy_only=False) if col.null_count else None
             values = _as_int64(col.fill_null(0) if valid is not None else col)
-            if self._mode == "dense":
+            if self._mode == "sorted" and len(self._sorted) == 0:
+                hit = np.zeros(n, dtype=bool)  # only NULL keys: the NULL rule below decides
+            elif self._mode == "dense":
                 idx = values - self._lo
                 inside = (idx >= 0) & (idx < len(self._table))
                 hit = np.zeros(n, dtype=bool)
@@ -119,7 +123,9 @@ class EqualityDeleteSet:
             return hit
         probe: dict[str, pa.Array] = {}
         for i, c in enumerate(cols):
-            probe[f"k{i}"], probe[f"n{i}"] = _null_safe(c.cast(self._keys.schema.field(f"k{i}").type))
+            probe[f"k{i}"], probe[f"n{i}"] = _null_safe(
+                c if c.type == self._types[i] else c.cast(self._types[i])
+            )
         probe[_ROW] = pa.array(np.arange(n, dtype=np.int64))
         keys = [f"k{i}" for i in range(self.width)] + [f"n{i}" for i in range(self.width)]
         matched = pa.table(probe).join(self._keys, keys=keys, join_type="left semi", use_threads=False)
@@ -129,10 +135,17 @@ class EqualityDeleteSet:
 
 
 def _null_safe(col: pa.Array) -> tuple[pa.Array, pa.Array]:
-    """(values with NULLs replaced by a filler of the same type, is-null indicator) for joining."""
+    """(join-ready values, is-null indicator): NULLs get a filler, floats become canonical bits.
+
+    Floats join by bit pattern with NaN canonicalised, which is Java's ``Double.equals``:
+    every NaN equals every NaN, and -0.0 differs from 0.0.
+    """
     if pa.types.is_dictionary(col.type):
         col = col.dictionary_decode()
     is_null = col.is_null()
+    if pa.types.is_floating(col.type):
+        bits = _as_int64(col.fill_null(0) if col.null_count else col)
+        return pa.array(bits, type=pa.int64()), is_null
     if col.null_count == 0:
         return col, is_null
     return pc.if_else(is_null, _filler(col.type), col), is_null
@@ -148,6 +161,10 @@ def _filler(t: pa.DataType) -> pa.Scalar:
         return pa.scalar(b"", t)
     if pa.types.is_boolean(t):
         return pa.scalar(False)
+    if pa.types.is_decimal(t):
+        from decimal import Decimal
+
+        return pa.scalar(Decimal(0), t)
     if pa.types.is_date32(t) or pa.types.is_time32(t):
         return pa.array([0], pa.int32()).cast(t)[0]
     return pa.array([0], pa.int64()).cast(t)[0]

@@ -71,11 +71,29 @@ class ReadOptions:
     batch_size: int = DEFAULT_BATCH_SIZE
 
 
+def _plain(t: pa.DataType) -> pa.DataType:
+    """string/binary instead of pyiceberg's large_* types: what Parquet decodes to, no copy."""
+    if pa.types.is_large_string(t):
+        return pa.string()
+    if pa.types.is_large_binary(t):
+        return pa.binary()
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_plain(f.type)) for f in t])
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(_plain(t.value_type)))
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_plain(t.value_type)))
+    if pa.types.is_map(t):
+        return pa.map_(t.key_field.with_type(_plain(t.key_type)), t.item_field.with_type(_plain(t.item_type)))
+    return t
+
+
 def output_schema(opts: ReadOptions) -> pa.Schema:
     """The Arrow schema of every batch a scan yields."""
     from pyiceberg.io.pyarrow import schema_to_pyarrow
 
-    schema = schema_to_pyarrow(opts.projected_schema, include_field_ids=False)
+    iceberg = schema_to_pyarrow(opts.projected_schema, include_field_ids=False)
+    schema = pa.schema([f.with_type(_plain(f.type)) for f in iceberg])
     for flag, mf in (
         (opts.file_column, FILE_PATH),
         (opts.pos_column, ROW_POSITION),
@@ -144,8 +162,9 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
     spec = opts.specs.get(f.spec_id)
     if spec is not None and not spec.is_unpartitioned():
         data_file = DataFile.from_args(partition=Record(*f.partition))
+        # for every field, not only projected ones: filters and equality keys read them too
         missing = _get_column_projection_values(
-            data_file, opts.projected_schema, opts.schema, spec, file_schema.field_ids
+            data_file, opts.schema, opts.schema, spec, file_schema.field_ids
         )
 
     pyarrow_filter = None
@@ -183,8 +202,12 @@ def _keep_mask(
     eq_sets: list[tuple[tuple[int, ...], Any]],
     file_schema: Schema,
     field_types: Mapping[int, IcebergType],
+    constants: Mapping[int, Any],
 ) -> npt.NDArray[np.bool_] | None:
-    """True for rows not deleted; None when nothing in this batch is deleted."""
+    """True for rows not deleted; None when nothing in this batch is deleted.
+
+    ``constants``: identity-partition values of fields the file does not store.
+    """
     n = batch.num_rows
     keep: npt.NDArray[np.bool_] | None = None
     if len(positions):
@@ -193,11 +216,25 @@ def _keep_mask(
             keep = np.ones(n, dtype=bool)
             keep[positions[lo:hi] - first_pos] = False
     for ids, eq in eq_sets:
-        cols = [leaf_column(batch, file_schema, fid, field_types[fid]) for fid in ids]
+        cols = [_key_column(batch, file_schema, fid, field_types[fid], constants) for fid in ids]
         hit = eq.matches(cols)
         if hit.any():
             keep = ~hit if keep is None else keep & ~hit
     return keep
+
+
+def _key_column(
+    batch: pa.RecordBatch,
+    file_schema: Schema,
+    field_id: int,
+    field_type: IcebergType,
+    constants: Mapping[int, Any],
+) -> pa.Array | pa.ChunkedArray:
+    if field_id in constants and field_id not in file_schema.field_ids:
+        from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+        return pa.nulls(batch.num_rows, schema_to_pyarrow(field_type)).fill_null(constants[field_id])
+    return leaf_column(batch, file_schema, field_id, field_type)
 
 
 def read_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
@@ -239,7 +276,9 @@ def _process_batch(
     out_schema: pa.Schema,
 ) -> pa.RecordBatch | None:
     n = batch.num_rows
-    keep = _keep_mask(batch, first, positions, eq_sets, plan.file_schema, opts.field_types)
+    keep = _keep_mask(
+        batch, first, positions, eq_sets, plan.file_schema, opts.field_types, plan.missing_fields
+    )
     pos: npt.NDArray[np.int64] | None = (
         np.arange(first, first + n, dtype=np.int64) if opts.pos_column else None
     )
@@ -275,7 +314,9 @@ def _process_batch(
             projected_missing_fields=plan.missing_fields,
             allow_timestamp_tz_mismatch=True,
         )
-    arrays = list(projected.columns)
+    arrays = [
+        a if a.type == f.type else a.cast(f.type) for a, f in zip(projected.columns, out_schema, strict=False)
+    ]
     if opts.file_column:
         arrays.append(
             pa.DictionaryArray.from_arrays(

@@ -133,6 +133,13 @@ class DeleteFileIndex:
                     if ref.referenced_data_file is None:
                         msg = f"deletion vector {ref.path} has no referenced_data_file"
                         raise CorruptFileError(msg)
+                    if self._dvs.get(ref.referenced_data_file):
+                        other = self._dvs[ref.referenced_data_file][0].path
+                        msg = (
+                            f"two deletion vectors for data file {ref.referenced_data_file} "
+                            f"({other} and {ref.path}); the spec allows one per data file"
+                        )
+                        raise CorruptFileError(msg)
                     self._dvs[ref.referenced_data_file].append(ref)
                 elif (path := _single_referenced_path(ref, item.stats)) is not None:
                     self._pos_by_path[path].add(item)

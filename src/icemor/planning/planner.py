@@ -15,6 +15,7 @@ from pyiceberg.expressions.visitors import (
 )
 from pyiceberg.manifest import ManifestContent
 from pyiceberg.schema import Schema
+from pyiceberg.transforms import VoidTransform
 from pyiceberg.types import PrimitiveType
 
 from icemor.planning.delete_index import DeleteFileIndex
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.io import FileIO
     from pyiceberg.manifest import DataFile, ManifestFile
+    from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Snapshot
 
@@ -97,7 +99,7 @@ def plan_files(
 
     index = DeleteFileIndex(
         delete_entries,
-        unpartitioned_spec_ids={sid for sid, spec in specs.items() if spec.is_unpartitioned()},
+        unpartitioned_spec_ids={sid for sid, spec in specs.items() if _is_unpartitioned(spec)},
         field_types=all_field_types(metadata),
     )
     planned = []
@@ -119,6 +121,11 @@ def plan_files(
         )
         planned.append(PlannedFile(entry.to_data_ref(), deletes))
     return planned
+
+
+def _is_unpartitioned(spec: PartitionSpec) -> bool:
+    """As Iceberg Java: a spec of void transforms only is unpartitioned (its deletes are global)."""
+    return all(isinstance(f.transform, VoidTransform) for f in spec.fields)
 
 
 def all_field_types(metadata: TableMetadata) -> dict[int, PrimitiveType]:

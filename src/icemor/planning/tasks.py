@@ -8,6 +8,7 @@ delete files alike), looking back over ``read.split.planning-lookback`` open bin
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -83,20 +84,23 @@ class SplitOptions:
 
 
 def split_file(planned: PlannedFile, target_size: int) -> list[FileScanTask]:
-    """Split one data file at row-group offsets into ranges of about ``target_size`` bytes."""
+    """Split a data file larger than ``target_size`` into one piece per row group (its offsets).
+
+    As Iceberg Java's OffsetsAwareSplitScanTaskIterator; bin packing then recombines pieces.
+    Files without valid offsets stay whole (a reader assigns row groups by start offset).
+    """
     f = planned.data_file
     offsets = [o for o in (f.split_offsets or ()) if 0 <= o < f.file_size_in_bytes]
-    if len(offsets) <= 1 or f.file_size_in_bytes <= target_size or offsets != sorted(offsets):
+    valid = len(offsets) > 1 and all(a < b for a, b in itertools.pairwise(offsets))
+    if not valid or f.file_size_in_bytes <= target_size:
         return [FileScanTask(f, planned.delete_files, 0, f.file_size_in_bytes)]
     bounds = [*offsets, f.file_size_in_bytes]
-    tasks: list[FileScanTask] = []
-    start = 0  # the first range starts at 0 so a footer-first or magic-prefixed layout is covered
-    for i in range(1, len(bounds)):
-        end = bounds[i]
-        if end - start >= target_size or i == len(bounds) - 1:
-            tasks.append(FileScanTask(f, planned.delete_files, start, end - start))
-            start = end
-    return tasks
+    # the first piece starts at 0 so it also owns anything before the first offset
+    starts = [0, *offsets[1:]]
+    return [
+        FileScanTask(f, planned.delete_files, start, end - start)
+        for start, end in zip(starts, bounds[1:], strict=True)
+    ]
 
 
 def _weight(task: FileScanTask, open_file_cost: int) -> int:
@@ -116,10 +120,11 @@ def plan_tasks(files: Iterable[PlannedFile], options: SplitOptions) -> list[Comb
                 bins[i] = (used + w, items)
                 break
         else:
-            if len(bins) >= options.lookback:
-                # close the fullest open bin to make room, as Iceberg does
+            bins.append((w, [piece]))
+            if len(bins) > options.lookback:
+                # as Iceberg's BinPacking (largest bin first): open the new bin, then close the
+                # fullest of lookback + 1 bins, which may be the new one
                 fullest = max(range(len(bins)), key=lambda i: bins[i][0])
                 done.append(CombinedScanTask(tuple(bins.pop(fullest)[1])))
-            bins.append((w, [piece]))
     done.extend(CombinedScanTask(tuple(items)) for _, items in bins)
     return done

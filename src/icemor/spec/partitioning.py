@@ -41,6 +41,7 @@ _UNARY: dict[str, Callable[[], Transform]] = {  # type: ignore[type-arg]
     "void": VoidTransform,
     "identity": IdentityTransform,
 }
+_TIME = (YearTransform, MonthTransform, DayTransform, HourTransform)
 _USAGE = "use col, bucket(N,col), truncate(W,col), year|month|day|hour(col)"
 _SUFFIX = {
     YearTransform: "year",
@@ -75,6 +76,9 @@ def parse_partition_spec(fields: Sequence[str], schema: Schema) -> PartitionSpec
             column, transform, name = m.group(1), IdentityTransform(), m.group(1)
         elif m := _CALL.match(text):
             fn, arg, column = m.group(1).lower(), m.group(2), m.group(3)
+            if fn in ("bucket", "truncate") and arg is not None and int(arg) <= 0:
+                msg = f"bad partition field {text!r}: {fn} width must be > 0"
+                raise InvalidArgumentError(msg)
             if fn == "bucket" and arg is not None:
                 transform, name = BucketTransform(int(arg)), f"{column}_bucket"
             elif fn == "truncate" and arg is not None:
@@ -99,6 +103,14 @@ def parse_partition_spec(fields: Sequence[str], schema: Schema) -> PartitionSpec
             raise InvalidArgumentError(msg) from e
         if not transform.can_transform(source.field_type):
             msg = f"bad partition field {text!r}: {transform} cannot apply to {source.field_type}"
+            raise InvalidArgumentError(msg)
+        if any(p.name == name for p in parts):
+            msg = f"bad partition field {text!r}: partition name {name!r} is used more than once"
+            raise InvalidArgumentError(msg)
+        if isinstance(transform, _TIME) and any(
+            p.source_id == source.field_id and isinstance(p.transform, _TIME) for p in parts
+        ):
+            msg = f"bad partition field {text!r}: redundant time partition of column {column!r}"
             raise InvalidArgumentError(msg)
         parts.append(
             PartitionField(source_id=source.field_id, field_id=1000 + i, transform=transform, name=name)

@@ -1,0 +1,677 @@
+"""read_task / count_task over hand-written Parquet data files, position deletes, DVs and equality deletes.
+
+Every expected row set is worked out by hand from the spec's rules: positions count from 0 over
+the whole data file; a position delete names (file_path, pos); an equality delete removes rows
+equal on its equality columns, NULL matching NULL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import re
+import struct
+import zlib
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.expressions import EqualTo, GreaterThanOrEqual
+from pyiceberg.io.pyarrow import PyArrowFileIO
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table.name_mapping import create_mapping_from_schema
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.types import DecimalType, IntegerType, LongType, NestedField, StringType
+from pyroaring import BitMap64
+
+from icemor.exceptions import CorruptFileError, MissingFileError
+from icemor.io.reader import ReadOptions, count_task, output_schema, read_task
+from icemor.planning.tasks import FileScanTask
+from icemor.spec.files import DataFileRef, DeleteFileRef, FileContent
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.types import IcebergType
+
+FIELD_ID = b"PARQUET:field_id"
+PATH_ID, POS_ID = 2147483546, 2147483545
+
+ID = NestedField(1, "id", LongType(), required=True)
+CATEGORY = NestedField(2, "category", StringType(), required=False)
+NAME = NestedField(3, "name", StringType(), required=False)
+SCHEMA = Schema(ID, CATEGORY, NAME)
+FIELD_TYPES: dict[int, IcebergType] = {1: LongType(), 2: StringType(), 3: StringType(), 4: IntegerType()}
+IO = PyArrowFileIO()
+
+
+def field(name: str, t: pa.DataType, fid: int, nullable: bool = True) -> pa.Field:
+    return pa.field(name, t, nullable=nullable, metadata={FIELD_ID: str(fid).encode()})
+
+
+def write(path: Path, table: pa.Table, row_group_size: int | None = None) -> str:
+    pq.write_table(table, path, row_group_size=row_group_size)
+    return str(path)
+
+
+def animals_table() -> pa.Table:
+    schema = pa.schema(
+        [
+            field("id", pa.int64(), 1, nullable=False),
+            field("category", pa.string(), 2),
+            field("name", pa.string(), 3),
+        ]
+    )
+    return pa.table(
+        {
+            "id": [1, 2, 3, 4],
+            "category": ["marsupial", "toy", None, None],
+            "name": ["Koala", "Teddy", "Grizzly", "Polar"],
+        },
+        schema=schema,
+    )
+
+
+def numbered_table(n: int) -> pa.Table:
+    """Rows i = 0..n-1: id = 100 + i, category cycling a/b/NULL, name 'r<i>'."""
+    schema = pa.schema(
+        [
+            field("id", pa.int64(), 1, nullable=False),
+            field("category", pa.string(), 2),
+            field("name", pa.string(), 3),
+        ]
+    )
+    cats = ["a", "b", None]
+    return pa.table(
+        {
+            "id": [100 + i for i in range(n)],
+            "category": [cats[i % 3] for i in range(n)],
+            "name": [f"r{i}" for i in range(n)],
+        },
+        schema=schema,
+    )
+
+
+def data_ref(path: str, *, spec_id: int = 0, partition: tuple[Any, ...] = ()) -> DataFileRef:
+    md = pq.read_metadata(path)
+    return DataFileRef(
+        path=path,
+        file_format="PARQUET",
+        record_count=md.num_rows,
+        file_size_in_bytes=os.path.getsize(path),
+        spec_id=spec_id,
+        partition=partition,
+        data_sequence_number=1,
+        split_offsets=tuple(row_group_offsets(path)),
+    )
+
+
+def row_group_offsets(path: str) -> list[int]:
+    """Row-group starts as Parquet (and Iceberg's split_offsets) define them: the first column chunk's
+    dictionary page when it comes first, else its first data page."""
+    md = pq.read_metadata(path)
+    out = []
+    for i in range(md.num_row_groups):
+        col = md.row_group(i).column(0)
+        dict_off = col.dictionary_page_offset
+        if col.has_dictionary_page and dict_off is not None and dict_off < col.data_page_offset:
+            out.append(dict_off)
+        else:
+            out.append(col.data_page_offset)
+    return out
+
+
+def position_delete_file(tmp: Path, name: str, rows: Sequence[tuple[str, int]]) -> DeleteFileRef:
+    schema = pa.schema(
+        [field("file_path", pa.string(), PATH_ID, False), field("pos", pa.int64(), POS_ID, False)]
+    )
+    table = pa.table({"file_path": [r[0] for r in rows], "pos": [r[1] for r in rows]}, schema=schema)
+    path = write(tmp / name, table)
+    return delete_ref(FileContent.POSITION_DELETES, path, len(rows))
+
+
+def equality_delete_file(
+    tmp: Path, name: str, columns: dict[str, tuple[pa.DataType, int, list[Any]]]
+) -> DeleteFileRef:
+    fields = [field(col, t, fid) for col, (t, fid, _) in columns.items()]
+    table = pa.table({col: v for col, (_, _, v) in columns.items()}, schema=pa.schema(fields))
+    path = write(tmp / name, table)
+    ids = tuple(fid for _, fid, _ in columns.values())
+    return delete_ref(FileContent.EQUALITY_DELETES, path, table.num_rows, equality_ids=ids)
+
+
+def delete_ref(content: FileContent, path: str, count: int, **kw: Any) -> DeleteFileRef:
+    return DeleteFileRef(
+        content=content,
+        path=path,
+        file_format=kw.pop("file_format", "PARQUET"),
+        record_count=count,
+        file_size_in_bytes=os.path.getsize(path),
+        spec_id=0,
+        partition=(),
+        data_sequence_number=2,
+        **kw,
+    )
+
+
+def dv_blob(positions: Sequence[int]) -> bytes:
+    body = b"\xd1\xd3\x39\x64" + BitMap64(positions).serialize()
+    return struct.pack(">I", len(body)) + body + struct.pack(">I", zlib.crc32(body))
+
+
+def dv_file(
+    tmp: Path, name: str, data_path: str, positions: Sequence[int], *, offset: int = 17
+) -> DeleteFileRef:
+    blob = dv_blob(positions)
+    path = tmp / name
+    path.write_bytes(b"PFA1" + b"\x00" * (offset - 4) + blob + b"trailing footer bytes")
+    return delete_ref(
+        FileContent.POSITION_DELETES,
+        str(path),
+        len(set(positions)),
+        file_format="PUFFIN",
+        referenced_data_file=data_path,
+        content_offset=offset,
+        content_size_in_bytes=len(blob),
+    )
+
+
+def options(
+    projected: Schema | None = None,
+    *,
+    schema: Schema = SCHEMA,
+    row_filter: BooleanExpression | None = None,
+    **kw: Any,
+) -> ReadOptions:
+    extra: dict[str, Any] = {"row_filter": row_filter} if row_filter is not None else {}
+    kw.setdefault("field_types", FIELD_TYPES)
+    return ReadOptions(
+        schema=schema, projected_schema=projected if projected is not None else schema, **extra, **kw
+    )
+
+
+def whole(data: DataFileRef, deletes: Sequence[DeleteFileRef] = ()) -> FileScanTask:
+    return FileScanTask(data, tuple(deletes), 0, data.file_size_in_bytes)
+
+
+def read(task: FileScanTask, opts: ReadOptions | None = None) -> list[dict[str, Any]]:
+    opts = opts or options()
+    batches = list(read_task(IO, task, opts))
+    expected_schema = output_schema(opts)
+    for b in batches:
+        assert b.schema.equals(expected_schema), (b.schema, expected_schema)
+    rows: list[dict[str, Any]] = pa.Table.from_batches(batches, schema=expected_schema).to_pylist()
+    assert count_task(IO, task, opts) == len(rows) or opts.include_deleted
+    return rows
+
+
+def ids(rows: list[dict[str, Any]]) -> list[int]:
+    return [r["id"] for r in rows]
+
+
+# --- the spec's example ---------------------------------------------------------------------
+
+
+def test_spec_equality_delete_example(tmp_path: Path) -> None:
+    data = data_ref(write(tmp_path / "animals.parquet", animals_table()))
+    del_id3 = equality_delete_file(tmp_path, "eq-id.parquet", {"id": (pa.int64(), 1, [3])})
+    del_id4_null = equality_delete_file(
+        tmp_path, "eq-id-cat.parquet", {"id": (pa.int64(), 1, [4]), "category": (pa.string(), 2, [None])}
+    )
+    rows = read(whole(data, [del_id3, del_id4_null]))
+    assert rows == [
+        {"id": 1, "category": "marsupial", "name": "Koala"},
+        {"id": 2, "category": "toy", "name": "Teddy"},
+    ]
+
+
+def test_spec_example_full_row_equality_delete(tmp_path: Path) -> None:
+    # "3 | NULL | Grizzly" written with equality_ids=[1] (extra columns are ignored)
+    data = data_ref(write(tmp_path / "animals.parquet", animals_table()))
+    d = equality_delete_file(
+        tmp_path,
+        "eq-full.parquet",
+        {
+            "id": (pa.int64(), 1, [3]),
+            "category": (pa.string(), 2, [None]),
+            "name": (pa.string(), 3, ["Grizzly"]),
+        },
+    )
+    d = dataclasses.replace(d, equality_ids=(1,))
+    assert ids(read(whole(data, [d]))) == [1, 2, 4]
+
+
+def test_equality_delete_without_null_match(tmp_path: Path) -> None:
+    # (4, 'bear') does not delete (4, NULL): a value never equals NULL
+    data = data_ref(write(tmp_path / "animals.parquet", animals_table()))
+    d = equality_delete_file(
+        tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [4]), "category": (pa.string(), 2, ["bear"])}
+    )
+    assert ids(read(whole(data, [d]))) == [1, 2, 3, 4]
+
+
+def test_equality_delete_null_category(tmp_path: Path) -> None:
+    data = data_ref(write(tmp_path / "animals.parquet", animals_table()))
+    d = equality_delete_file(tmp_path, "eq-null.parquet", {"category": (pa.string(), 2, [None, "toy"])})
+    assert ids(read(whole(data, [d]))) == [1]
+
+
+def test_no_deletes(tmp_path: Path) -> None:
+    data = data_ref(write(tmp_path / "animals.parquet", animals_table()))
+    assert read(whole(data)) == animals_table().to_pylist()
+
+
+# --- positions over row groups --------------------------------------------------------------
+
+
+@pytest.fixture
+def ten_rows(tmp_path: Path) -> DataFileRef:
+    """Ten rows in four row groups: positions [0-2] [3-5] [6-8] [9]."""
+    ref = data_ref(write(tmp_path / "ten.parquet", numbered_table(10), row_group_size=3))
+    assert pq.read_metadata(ref.path).num_row_groups == 4
+    return ref
+
+
+def test_positions_over_row_groups(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    d = position_delete_file(tmp_path, "pos.parquet", [(ten_rows.path, p) for p in (1, 4, 8, 9)])
+    assert ids(read(whole(ten_rows, [d]))) == [100, 102, 103, 105, 106, 107]
+
+
+def test_position_deletes_of_other_files_ignored(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    other = str(tmp_path / "other.parquet")
+    d = position_delete_file(
+        tmp_path, "pos.parquet", [(other, 0), (ten_rows.path, 5), (other, 5), (other, 6)]
+    )
+    assert ids(read(whole(ten_rows, [d]))) == [100, 101, 102, 103, 104, 106, 107, 108, 109]
+
+
+def test_positions_unsorted_duplicates_and_out_of_range(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    d1 = position_delete_file(
+        tmp_path, "p1.parquet", [(ten_rows.path, 7), (ten_rows.path, 0), (ten_rows.path, 7)]
+    )
+    d2 = position_delete_file(tmp_path, "p2.parquet", [(ten_rows.path, 0), (ten_rows.path, 50)])
+    assert ids(read(whole(ten_rows, [d1, d2]))) == [101, 102, 103, 104, 105, 106, 108, 109]
+
+
+def test_task_of_later_row_groups(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    offsets = row_group_offsets(ten_rows.path)
+    d = position_delete_file(tmp_path, "pos.parquet", [(ten_rows.path, p) for p in (1, 4, 6, 9)])
+    start = offsets[2]  # row groups 2 and 3: positions 6..9
+    task = FileScanTask(ten_rows, (d,), start, ten_rows.file_size_in_bytes - start)
+    rows = read(task, options(pos_column=True))
+    assert [(r["id"], r["_pos"]) for r in rows] == [(107, 7), (108, 8)]
+
+
+def test_task_of_middle_row_group(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    offsets = row_group_offsets(ten_rows.path)
+    d = position_delete_file(tmp_path, "pos.parquet", [(ten_rows.path, p) for p in (2, 3, 5, 6)])
+    task = FileScanTask(ten_rows, (d,), offsets[1], offsets[2] - offsets[1])  # positions 3..5
+    rows = read(task, options(pos_column=True))
+    assert [(r["id"], r["_pos"]) for r in rows] == [(104, 4)]
+
+
+def test_tasks_partition_the_file(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    """Ranges [0, o1), [o1, o3), [o3, end) read each row exactly once, deletes at the right rows."""
+    offsets = row_group_offsets(ten_rows.path)
+    d = position_delete_file(tmp_path, "pos.parquet", [(ten_rows.path, p) for p in (0, 3, 9)])
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [105])})
+    bounds = [0, offsets[1], offsets[3], ten_rows.file_size_in_bytes]
+    got: list[int] = []
+    for lo, hi in itertools.pairwise(bounds):
+        got += ids(read(FileScanTask(ten_rows, (d, eq), lo, hi - lo)))
+    assert got == [101, 102, 104, 106, 107, 108]
+
+
+def test_batch_size_smaller_than_row_group(tmp_path: Path) -> None:
+    ref = data_ref(write(tmp_path / "d.parquet", numbered_table(50), row_group_size=20))
+    d = position_delete_file(tmp_path, "pos.parquet", [(ref.path, p) for p in (0, 6, 7, 19, 20, 33, 49)])
+    rows = read(whole(ref, [d]), options(batch_size=7, pos_column=True))
+    assert [r["_pos"] for r in rows] == [p for p in range(50) if p not in {0, 6, 7, 19, 20, 33, 49}]
+    assert ids(rows) == [100 + r["_pos"] for r in rows]
+
+
+def test_deletion_vector(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    d = dv_file(tmp_path, "dv.puffin", ten_rows.path, [0, 5, 9])
+    assert ids(read(whole(ten_rows, [d]))) == [101, 102, 103, 104, 106, 107, 108]
+
+
+def test_deletion_vector_on_later_row_groups(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    offsets = row_group_offsets(ten_rows.path)
+    d = dv_file(tmp_path, "dv.puffin", ten_rows.path, [2, 6, 8], offset=100)
+    task = FileScanTask(ten_rows, (d,), offsets[2], ten_rows.file_size_in_bytes - offsets[2])
+    assert ids(read(task)) == [107, 109]
+
+
+def test_deletion_vector_with_equality_deletes(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    d = dv_file(tmp_path, "dv.puffin", ten_rows.path, [0, 1])
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"category": (pa.string(), 2, [None])})
+    # categories by position: a b NULL a b NULL a b NULL a
+    assert ids(read(whole(ten_rows, [d, eq]))) == [103, 104, 106, 107, 109]
+
+
+# --- include_deleted, metadata columns, projection -----------------------------------------
+
+
+def test_include_deleted_marks_rows(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    d = position_delete_file(tmp_path, "pos.parquet", [(ten_rows.path, p) for p in (1, 4)])
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [108])})
+    rows = read(whole(ten_rows, [d, eq]), options(include_deleted=True))
+    assert [(r["id"], r["_deleted"]) for r in rows] == [(100 + i, i in (1, 4, 8)) for i in range(10)]
+
+
+def test_include_deleted_without_deletes(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    rows = read(whole(ten_rows), options(include_deleted=True))
+    assert [r["_deleted"] for r in rows] == [False] * 10
+
+
+def test_include_deleted_with_row_filter(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    d = position_delete_file(tmp_path, "pos.parquet", [(ten_rows.path, p) for p in (0, 3)])
+    rows = read(whole(ten_rows, [d]), options(include_deleted=True, row_filter=EqualTo("category", "a")))
+    assert [(r["id"], r["_deleted"]) for r in rows] == [(100, True), (103, True), (106, False), (109, False)]
+
+
+def test_file_and_pos_columns(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    d = position_delete_file(tmp_path, "pos.parquet", [(ten_rows.path, p) for p in (0, 2, 3)])
+    projected = Schema(ID)
+    rows = read(whole(ten_rows, [d]), options(projected, file_column=True, pos_column=True))
+    assert rows == [{"id": 100 + p, "_file": ten_rows.path, "_pos": p} for p in (1, 4, 5, 6, 7, 8, 9)]
+
+
+def test_projection_excludes_equality_column(tmp_path: Path) -> None:
+    data = data_ref(write(tmp_path / "animals.parquet", animals_table()))
+    d = equality_delete_file(tmp_path, "eq.parquet", {"category": (pa.string(), 2, ["toy"])})
+    rows = read(whole(data, [d]), options(Schema(NAME)))
+    assert rows == [{"name": "Koala"}, {"name": "Grizzly"}, {"name": "Polar"}]
+
+
+def test_row_filter_and_deletes(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    d = position_delete_file(tmp_path, "pos.parquet", [(ten_rows.path, 6)])
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"category": (pa.string(), 2, ["b"])})
+    rows = read(whole(ten_rows, [d, eq]), options(row_filter=GreaterThanOrEqual("id", 104)))
+    assert ids(rows) == [105, 108, 109]  # 104, 107 are 'b'; 106 deleted by position
+
+
+def test_renamed_column(tmp_path: Path) -> None:
+    data = data_ref(write(tmp_path / "animals.parquet", animals_table()))
+    renamed = Schema(ID, NestedField(2, "kind", StringType(), required=False), NAME)
+    # the delete file still carries the old name; only the field id matters
+    d = equality_delete_file(tmp_path, "eq.parquet", {"category": (pa.string(), 2, ["toy"])})
+    rows = read(whole(data, [d]), options(schema=renamed))
+    assert rows == [
+        {"id": 1, "kind": "marsupial", "name": "Koala"},
+        {"id": 3, "kind": None, "name": "Grizzly"},
+        {"id": 4, "kind": None, "name": "Polar"},
+    ]
+
+
+def test_renamed_column_with_filter_and_projection(tmp_path: Path) -> None:
+    data = data_ref(write(tmp_path / "animals.parquet", animals_table()))
+    renamed = Schema(NestedField(1, "key", LongType(), required=True), NestedField(3, "label", StringType()))
+    rows = read(
+        whole(data), options(Schema(renamed.find_field(3)), schema=renamed, row_filter=EqualTo("key", 2))
+    )
+    assert rows == [{"label": "Teddy"}]
+
+
+def test_equality_delete_on_dropped_column(tmp_path: Path) -> None:
+    schema = pa.schema(
+        [
+            field("id", pa.int64(), 1, nullable=False),
+            field("name", pa.string(), 3),
+            field("score", pa.int32(), 4),
+        ]
+    )
+    table = pa.table(
+        {"id": [1, 2, 3, 4], "name": ["a", "b", "c", "d"], "score": [10, None, 30, 10]}, schema=schema
+    )
+    data = data_ref(write(tmp_path / "d.parquet", table))
+    current = Schema(ID, NAME)  # "score" (id 4) has been dropped; FIELD_TYPES still knows it
+    d = equality_delete_file(tmp_path, "eq.parquet", {"score": (pa.int32(), 4, [10, None])})
+    rows = read(whole(data, [d]), options(schema=current))
+    assert rows == [{"id": 3, "name": "c"}]
+
+
+def test_equality_delete_on_column_added_after_the_data_file(tmp_path: Path) -> None:
+    # the data file predates field 4: its rows read NULL there, so a non-NULL delete value never matches
+    data = data_ref(write(tmp_path / "animals.parquet", animals_table()))
+    schema = Schema(ID, CATEGORY, NAME, NestedField(4, "score", IntegerType(), required=False))
+    d_val = equality_delete_file(tmp_path, "eq-val.parquet", {"score": (pa.int32(), 4, [0, 7])})
+    assert ids(read(whole(data, [d_val]), options(schema=schema))) == [1, 2, 3, 4]
+
+
+def test_equality_delete_is_null_on_int_column(tmp_path: Path) -> None:
+    data = data_ref(write(tmp_path / "animals.parquet", animals_table()))
+    schema = Schema(ID, CATEGORY, NAME, NestedField(4, "score", IntegerType(), required=False))
+    d_null = equality_delete_file(tmp_path, "eq-null.parquet", {"score": (pa.int32(), 4, [None])})
+    assert ids(read(whole(data, [d_null]), options(schema=schema))) == []
+
+
+def test_equality_delete_on_promoted_column(tmp_path: Path) -> None:
+    # an int column promoted to long: data file int32, delete file written after promotion as int64
+    schema = pa.schema([field("id", pa.int32(), 1, nullable=False), field("name", pa.string(), 3)])
+    data = data_ref(
+        write(tmp_path / "d.parquet", pa.table({"id": [1, 2, 3], "name": ["a", "b", "c"]}, schema=schema))
+    )
+    d = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [2])})
+    rows = read(whole(data, [d]), options(schema=Schema(ID, NAME)))
+    assert rows == [{"id": 1, "name": "a"}, {"id": 3, "name": "c"}]
+
+
+def test_equality_delete_on_decimal_column_with_nulls(tmp_path: Path) -> None:
+    schema = pa.schema([field("id", pa.int64(), 1, nullable=False), field("price", pa.decimal128(10, 2), 5)])
+    prices = [Decimal("1.10"), None, Decimal("2.00"), Decimal("1.10")]
+    data = data_ref(
+        write(tmp_path / "d.parquet", pa.table({"id": [1, 2, 3, 4], "price": prices}, schema=schema))
+    )
+    table_schema = Schema(ID, NestedField(5, "price", DecimalType(10, 2), required=False))
+    d = equality_delete_file(tmp_path, "eq.parquet", {"price": (pa.decimal128(10, 2), 5, [Decimal("1.10")])})
+    opts = options(schema=table_schema, field_types={**FIELD_TYPES, 5: DecimalType(10, 2)})
+    assert ids(read(whole(data, [d]), opts)) == [2, 3]
+
+
+def test_data_file_without_field_ids_read_by_name_mapping(tmp_path: Path) -> None:
+    # spec, "Column Projection": files without field ids are read through the table's name mapping
+    t = animals_table()
+    plain = pa.table({c: t.column(c) for c in t.column_names})  # same data, no field-id metadata
+    data = data_ref(write(tmp_path / "noids.parquet", plain))
+    d = equality_delete_file(
+        tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [4]), "category": (pa.string(), 2, [None])}
+    )
+    p = position_delete_file(tmp_path, "pos.parquet", [(data.path, 0)])
+    rows = read(whole(data, [d, p]), options(name_mapping=create_mapping_from_schema(SCHEMA)))
+    assert rows == [
+        {"id": 2, "category": "toy", "name": "Teddy"},
+        {"id": 3, "category": None, "name": "Grizzly"},
+    ]
+
+
+def test_data_file_without_field_ids_or_name_mapping(tmp_path: Path) -> None:
+    t = animals_table()
+    data = data_ref(write(tmp_path / "noids.parquet", pa.table({c: t.column(c) for c in t.column_names})))
+    with pytest.raises(CorruptFileError, match=re.escape(data.path)):
+        list(read_task(IO, whole(data), options()))
+
+
+# --- identity partition values for columns missing from the data file ---------------------
+# spec, "Column Projection": a field id missing from a data file reads the identity partition value.
+
+CATEGORY_SPEC = PartitionSpec(
+    PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="category"), spec_id=1
+)
+
+
+@pytest.fixture
+def no_category_file(tmp_path: Path) -> DataFileRef:
+    """A data file of partition category='a' that does not store the category column (Hive-style)."""
+    schema = pa.schema([field("id", pa.int64(), 1, nullable=False), field("name", pa.string(), 3)])
+    table = pa.table({"id": [1, 2, 3], "name": ["x", "y", "z"]}, schema=schema)
+    return data_ref(write(tmp_path / "part.parquet", table), spec_id=1, partition=("a",))
+
+
+def test_identity_partition_value_fills_missing_column(no_category_file: DataFileRef) -> None:
+    rows = read(whole(no_category_file), options(specs={1: CATEGORY_SPEC}))
+    assert rows == [
+        {"id": 1, "category": "a", "name": "x"},
+        {"id": 2, "category": "a", "name": "y"},
+        {"id": 3, "category": "a", "name": "z"},
+    ]
+
+
+def test_row_filter_on_missing_identity_column(no_category_file: DataFileRef) -> None:
+    task = whole(no_category_file)
+    opts = options(Schema(ID), specs={1: CATEGORY_SPEC}, row_filter=EqualTo("category", "a"))
+    assert count_task(IO, task, opts) == 3
+    assert ids(read(task, opts)) == [1, 2, 3]
+
+
+@pytest.mark.parametrize(("value", "expected"), [("a", []), (None, [1, 2, 3])])
+def test_equality_delete_on_missing_identity_column(
+    tmp_path: Path, no_category_file: DataFileRef, value: str | None, expected: list[int]
+) -> None:
+    d = equality_delete_file(tmp_path, "eq.parquet", {"category": (pa.string(), 2, [value])})
+    assert ids(read(whole(no_category_file, [d]), options(specs={1: CATEGORY_SPEC}))) == expected
+
+
+def test_equality_delete_other_value_on_missing_identity_column(
+    tmp_path: Path, no_category_file: DataFileRef
+) -> None:
+    d = equality_delete_file(tmp_path, "eq.parquet", {"category": (pa.string(), 2, ["b"])})
+    assert ids(read(whole(no_category_file, [d]), options(specs={1: CATEGORY_SPEC}))) == [1, 2, 3]
+
+
+# --- count ----------------------------------------------------------------------------------
+
+
+def test_count_task_matches_read(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    offsets = row_group_offsets(ten_rows.path)
+    pos = position_delete_file(tmp_path, "pos.parquet", [(ten_rows.path, p) for p in (1, 4, 8, 9, 12)])
+    dv = dv_file(tmp_path, "dv.puffin", ten_rows.path, [0, 4, 7])
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"category": (pa.string(), 2, ["a"])})
+    cases = [
+        (whole(ten_rows), options(), 10),
+        (whole(ten_rows, [pos]), options(), 6),
+        (whole(ten_rows, [dv]), options(), 7),
+        (whole(ten_rows, [pos, eq]), options(), 3),  # left 100 102 103 105 106 107; 'a': 100 103 106
+        (whole(ten_rows, [pos]), options(row_filter=EqualTo("category", "b")), 1),  # 101 104 107 -> 107
+        (FileScanTask(ten_rows, (pos,), offsets[2], ten_rows.file_size_in_bytes - offsets[2]), options(), 2),
+    ]
+    for task, opts, expected in cases:
+        assert count_task(IO, task, opts) == expected
+        assert sum(b.num_rows for b in read_task(IO, task, opts)) == expected
+
+
+# --- failures -------------------------------------------------------------------------------
+
+
+def test_missing_data_file(tmp_path: Path) -> None:
+    path = str(tmp_path / "missing.parquet")
+    ref = DataFileRef(path, "PARQUET", 3, 100, 0, (), 1)
+    with pytest.raises(MissingFileError, match=re.escape(path)):
+        list(read_task(IO, whole(ref), options()))
+    with pytest.raises(MissingFileError, match=re.escape(path)):
+        count_task(IO, whole(ref), options(row_filter=EqualTo("id", 1)))
+
+
+def test_missing_delete_file(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    d = position_delete_file(tmp_path, "pos.parquet", [(ten_rows.path, 1)])
+    (tmp_path / "pos.parquet").unlink()
+    with pytest.raises(MissingFileError, match=re.escape(d.path)):
+        list(read_task(IO, whole(ten_rows, [d]), options()))
+
+
+def test_truncated_data_file(tmp_path: Path) -> None:
+    path = tmp_path / "trunc.parquet"
+    write(path, numbered_table(1000), row_group_size=100)
+    ref = data_ref(str(path))
+    path.write_bytes(path.read_bytes()[: ref.file_size_in_bytes // 2])
+    with pytest.raises(CorruptFileError, match=re.escape(ref.path)):
+        list(read_task(IO, whole(ref), options()))
+
+
+def test_data_file_with_corrupt_page(tmp_path: Path) -> None:
+    path = tmp_path / "bad.parquet"
+    write(path, numbered_table(1000), row_group_size=1000)
+    ref = data_ref(str(path))
+    raw = bytearray(path.read_bytes())
+    start = row_group_offsets(str(path))[0]
+    raw[start + 10 : start + 200] = b"\xff" * 190  # clobber the first pages, keep the footer
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CorruptFileError, match=re.escape(ref.path)):
+        list(read_task(IO, whole(ref), options()))
+
+
+def test_record_count_mismatch(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    ref = dataclasses.replace(ten_rows, record_count=11)
+    with pytest.raises(CorruptFileError, match=re.escape(ref.path)):
+        list(read_task(IO, whole(ref), options()))
+
+
+def test_truncated_position_delete_file(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    d = position_delete_file(tmp_path, "pos.parquet", [(ten_rows.path, p) for p in range(10)])
+    p = tmp_path / "pos.parquet"
+    p.write_bytes(p.read_bytes()[:-30])
+    with pytest.raises(CorruptFileError, match=re.escape(d.path)):
+        list(read_task(IO, whole(ten_rows, [d]), options()))
+
+
+def test_equality_delete_file_lacking_equality_column(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    d = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [101])})
+    wrong = dataclasses.replace(d, equality_ids=(1, 2))
+    with pytest.raises(CorruptFileError, match=re.escape(d.path)):
+        list(read_task(IO, whole(ten_rows, [wrong]), options()))
+
+
+def test_equality_delete_file_without_field_ids(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    path = write(tmp_path / "eq-noids.parquet", pa.table({"id": pa.array([101], pa.int64())}))
+    d = delete_ref(FileContent.EQUALITY_DELETES, path, 1, equality_ids=(1,))
+    with pytest.raises(CorruptFileError, match=re.escape(path)):
+        list(read_task(IO, whole(ten_rows, [d]), options()))
+
+
+def test_position_delete_file_without_position_schema(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    schema = pa.schema([field("file_path", pa.string(), 1), field("pos", pa.int64(), 2)])  # wrong ids
+    table = pa.table({"file_path": [ten_rows.path], "pos": [1]}, schema=schema)
+    path = write(tmp_path / "pos-bad.parquet", table)
+    d = delete_ref(FileContent.POSITION_DELETES, path, 1)
+    with pytest.raises(CorruptFileError, match=re.escape(path)):
+        list(read_task(IO, whole(ten_rows, [d]), options()))
+
+
+def test_position_delete_file_not_parquet(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    p = tmp_path / "garbage.parquet"
+    p.write_bytes(b"this is not a parquet file at all")
+    d = delete_ref(FileContent.POSITION_DELETES, str(p), 1)
+    with pytest.raises(CorruptFileError, match=re.escape(str(p))):
+        list(read_task(IO, whole(ten_rows, [d]), options()))
+
+
+def test_dv_crc_mismatch(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    d = dv_file(tmp_path, "dv.puffin", ten_rows.path, [1, 2])
+    p = tmp_path / "dv.puffin"
+    raw = bytearray(p.read_bytes())
+    assert d.content_offset is not None and d.content_size_in_bytes is not None
+    raw[d.content_offset + d.content_size_in_bytes - 1] ^= 0x01  # last CRC byte
+    p.write_bytes(bytes(raw))
+    with pytest.raises(CorruptFileError, match=re.escape(d.path)):
+        list(read_task(IO, whole(ten_rows, [d]), options()))
+
+
+def test_dv_blob_beyond_end_of_file(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    d = dv_file(tmp_path, "dv.puffin", ten_rows.path, [1, 2])
+    assert d.content_size_in_bytes is not None
+    far = dataclasses.replace(d, content_offset=10_000)
+    with pytest.raises(CorruptFileError, match=re.escape(d.path)):
+        list(read_task(IO, whole(ten_rows, [far]), options()))
+
+
+def test_dv_cardinality_mismatch(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    d = dv_file(tmp_path, "dv.puffin", ten_rows.path, [1, 2])
+    wrong = dataclasses.replace(d, record_count=3)
+    with pytest.raises(CorruptFileError, match=re.escape(d.path)):
+        list(read_task(IO, whole(ten_rows, [wrong]), options()))
