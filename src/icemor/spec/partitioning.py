@@ -69,7 +69,7 @@ def split_partition_fields(values: Sequence[str]) -> list[str]:
 
 def parse_partition_spec(fields: Sequence[str], schema: Schema) -> PartitionSpec:
     """Build a partition spec; field ids are assigned by the catalog when the table is created."""
-    parts = []
+    parts: list[PartitionField] = []
     for i, text in enumerate(split_partition_fields(fields)):
         transform: Transform  # type: ignore[type-arg]
         if m := _NAME.match(text):
