@@ -6,7 +6,7 @@ STAMP := $(VENV)/.icemor-installed
 TEST_STAMP := $(VENV)/.icemor-test-installed
 ORACLE_ENV := .cache/oracle/oracle.env.json
 
-.PHONY: demo test lint typecheck unit oracle bench clean
+.PHONY: demo test lint oracle bench test-spark4 clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,5 +42,16 @@ test: $(TEST_STAMP) $(ORACLE_ENV) lint
 bench: $(TEST_STAMP) $(ORACLE_ENV)
 	$(PY) benchmarks/bench_scan.py
 
+# PySpark 4.x smoke test of the Spark engine in a venv of its own (not part of `make test`).
+SPARK4_VENV := .venv-spark4
+test-spark4:
+	$(PYTHON) -m venv $(SPARK4_VENV)
+	$(SPARK4_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(SPARK4_VENV)/bin/python -m pip install --quiet --no-deps -e .
+	$(SPARK4_VENV)/bin/python -m pip install --quiet 'pyspark>=4,<5' 'pyiceberg[sql-sqlite,pyarrow,pyiceberg-core]>=0.12,<0.13' \
+		'pyarrow>=17,<27' 'pyroaring>=1.0,<2' 'numpy>=1.26,<3' 'pandas>=2.2,<3' 'typer>=0.12,<1' 'rich>=13,<16' 'pytest>=8,<10'
+	JAVA_HOME=$$($(PY) -c 'import json;print(json.load(open("$(ORACLE_ENV)"))["java_home"])' 2>/dev/null || echo $$JAVA_HOME) \
+		$(SPARK4_VENV)/bin/pytest -q -p no:cacheprovider tests_spark4
+
 clean:
-	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SPARK4_VENV) .cache .pytest_cache .mypy_cache .ruff_cache

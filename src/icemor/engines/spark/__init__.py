@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from pyiceberg.io import FileIO
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from icemor.table import Scan
 
@@ -83,13 +84,23 @@ def _read_partition(batches: Iterator[pa.RecordBatch], target: pa.Schema) -> Ite
                     yield out.cast(target)
 
 
+def _arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema Spark expects back from mapInArrow (timestamps are UTC instants)."""
+    import inspect
+
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:  # PySpark 4
+        return to_arrow_schema(schema, timezone="UTC")  # type: ignore[call-arg]
+    return to_arrow_schema(schema)
+
+
 def scan_to_dataframe(scan: Scan, spark: SparkSession) -> DataFrame:
     """Plan ``scan`` on the driver and return a DataFrame that reads it on the executors."""
-    from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import BinaryType, StructField, StructType
 
     schema = spark_schema(scan.options.projected_schema, scan.arrow_schema)
-    target = to_arrow_schema(schema)
+    target = _arrow_schema(schema)
     combined = scan.plan_tasks()
     io = scan.io
     io_props = tuple(sorted((str(k), str(v)) for k, v in io.properties.items()))
@@ -111,9 +122,7 @@ def collect_arrow(df: DataFrame) -> pa.Table:
     to_arrow = getattr(df, "toArrow", None)
     if to_arrow is not None:
         return cast("pa.Table", to_arrow())
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     batches = df._collect_as_arrow()
     if not batches:
-        return to_arrow_schema(df.schema).empty_table()
+        return _arrow_schema(df.schema).empty_table()
     return pa.Table.from_batches(batches)
