@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.oracle
 
-ENGINES = ["local", "spark"]
+# spark = the auto strategy (native Spark plans where exact), spark-python = Python workers
+ENGINES = ["local", "spark", "spark-python"]
 
 
 def _norm(value: Any) -> Any:
@@ -33,8 +34,9 @@ def icemor_rows(
     oracle: IcebergJava, catalog: SqlCatalog, name: str, engine: str, **scan: Any
 ) -> list[tuple[Any, ...]]:
     table = icemor.load_table(name, catalog=catalog)
-    if engine == "spark":
-        rows = [tuple(r) for r in table.to_spark(oracle.spark, **scan).collect()]
+    if engine.startswith("spark"):
+        strategy = "python" if engine == "spark-python" else "auto"
+        rows = [tuple(r) for r in table.to_spark(oracle.spark, strategy=strategy, **scan).collect()]
     else:
         rows = [tuple(r.values()) for r in table.scan(**scan).to_arrow().to_pylist()]
     return sorted_rows([tuple(_norm(v) for v in r) for r in rows])

@@ -141,11 +141,18 @@ class Table:
         )
         return Scan(self, snapshot, opts)
 
-    def to_spark(self, spark: SparkSession, **scan_kwargs: Any) -> DataFrame:
-        """The scan as a PySpark DataFrame whose reading runs on Spark executors."""
+    def to_spark(self, spark: SparkSession, *, strategy: str = "auto", **scan_kwargs: Any) -> DataFrame:
+        """The scan as a PySpark DataFrame whose reading runs on Spark executors.
+
+        Args:
+            spark: The SparkSession (see :func:`icemor.engines.spark.session`).
+            strategy: ``auto`` (default), ``native`` or ``python``; see
+                :func:`icemor.engines.spark.scan_to_dataframe`.
+            **scan_kwargs: The arguments of :meth:`scan`.
+        """
         from icemor.engines.spark import scan_to_dataframe
 
-        return scan_to_dataframe(self.scan(**scan_kwargs), spark)
+        return scan_to_dataframe(self.scan(**scan_kwargs), spark, strategy=strategy)
 
 
 @dataclass

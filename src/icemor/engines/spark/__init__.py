@@ -95,9 +95,39 @@ def _arrow_schema(schema: StructType) -> pa.Schema:
     return to_arrow_schema(schema)
 
 
-def scan_to_dataframe(scan: Scan, spark: SparkSession) -> DataFrame:
-    """Plan ``scan`` on the driver and return a DataFrame that reads it on the executors."""
+STRATEGIES = ("auto", "native", "python")
+
+
+def scan_to_dataframe(scan: Scan, spark: SparkSession, *, strategy: str = "auto") -> DataFrame:
+    """Plan ``scan`` on the driver and return a DataFrame that reads it on the executors.
+
+    Args:
+        scan: The merge-on-read scan.
+        spark: The session to build the DataFrame in.
+        strategy: ``native`` expresses the read as Spark plans (Spark's Parquet reader, deletes
+            as anti-joins; see :mod:`icemor.engines.spark.native`), ``python`` runs icemor's
+            reader in Python workers via mapInArrow, ``auto`` takes native when it is exact
+            for this scan and python otherwise.
+
+    Raises:
+        InvalidArgumentError: Unknown strategy, or ``native`` for a scan it cannot read exactly.
+    """
     from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from icemor.exceptions import InvalidArgumentError
+
+    if strategy not in STRATEGIES:
+        msg = f"unknown Spark strategy {strategy!r}: use one of {', '.join(STRATEGIES)}"
+        raise InvalidArgumentError(msg)
+    if strategy != "python":
+        from icemor.engines.spark.native import native_dataframe, native_ineligibility
+
+        native = native_dataframe(scan, spark)
+        if native is not None:
+            return native
+        if strategy == "native":
+            msg = f"the native Spark strategy cannot read this scan exactly: {native_ineligibility(scan)}"
+            raise InvalidArgumentError(msg)
 
     schema = spark_schema(scan.options.projected_schema, scan.arrow_schema)
     target = _arrow_schema(schema)
