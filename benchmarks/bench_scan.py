@@ -69,7 +69,8 @@ ENGINES = {
     "icemor": "icemor local",
     "icemor_count": "icemor local .count()",
     "java": "Iceberg Java on Spark",
-    "icemor_spark": "icemor on Spark",
+    "icemor_spark": "icemor on Spark (auto = native plans)",
+    "icemor_spark_python": "icemor on Spark (Python workers)",
     "pyiceberg": "pyiceberg",
 }
 
@@ -392,7 +393,6 @@ def bench_local(bench: Bench, metadata: dict[str, str], *, skip_pyiceberg: bool)
 
 
 def bench_spark(bench: Bench, spark: SparkSession) -> None:
-    import icemor
 
     print("Spark engines:", flush=True)
     for name in TABLES:
@@ -411,24 +411,34 @@ def bench_spark(bench: Bench, spark: SparkSession) -> None:
             reason = "icemor.engines.spark has no scan_to_dataframe"
     except Exception as exc:
         reason = one_line(exc, 60)
+    for engine, strategy in (("icemor_spark", "auto"), ("icemor_spark_python", "python")):
+        _icemor_on_spark(bench, spark, engine, strategy, reason)
+
+
+def _icemor_on_spark(
+    bench: Bench, spark: SparkSession, engine: str, strategy: str, reason: str | None
+) -> None:
+    import icemor
+
     for name in TABLES:
         for query in QUERIES:
             if reason is not None:
-                bench.na("icemor_spark", query, name, f"n/a ({reason})")
+                bench.na(engine, query, name, f"n/a ({reason})")
                 continue
             fields = ("qty",) if query == "narrow" else ("*",)
-            view = f"icemor_bench_{name}_{query}"
+            view = f"icemor_bench_{name}_{query}_{strategy}"
             sql = SPARK_SQL[query].format(table=view)
 
             def run(
                 name: str = name, fields: tuple[str, ...] = fields, view: str = view, sql: str = sql
             ) -> Any:
-                df = icemor.load_table(f"{NAMESPACE}.{name}").to_spark(spark, selected_fields=fields)
+                table = icemor.load_table(f"{NAMESPACE}.{name}")
+                df = table.to_spark(spark, strategy=strategy, selected_fields=fields)
                 df.createOrReplaceTempView(view)
                 return spark.sql(sql).collect()[0]
 
             cell = bench.run(
-                "icemor_spark",
+                engine,
                 query,
                 name,
                 run,
@@ -442,7 +452,7 @@ def bench_spark(bench: Bench, spark: SparkSession) -> None:
                 got = Expected(int(row[0]), int(row[1]), int(row[2]))
                 if got != bench.expected[name]:
                     cell.wrong = f"exact check {got}, expected {bench.expected[name]}"
-                    print(f"  {ENGINES['icemor_spark']} {name}: WRONG {cell.wrong}", flush=True)
+                    print(f"  {ENGINES[engine]} {name}: WRONG {cell.wrong}", flush=True)
 
 
 class CpuMonitor:
