@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -185,17 +185,24 @@ def equality_delete_sets(
     """One probe structure per distinct equality-id set, built from all its applicable files.
 
     Cached by the exact set of files so tasks sharing the same deletes share one structure.
+    Subsumption (Velox's design, seed 002): a multi-column delete row whose value on column c
+    is already deleted by a single-column delete on c can never delete anything more, so it
+    is dropped before the multi-column set is built.
     """
     groups: dict[tuple[int, ...], list[DeleteFileRef]] = {}
     for ref in deletes:
         if ref.content == FileContent.EQUALITY_DELETES:
             groups.setdefault(tuple(sorted(ref.equality_ids)), []).append(ref)
-    out = []
-    for ids, refs in groups.items():
-        key = (ids, tuple(sorted(r.path for r in refs)))
+    built: dict[tuple[int, ...], tuple[tuple[Any, ...], EqualityDeleteSet]] = {}
+    for ids in sorted(groups, key=len):  # single-column sets first: they subsume others
+        refs = groups[ids]
+        singles = [(ids.index(s[0]), built[s]) for s in built if len(s) == 1 and s[0] in ids and len(ids) > 1]
+        key = (ids, tuple(sorted(r.path for r in refs)), tuple(k for _, (k, _) in singles))
 
         def build(
-            ids: tuple[int, ...] = ids, refs: list[DeleteFileRef] = refs
+            ids: tuple[int, ...] = ids,
+            refs: list[DeleteFileRef] = refs,
+            singles: list[tuple[int, tuple[Any, EqualityDeleteSet]]] = singles,
         ) -> tuple[EqualityDeleteSet, int]:
             per_file = [
                 DELETE_CACHE.get_or_load(
@@ -207,11 +214,18 @@ def equality_delete_sets(
                 pa.chunked_array([c for cols in per_file for c in cols[i].chunks], type=per_file[0][i].type)
                 for i in range(len(ids))
             ]
+            if singles and columns[0].length():
+                covered = np.zeros(columns[0].length(), dtype=bool)
+                for i, (_, single) in singles:
+                    covered |= single.matches([columns[i]])
+                if covered.any():
+                    keep = pa.array(~covered)
+                    columns = [c.filter(keep) for c in columns]
             eq = EqualityDeleteSet(columns)
             return eq, eq.nbytes
 
-        out.append((ids, DELETE_CACHE.get_or_load("equality-set", key, build)))
-    return out
+        built[ids] = (key, DELETE_CACHE.get_or_load("equality-set", key, build))
+    return [(ids, eq) for ids, (_, eq) in built.items()]
 
 
 def _sorted_ids(ref: DeleteFileRef, ids: tuple[int, ...]) -> DeleteFileRef:

@@ -1,0 +1,62 @@
+"""Delete-file loading: equality sets per id set, shared by tasks, with subsumption."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.io.pyarrow import PyArrowFileIO
+from pyiceberg.types import LongType, StringType
+
+from icemor.io.cache import DELETE_CACHE
+from icemor.io.deletes import equality_delete_sets
+from icemor.spec.files import DeleteFileRef, FileContent
+
+TYPES = {1: LongType(), 2: StringType()}
+
+
+def _eq_file(tmp_path: Path, name: str, ids: tuple[int, ...], data: dict[str, list[object]]) -> DeleteFileRef:
+    fields = {
+        "id": pa.field("id", pa.int64(), metadata={b"PARQUET:field_id": b"1"}),
+        "cat": pa.field("cat", pa.string(), metadata={b"PARQUET:field_id": b"2"}),
+    }
+    table = pa.table(data, schema=pa.schema([fields[c] for c in data]))
+    path = tmp_path / name
+    pq.write_table(table, path)
+    return DeleteFileRef(
+        content=FileContent.EQUALITY_DELETES,
+        path=str(path),
+        file_format="PARQUET",
+        record_count=table.num_rows,
+        file_size_in_bytes=path.stat().st_size,
+        spec_id=0,
+        partition=(),
+        data_sequence_number=5,
+        equality_ids=ids,
+    )
+
+
+def test_multi_column_rows_covered_by_single_column_delete_are_dropped(tmp_path: Path) -> None:
+    DELETE_CACHE.clear()
+    single = _eq_file(tmp_path, "single.parquet", (1,), {"id": [1, None]})
+    multi = _eq_file(tmp_path, "multi.parquet", (1, 2), {"id": [1, 2, None, 3], "cat": ["a", "b", "c", None]})
+    sets = dict(equality_delete_sets(PyArrowFileIO(), [multi, single], TYPES))
+    assert set(sets) == {(1,), (1, 2)}
+    # (1, a) and (NULL, c) are covered by the single-column deletes of id 1 and id NULL
+    assert sets[(1, 2)].num_rows == 2
+    # the remaining multi-column keys still match exactly as before, NULL-safe
+    ids = pa.array([2, 2, 3, 3, 1], pa.int64())
+    cats = pa.array(["b", "x", None, "y", "zzz"], pa.string())
+    assert sets[(1, 2)].matches([ids, cats]).tolist() == [True, False, True, False, False]
+    assert sets[(1,)].matches([ids]).tolist() == [False, False, False, False, True]
+
+
+def test_sets_are_shared_between_tasks(tmp_path: Path) -> None:
+    DELETE_CACHE.clear()
+    ref = _eq_file(tmp_path, "d.parquet", (1,), {"id": [7]})
+    first = equality_delete_sets(PyArrowFileIO(), [ref], TYPES)
+    second = equality_delete_sets(PyArrowFileIO(), [ref], TYPES)
+    assert first[0][1] is second[0][1]
+    assert DELETE_CACHE.loads["equality"] == 1
+    assert DELETE_CACHE.loads["equality-set"] == 1
