@@ -8,8 +8,10 @@ ORACLE_ENV := .cache/oracle/oracle.env.json
 
 .PHONY: demo test lint oracle bench test-spark4 clean
 
+# Debian's own python3 ships venv separately (python3-venv): install it when it is missing.
 $(VENV)/bin/python:
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV) && apt-get update -qq && \
+		apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install --quiet --upgrade pip
 
 $(STAMP): pyproject.toml | $(VENV)/bin/python

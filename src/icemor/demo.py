@@ -15,7 +15,7 @@ DEMO_TABLE = "demo.events"
 
 
 def run_demo(*, echo: Callable[[str], None] = print) -> None:
-    """Create ``demo.events`` (replacing an earlier demo), append rows, print a merge-on-read scan."""
+    """Create ``demo.events`` (replacing an earlier demo), append rows, print the scan and its plan."""
     from icemor.catalog import icemor_home, load_catalog
     from icemor.output import print_plan, print_table
     from icemor.table import Table
