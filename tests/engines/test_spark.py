@@ -119,14 +119,43 @@ def test_native_strategy_refuses_what_it_cannot_do_exactly(
 ) -> None:
     from icemor.exceptions import InvalidArgumentError
 
-    name = f"{ns}.t"
+    name = f"{ns}.p"
     oracle.create_table(name, "id BIGINT, cat STRING", partitioned_by="cat")
     oracle.sql(f"INSERT INTO {oracle.qualified(name)} VALUES (1, 'a'), (2, 'b')")
-    table = icemor.load_table(name, catalog=catalog)
     with pytest.raises(InvalidArgumentError, match="identity-partition"):
-        table.to_spark(oracle.spark, strategy="native")
+        icemor.load_table(name, catalog=catalog).to_spark(oracle.spark, strategy="native")
+
+    name = f"{ns}.u"
+    oracle.create_table(name, "id BIGINT, cat STRING")
+    # one data file; deleting part of it writes a delete file (a whole file would just be dropped)
+    oracle.sql(f"INSERT INTO {oracle.qualified(name)} SELECT /*+ COALESCE(1) */ id, 'x' FROM range(0, 5)")
+    oracle.sql(f"DELETE FROM {oracle.qualified(name)} WHERE id = 2")
+    table = icemor.load_table(name, catalog=catalog)
     with pytest.raises(InvalidArgumentError, match="include_deleted"):
-        table.to_spark(oracle.spark, strategy="native", row_filter="id > 0", include_deleted=True)
-    # auto falls back to the Python workers and stays exact
+        table.to_spark(oracle.spark, strategy="native", include_deleted=True)
+    with pytest.raises(InvalidArgumentError, match="unknown Spark strategy"):
+        table.to_spark(oracle.spark, strategy="turbo")
+    # auto stays exact: the file with deletes goes through the Python workers
     rows = sorted_rows(tuple(r) for r in table.to_spark(oracle.spark, include_deleted=True).collect())
-    assert rows == [(1, "a", False), (2, "b", False)]
+    assert rows == [(i, "x", i == 2) for i in range(5)]
+
+
+def test_auto_reads_clean_files_natively_and_files_with_deletes_in_python(
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str
+) -> None:
+    name = f"{ns}.t"
+    oracle.create_table(name, "id BIGINT, v STRING")
+    q = oracle.qualified(name)
+    oracle.sql(f"INSERT INTO {q} SELECT /*+ COALESCE(1) */ id, cast(id AS STRING) FROM range(0, 100)")
+    oracle.sql(f"INSERT INTO {q} SELECT /*+ COALESCE(1) */ id, cast(id AS STRING) FROM range(100, 200)")
+    oracle.sql(f"DELETE FROM {q} WHERE id IN (5, 6, 7)")  # only the first file has deletes
+    table = icemor.load_table(name, catalog=catalog)
+    planned = table.scan().plan_files()
+    assert sorted(bool(p.delete_files) for p in planned) == [False, True]
+    df = table.to_spark(oracle.spark, metadata_columns=True, include_deleted=True)
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert "MapInArrow" in plan and "FileScan parquet" in plan, plan
+    got = sorted_rows(tuple(r) for r in df.collect())
+    java = sorted_rows(tuple(r) for r in oracle.sql(f"SELECT id, v, _file, _pos FROM {q}"))
+    assert [r[:4] for r in got if not r[4]] == java
+    assert sorted(r[0] for r in got if r[4]) == [5, 6, 7]

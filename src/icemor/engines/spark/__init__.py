@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from icemor.planning.planner import PlannedFile
     from icemor.table import Scan
 
 __all__ = ["collect_arrow", "scan_to_dataframe", "session"]
@@ -104,34 +105,49 @@ def scan_to_dataframe(scan: Scan, spark: SparkSession, *, strategy: str = "auto"
     Args:
         scan: The merge-on-read scan.
         spark: The session to build the DataFrame in.
-        strategy: ``native`` expresses the read as Spark plans (Spark's Parquet reader, deletes
-            as anti-joins; see :mod:`icemor.engines.spark.native`), ``python`` runs icemor's
-            reader in Python workers via mapInArrow, ``auto`` takes native when it is exact
-            for this scan and python otherwise.
+        strategy: ``auto`` (default): data files without deletes are read by Spark's own
+            Parquet reader, data files with deletes by icemor's reader in Python workers,
+            and the two are unioned (Python workers for all when the native reader could
+            not be exact). ``python``: every file through Python workers. ``native``: every
+            file as Spark plans, deletes as anti-joins (exact, but slower than the Python
+            workers when deletes are many; see :mod:`icemor.engines.spark.native`).
 
     Raises:
         InvalidArgumentError: Unknown strategy, or ``native`` for a scan it cannot read exactly.
     """
-    from pyspark.sql.types import BinaryType, StructField, StructType
-
+    from icemor.engines.spark.native import native_dataframe, native_ineligibility
     from icemor.exceptions import InvalidArgumentError
 
     if strategy not in STRATEGIES:
         msg = f"unknown Spark strategy {strategy!r}: use one of {', '.join(STRATEGIES)}"
         raise InvalidArgumentError(msg)
-    if strategy != "python":
-        from icemor.engines.spark.native import native_dataframe, native_ineligibility
-
-        native = native_dataframe(scan, spark)
-        if native is not None:
-            return native
-        if strategy == "native":
+    planned = scan.plan_files()
+    if strategy == "native":
+        native = native_dataframe(scan, spark, planned)
+        if native is None:
             msg = f"the native Spark strategy cannot read this scan exactly: {native_ineligibility(scan)}"
             raise InvalidArgumentError(msg)
+        return native
+    if strategy == "auto":
+        clean = [p for p in planned if not p.delete_files]
+        dirty = [p for p in planned if p.delete_files]
+        native = native_dataframe(scan, spark, clean) if clean else None
+        if native is not None:
+            if not dirty:
+                return native
+            return native.unionByName(_python_dataframe(scan, spark, dirty))
+    return _python_dataframe(scan, spark, planned)
+
+
+def _python_dataframe(scan: Scan, spark: SparkSession, planned: list[PlannedFile]) -> DataFrame:
+    """One Spark partition per combined task; icemor's reader runs in the Python workers."""
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from icemor.planning.tasks import SplitOptions, plan_tasks
 
     schema = spark_schema(scan.options.projected_schema, scan.arrow_schema)
     target = _arrow_schema(schema)
-    combined = scan.plan_tasks()
+    combined = plan_tasks(planned, SplitOptions.from_properties(scan.table.properties))
     io = scan.io
     io_props = tuple(sorted((str(k), str(v)) for k, v in io.properties.items()))
     location = scan.table.metadata.location

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import pickle
 import re
+from collections import OrderedDict
 from functools import reduce
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
 import pyarrow as pa
 from pyiceberg.expressions import (
     AlwaysFalse,
@@ -61,7 +63,7 @@ from icemor.engines.spark.types import spark_type
 from icemor.spec.files import FileContent
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
     from pyiceberg.expressions import BooleanExpression
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -71,7 +73,7 @@ if TYPE_CHECKING:
 
 __all__ = ["native_dataframe", "native_ineligibility", "spark_file_path"]
 
-_FP, _POS, _FID = "__icemor_fp", "__icemor_pos", "__icemor_fid"
+_FP, _POS = "__icemor_fp", "__icemor_pos"
 # Paths whose URI form Spark reports unchanged (no percent-encoding can differ).
 _PLAIN_PATH = re.compile(r"^[A-Za-z0-9._/=:+-]+$")
 # Types whose equality Spark's <=> decides exactly as Iceberg Java does (floats are excluded:
@@ -98,7 +100,7 @@ def _ineligible(scan: Scan, planned: list[PlannedFile], needed: set[int]) -> str
     """Why the native strategy cannot read this scan exactly, or None if it can."""
     opts = scan.options
     metadata = scan.table.metadata
-    if opts.include_deleted:
+    if opts.include_deleted and any(p.delete_files for p in planned):
         return "include_deleted"
     if any(not isinstance(f.field_type, PrimitiveType) for f in opts.projected_schema.fields):
         return "nested columns"
@@ -147,13 +149,18 @@ def _hidden(fid: int) -> str:
     return f"__icemor_f{fid}"
 
 
-def native_dataframe(scan: Scan, spark: SparkSession) -> DataFrame | None:
-    """The scan as Spark plans, or None when only the Python-worker strategy is exact."""
+def native_dataframe(
+    scan: Scan, spark: SparkSession, planned: list[PlannedFile] | None = None
+) -> DataFrame | None:
+    """``planned`` (default: all of the scan's files) as Spark plans; None when not exact.
+
+    With ``include_deleted`` only files without deletes qualify (every row is live).
+    """
     from pyspark.sql import functions as F
     from pyspark.sql import types as st
 
     opts = scan.options
-    planned = scan.plan_files()
+    planned = scan.plan_files() if planned is None else planned
     bound = (
         None
         if isinstance(opts.row_filter, AlwaysTrue)
@@ -181,17 +188,19 @@ def native_dataframe(scan: Scan, spark: SparkSession) -> DataFrame | None:
     spark.conf.set("spark.sql.parquet.fieldId.read.enabled", "true")
     spark.conf.set("spark.sql.parquet.fieldId.read.ignoreMissing", "true")
 
-    files = [(i, p.data_file.path, spark_file_path(p.data_file.path)) for i, p in enumerate(planned)]
-    mapping = spark.createDataFrame(
-        [(i, sp, path) for i, path, sp in files], f"{_FID} int, {_FP} string, __icemor_path string"
-    )
+    positions = _positions_df(scan, spark, planned)
+    # Spark's _metadata columns cost a third of a narrow scan: only ask for them when needed
+    with_meta = positions is not None or opts.file_column or opts.pos_column
 
     def read(paths: list[str]) -> DataFrame:
         df = spark.read.schema(read_schema).parquet(*paths)
-        df = df.select("*", F.col("_metadata.file_path").alias(_FP), F.col("_metadata.row_index").alias(_POS))
+        if with_meta:
+            df = df.select(
+                "*", F.col("_metadata.file_path").alias(_FP), F.col("_metadata.row_index").alias(_POS)
+            )
         if where is not None:
             df = df.where(where)
-        return df.join(F.broadcast(mapping), _FP)
+        return df
 
     # group data files by their applicable equality deletes: one scan and join chain per group
     groups: dict[tuple[str, ...], list[int]] = {}
@@ -199,56 +208,83 @@ def native_dataframe(scan: Scan, spark: SparkSession) -> DataFrame | None:
         key = tuple(sorted(d.path for d in p.delete_files if d.content == FileContent.EQUALITY_DELETES))
         groups.setdefault(key, []).append(i)
 
-    positions = _positions_df(scan, spark, planned)
     parts = []
     for eq_paths, members in groups.items():
         df = read([planned[i].data_file.path for i in members])
         if positions is not None:
-            df = df.join(positions, [_FID, _POS], "left_anti")
+            df = df.join(F.broadcast(positions), [_FP, _POS], "left_anti")
         by_ids: dict[tuple[int, ...], list[str]] = {}
         for d in planned[members[0]].delete_files:
             if d.content == FileContent.EQUALITY_DELETES and d.path in eq_paths:
                 by_ids.setdefault(tuple(sorted(d.equality_ids)), []).append(d.path)
         for ids, paths in by_ids.items():
-            key_schema = st.StructType(
-                [
-                    st.StructField(
-                        f"__icemor_k{fid}", spark_type(opts.field_types[fid]), True, {"parquet.field.id": fid}
-                    )
-                    for fid in ids
-                ]
-            )
-            keys = spark.read.schema(key_schema).parquet(*paths).distinct()
-            cond = reduce(
-                lambda a, b: a & b, [df[_hidden(fid)].eqNullSafe(keys[f"__icemor_k{fid}"]) for fid in ids]
-            )
+            keys = _equality_keys(spark, ids, paths, opts.field_types)
+            cond = reduce(lambda a, b: a & b, [df[_hidden(fid)].eqNullSafe(keys[_key(fid)]) for fid in ids])
             df = df.join(F.broadcast(keys), cond, "left_anti")
         parts.append(df)
     df = reduce(lambda a, b: a.unionByName(b), parts)
 
     cols = [F.col(_hidden(f.field_id)).alias(f.name) for f in opts.projected_schema.fields]
     if opts.file_column:
-        cols.append(F.col("__icemor_path").alias("_file"))
+        # back from Spark's form of each path to the path the table metadata holds
+        mapping = spark.createDataFrame(
+            [(spark_file_path(p.data_file.path), p.data_file.path) for p in planned],
+            f"{_FP} string, _file string",
+        )
+        df = df.join(F.broadcast(mapping), _FP)
+        cols.append(F.col("_file"))
     if opts.pos_column:
         cols.append(F.col(_POS).alias("_pos"))
+    if opts.include_deleted:
+        cols.append(F.lit(False).alias("_deleted"))  # only delete-free files get here
     return df.select(*cols)
 
 
-def _positions_df(scan: Scan, spark: SparkSession, planned: list[PlannedFile]) -> DataFrame | None:
-    """(file id, position) of every row deleted by position deletes or DVs, decoded on executors."""
-    from pyspark.sql.types import BinaryType, StructField, StructType
+def _key(fid: int) -> str:
+    return f"__icemor_k{fid}"
 
+
+def _equality_keys(spark: SparkSession, ids: tuple[int, ...], paths: list[str], types: Any) -> DataFrame:
+    """Distinct delete keys of equality delete files, read by field id; cached per file set."""
+    from pyspark.sql import types as st
+
+    key_schema = st.StructType(
+        [st.StructField(_key(fid), spark_type(types[fid]), True, {"parquet.field.id": fid}) for fid in ids]
+    )
+    return _cached(
+        spark,
+        ("keys", ids, tuple(sorted(paths))),
+        lambda: spark.read.schema(key_schema).parquet(*paths).distinct(),
+    )
+
+
+def _positions_df(scan: Scan, spark: SparkSession, planned: list[PlannedFile]) -> DataFrame | None:
+    """(Spark path, position) of every row deleted by position deletes or DVs.
+
+    Decoded on the executors by the shared core; cached per exact set of (data file, deletes).
+    """
     work = [
-        (i, p.data_file.path, tuple(d for d in p.delete_files if d.content == FileContent.POSITION_DELETES))
-        for i, p in enumerate(planned)
+        (
+            spark_file_path(p.data_file.path),
+            p.data_file.path,
+            tuple(d for d in p.delete_files if d.content == FileContent.POSITION_DELETES),
+        )
+        for p in planned
     ]
     work = [w for w in work if w[2]]
     if not work:
         return None
+    key = ("positions", tuple((path, tuple(d.path for d in deletes)) for _, path, deletes in work))
+    return _cached(spark, key, lambda: _decode_job(scan, spark, work))
+
+
+def _decode_job(scan: Scan, spark: SparkSession, work: list[Any]) -> DataFrame:
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
     io = scan.io
     io_props = tuple(sorted((str(k), str(v)) for k, v in io.properties.items()))
     location = scan.table.metadata.location
-    rows = [(pickle.dumps((io_props, location, fid, path, deletes)),) for fid, path, deletes in work]
+    rows = [(pickle.dumps((io_props, location, sp, path, deletes)),) for sp, path, deletes in work]
     tasks = spark.createDataFrame(
         spark.sparkContext.parallelize(rows, min(len(rows), spark.sparkContext.defaultParallelism)),
         StructType([StructField("task", BinaryType(), nullable=False)]),
@@ -257,10 +293,30 @@ def _positions_df(scan: Scan, spark: SparkSession, planned: list[PlannedFile]) -
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
         return _decode_positions(iter(batches))
 
-    from pyspark.sql import functions as F
+    return tasks.mapInArrow(decode, f"{_FP} string, {_POS} long")
 
-    out = tasks.mapInArrow(decode, f"{_FID} int, {_POS} long")
-    return F.broadcast(out)
+
+_CACHE: OrderedDict[tuple[Any, ...], DataFrame] = OrderedDict()
+_CACHE_ENTRIES = 16
+
+
+def _cached(spark: SparkSession, key: tuple[Any, ...], build: Callable[[], DataFrame]) -> DataFrame:
+    """A persisted DataFrame per immutable set of delete files, per SparkContext (LRU).
+
+    Committed delete files never change, so what was decoded from them serves every later
+    query of the session, as the per-process delete cache does for the local engine.
+    """
+    full = (spark.sparkContext.applicationId, *key)
+    df = _CACHE.get(full)
+    if df is not None:
+        _CACHE.move_to_end(full)
+        return df
+    df = build().persist()
+    _CACHE[full] = df
+    while len(_CACHE) > _CACHE_ENTRIES:
+        _, old = _CACHE.popitem(last=False)
+        old.unpersist()
+    return df
 
 
 def _decode_positions(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -269,11 +325,13 @@ def _decode_positions(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBa
 
     for batch in batches:
         for blob in batch.column(0).to_pylist():
-            io_props, location, fid, path, deletes = pickle.loads(blob)
+            io_props, location, spark_path, path, deletes = pickle.loads(blob)
             positions = deleted_positions(_file_io(io_props, location), path, deletes)
+            paths = pa.DictionaryArray.from_arrays(
+                pa.array(np.zeros(len(positions), np.int32)), pa.array([spark_path])
+            )
             yield pa.record_batch(
-                [pa.array([fid] * len(positions), pa.int32()), pa.array(positions, pa.int64())],
-                names=[_FID, _POS],
+                [paths.cast(pa.string()), pa.array(positions, pa.int64())], names=[_FP, _POS]
             )
 
 
