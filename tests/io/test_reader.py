@@ -675,3 +675,25 @@ def test_dv_cardinality_mismatch(tmp_path: Path, ten_rows: DataFileRef) -> None:
     wrong = dataclasses.replace(d, record_count=3)
     with pytest.raises(CorruptFileError, match=re.escape(d.path)):
         list(read_task(IO, whole(ten_rows, [wrong]), options()))
+
+
+def test_fully_deleted_row_group_is_skipped_and_positions_stay_right(tmp_path: Path) -> None:
+    """Row group 1 (rows 4..7) is wholly deleted and never decoded; later positions still count it."""
+    from unittest import mock
+
+    data = data_ref(write(tmp_path / "data.parquet", numbered_table(12), row_group_size=4))
+    deletes = position_delete_file(tmp_path, "pos.parquet", [(data.path, p) for p in (4, 5, 6, 7, 9)])
+    decoded: list[Any] = []
+    real = pq.ParquetFile.iter_batches
+
+    def spy(self: pq.ParquetFile, *args: Any, **kwargs: Any) -> Any:
+        decoded.append(kwargs.get("row_groups"))
+        return real(self, *args, **kwargs)
+
+    with mock.patch.object(pq.ParquetFile, "iter_batches", spy):
+        rows = read(whole(data, [deletes]), options(pos_column=True))
+    assert [(r["id"] - 100, r["_pos"]) for r in rows] == [(i, i) for i in (0, 1, 2, 3, 8, 10, 11)]
+    assert [rg for rg in decoded if rg is not None] == [[0], [2]]
+    # with include_deleted the row group is read: its rows are shown, marked
+    marked = read(whole(data, [deletes]), options(include_deleted=True))
+    assert [r["id"] - 100 for r in marked if r["_deleted"]] == [4, 5, 6, 7, 9]

@@ -223,6 +223,14 @@ def _keep_mask(
     return keep
 
 
+def _all_deleted(positions: npt.NDArray[np.int64], first: int, num_rows: int) -> bool:
+    """Whether the sorted, unique ``positions`` cover rows [first, first + num_rows) entirely."""
+    if len(positions) < num_rows:
+        return False
+    lo, hi = np.searchsorted(positions, (first, first + num_rows))
+    return bool(hi - lo == num_rows)
+
+
 def _key_column(
     batch: pa.RecordBatch,
     file_schema: Schema,
@@ -246,6 +254,10 @@ def read_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> Iterator[pa.
     try:
         for rg in plan.row_groups:
             first = plan.rg_first_row[rg]
+            if not opts.include_deleted and _all_deleted(
+                positions, first, plan.pf.metadata.row_group(rg).num_rows
+            ):
+                continue  # every row of this row group is deleted: do not decode it
             try:
                 batches = plan.pf.iter_batches(
                     batch_size=opts.batch_size, row_groups=[rg], columns=plan.columns, use_threads=True
