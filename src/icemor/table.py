@@ -182,6 +182,21 @@ class Scan:
         """Data files the scan reads, each with the delete files that apply to it."""
         return list(self._planned)
 
+    def live_files(self) -> list[PlannedFile]:
+        """The planned files minus those whose every row is deleted by position deletes or DVs.
+
+        Those contribute no rows, so no engine opens them (unless ``include_deleted``).
+        """
+        if self.options.include_deleted:
+            return self.plan_files()
+        from icemor.io.deletes import fully_deleted
+
+        return [
+            p
+            for p in self._planned
+            if not p.delete_files or not fully_deleted(self.io, p.data_file, p.delete_files)
+        ]
+
     def plan_tasks(
         self,
         *,
@@ -193,7 +208,7 @@ class Scan:
         opts = SplitOptions.from_properties(
             self.table.properties, target_size=target_size, open_file_cost=open_file_cost, lookback=lookback
         )
-        return plan_tasks(self._planned, opts)
+        return plan_tasks(self.live_files(), opts)
 
     @property
     def arrow_schema(self) -> pa.Schema:

@@ -60,3 +60,47 @@ def test_sets_are_shared_between_tasks(tmp_path: Path) -> None:
     assert first[0][1] is second[0][1]
     assert DELETE_CACHE.loads["equality"] == 1
     assert DELETE_CACHE.loads["equality-set"] == 1
+
+
+def _pos_file(tmp_path: Path, name: str, rows: list[tuple[str, int]]) -> DeleteFileRef:
+    schema = pa.schema(
+        [
+            pa.field("file_path", pa.string(), nullable=False, metadata={b"PARQUET:field_id": b"2147483546"}),
+            pa.field("pos", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": b"2147483545"}),
+        ]
+    )
+    path = tmp_path / name
+    pq.write_table(
+        pa.table({"file_path": [r[0] for r in rows], "pos": [r[1] for r in rows]}, schema=schema), path
+    )
+    return DeleteFileRef(
+        content=FileContent.POSITION_DELETES,
+        path=str(path),
+        file_format="PARQUET",
+        record_count=len(rows),
+        file_size_in_bytes=path.stat().st_size,
+        spec_id=0,
+        partition=(),
+        data_sequence_number=5,
+    )
+
+
+def test_fully_deleted_counts_distinct_positions_within_the_file(tmp_path: Path) -> None:
+    from icemor.io.deletes import fully_deleted
+    from icemor.spec.files import DataFileRef
+
+    DELETE_CACHE.clear()
+    data = DataFileRef("file:/d.parquet", "PARQUET", 4, 100, 0, (), 1)
+    every = _pos_file(tmp_path, "all.parquet", [(data.path, p) for p in (0, 1, 2, 3)])
+    dupes = _pos_file(tmp_path, "dupes.parquet", [(data.path, p) for p in (0, 1, 1, 3)])
+    beyond = _pos_file(tmp_path, "beyond.parquet", [(data.path, p) for p in (0, 1, 2, 9)])
+    few = _pos_file(tmp_path, "few.parquet", [(data.path, 0)])
+    other = _pos_file(tmp_path, "other.parquet", [("file:/x.parquet", p) for p in range(4)])
+    io = PyArrowFileIO()
+    assert fully_deleted(io, data, [every])
+    assert not fully_deleted(io, data, [dupes])  # 4 rows, 3 distinct positions
+    assert not fully_deleted(io, data, [beyond])  # position 9 is not a row of this file
+    assert fully_deleted(io, data, [dupes, few, beyond])  # together: 0, 1, 2, 3
+    assert not fully_deleted(io, data, [other])
+    assert DELETE_CACHE.loads["position"] == 5
+    assert not fully_deleted(io, data, [few]) and DELETE_CACHE.loads["position"] == 5  # pre-check: no decode

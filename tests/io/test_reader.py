@@ -697,3 +697,12 @@ def test_fully_deleted_row_group_is_skipped_and_positions_stay_right(tmp_path: P
     # with include_deleted the row group is read: its rows are shown, marked
     marked = read(whole(data, [deletes]), options(include_deleted=True))
     assert [r["id"] - 100 for r in marked if r["_deleted"]] == [4, 5, 6, 7, 9]
+
+
+def test_duplicate_positions_in_a_delete_file_count_once(tmp_path: Path) -> None:
+    """count_task must agree with read_task when a position is listed twice (regression)."""
+    data = data_ref(write(tmp_path / "data.parquet", numbered_table(6)))
+    dupes = position_delete_file(tmp_path, "pos.parquet", [(data.path, 1), (data.path, 1), (data.path, 4)])
+    rows = read(whole(data, [dupes]))  # read() also asserts count_task == len(rows)
+    assert [r["id"] - 100 for r in rows] == [0, 2, 3, 5]
+    assert count_task(IO, whole(data, [dupes]), options()) == 4

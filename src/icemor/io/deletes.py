@@ -15,7 +15,7 @@ from icemor.io.cache import DELETE_CACHE
 from icemor.io.columns import field_path, leaf_column, top_level_names
 from icemor.io.equality import EqualityDeleteSet
 from icemor.spec.dv import deserialize_dv
-from icemor.spec.files import DeleteFileRef, FileContent
+from icemor.spec.files import DataFileRef, DeleteFileRef, FileContent
 from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID, DELETE_FILE_POS_FIELD_ID
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from pyiceberg.table.name_mapping import NameMapping
     from pyiceberg.types import IcebergType
 
-__all__ = ["deleted_positions", "equality_delete_sets", "open_parquet"]
+__all__ = ["deleted_positions", "equality_delete_sets", "fully_deleted", "open_parquet"]
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -93,7 +93,8 @@ def _position_file(io: FileIO, ref: DeleteFileRef) -> tuple[dict[str, npt.NDArra
     paths = grouped.column(path_col).to_pylist()
     lists = grouped.column(f"{pos_col}_list")
     for i, p in enumerate(paths):
-        out[p] = np.sort(lists[i].values.to_numpy(zero_copy_only=False).astype(np.int64, copy=False))
+        # unique: the spec does not forbid a position twice, and counts must not see it twice
+        out[p] = np.unique(lists[i].values.to_numpy(zero_copy_only=False).astype(np.int64, copy=False))
     return out, table.nbytes + 8 * table.num_rows
 
 
@@ -147,6 +148,19 @@ def deleted_positions(io: FileIO, data_path: str, deletes: Sequence[DeleteFileRe
     if len(parts) == 1:
         return parts[0]
     return np.unique(np.concatenate(parts))
+
+
+def fully_deleted(io: FileIO, data_file: DataFileRef, deletes: Sequence[DeleteFileRef]) -> bool:
+    """Whether position deletes and DVs remove every row of ``data_file`` (then it need not be read).
+
+    A metadata pre-check (delete record counts against the file's) avoids decoding in the
+    common case; the answer itself comes from the decoded, de-duplicated positions.
+    """
+    pos = [d for d in deletes if d.content == FileContent.POSITION_DELETES]
+    if sum(d.record_count for d in pos) < data_file.record_count:
+        return False
+    positions = deleted_positions(io, data_file.path, pos)
+    return int(np.count_nonzero(positions < data_file.record_count)) >= data_file.record_count
 
 
 def _equality_file(

@@ -121,7 +121,7 @@ def scan_to_dataframe(scan: Scan, spark: SparkSession, *, strategy: str = "auto"
     if strategy not in STRATEGIES:
         msg = f"unknown Spark strategy {strategy!r}: use one of {', '.join(STRATEGIES)}"
         raise InvalidArgumentError(msg)
-    planned = scan.plan_files()
+    planned = scan.live_files()
     if strategy == "native":
         native = native_dataframe(scan, spark, planned)
         if native is None:
