@@ -185,3 +185,37 @@ def test_oracle_round_trip_through_the_cli(
     assert run(["scan", name, "--output", str(out)]) == 0
     got = sorted_rows((r["id"], r["data"]) for r in map(json.loads, out.read_text().splitlines()))
     assert got == expected
+
+
+def test_named_catalog_from_pyiceberg_env_config(tmp_path: Path, parquet: Path) -> None:
+    """--catalog NAME loads a pyiceberg catalog the usual way (PYICEBERG_CATALOG__NAME__*).
+
+    In subprocesses: pyiceberg reads its environment configuration once, at import.
+    """
+    import os
+
+    other = tmp_path / "other"
+    other.mkdir()
+    env = {
+        **os.environ,
+        "ICEMOR_HOME": str(tmp_path / "home"),
+        "PYICEBERG_CATALOG__OTHER__TYPE": "sql",
+        "PYICEBERG_CATALOG__OTHER__URI": f"sqlite:///{other}/cat.db",
+        "PYICEBERG_CATALOG__OTHER__WAREHOUSE": (other / "wh").as_uri(),
+    }
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "icemor", *args], capture_output=True, text=True, env=env, check=False
+        )
+
+    assert cli("--catalog", "other", "create-table", "db.t", "--schema-from", str(parquet)).returncode == 0
+    assert cli("--catalog", "other", "append", "db.t", str(parquet)).returncode == 0
+    counted = cli("--catalog", "other", "count", "db.t")
+    assert (counted.returncode, counted.stdout.strip()) == (0, "4")
+    assert (other / "cat.db").exists() and (other / "wh" / "db" / "t").is_dir()
+    assert cli("count", "db.t").returncode == 2  # the embedded catalog did not get the table
+    missing = cli("--catalog", "nope", "count", "db.t")
+    assert (
+        missing.returncode == 2 and "nope" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
+    )

@@ -56,3 +56,12 @@ def test_other_light_modules_without_pyspark() -> None:
 def test_probe_detects_pyspark() -> None:
     # the probe itself works: importing pyspark is seen
     assert "pyspark" in imported_heavy_modules("pyspark")
+
+
+def test_icemor_spark_front_does_not_import_pyspark_until_called() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, icemor.spark; assert 'pyspark' not in sys.modules; print(icemor.spark.session.__doc__ is not None)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
