@@ -19,7 +19,7 @@ from icemor.spec.files import DataFileRef, DeleteFileRef, FileContent
 from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID, DELETE_FILE_POS_FIELD_ID
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     import numpy.typing as npt
     from pyiceberg.io import FileIO
@@ -50,17 +50,6 @@ def open_parquet(io: FileIO, path: str, *, what: str = "data file") -> pq.Parque
         raise CorruptFileError(msg) from e
 
 
-def _read_table(io: FileIO, path: str, columns: list[str] | None, *, what: str) -> pa.Table:
-    pf = open_parquet(io, path, what=what)
-    try:
-        return pf.read(columns=columns, use_threads=True)
-    except (pa.ArrowInvalid, OSError) as e:
-        msg = f"{what} {path} is truncated or corrupt: {e}"
-        raise CorruptFileError(msg) from e
-    finally:
-        pf.close()
-
-
 def _file_schema(pf: pq.ParquetFile, name_mapping: NameMapping | None, what: str, path: str) -> Schema:
     try:
         return pyarrow_to_schema(pf.schema_arrow, name_mapping, downcast_ns_timestamp_to_us=True)
@@ -69,17 +58,17 @@ def _file_schema(pf: pq.ParquetFile, name_mapping: NameMapping | None, what: str
         raise CorruptFileError(msg) from e
 
 
-def _position_file(io: FileIO, ref: DeleteFileRef) -> tuple[dict[str, npt.NDArray[np.int64]], int]:
-    """Decode a position delete file into sorted positions per referenced data file."""
-    what = "position delete file"
+def _read_delete_file(
+    io: FileIO, ref: DeleteFileRef, what: str, columns: Callable[[Schema], list[str]]
+) -> tuple[pa.Table, Schema]:
+    """Read the columns ``columns(file_schema)`` names, checking the row count against the entry.
+
+    ``columns`` raises CorruptFileError when the file's schema does not fit its content type.
+    """
     pf = open_parquet(io, ref.path, what=what)
     try:
-        ids = {f.field_id: f.name for f in _file_schema(pf, None, what, ref.path).as_struct().fields}
-        if DELETE_FILE_PATH_FIELD_ID not in ids or DELETE_FILE_POS_FIELD_ID not in ids:
-            msg = f"{what} {ref.path} does not have the position delete schema (file_path, pos)"
-            raise CorruptFileError(msg)
-        path_col, pos_col = ids[DELETE_FILE_PATH_FIELD_ID], ids[DELETE_FILE_POS_FIELD_ID]
-        table = pf.read(columns=[path_col, pos_col], use_threads=True)
+        file_schema = _file_schema(pf, None, what, ref.path)
+        table = pf.read(columns=columns(file_schema), use_threads=True)
     except (pa.ArrowInvalid, OSError) as e:
         msg = f"{what} {ref.path} is truncated or corrupt: {e}"
         raise CorruptFileError(msg) from e
@@ -88,6 +77,22 @@ def _position_file(io: FileIO, ref: DeleteFileRef) -> tuple[dict[str, npt.NDArra
     if table.num_rows != ref.record_count:
         msg = f"{what} {ref.path} has {table.num_rows} rows, its manifest entry says {ref.record_count}"
         raise CorruptFileError(msg)
+    return table, file_schema
+
+
+def _position_file(io: FileIO, ref: DeleteFileRef) -> tuple[dict[str, npt.NDArray[np.int64]], int]:
+    """Decode a position delete file into sorted positions per referenced data file."""
+    what = "position delete file"
+
+    def columns(file_schema: Schema) -> list[str]:
+        ids = {f.field_id: f.name for f in file_schema.as_struct().fields}
+        if DELETE_FILE_PATH_FIELD_ID not in ids or DELETE_FILE_POS_FIELD_ID not in ids:
+            msg = f"{what} {ref.path} does not have the position delete schema (file_path, pos)"
+            raise CorruptFileError(msg)
+        return [ids[DELETE_FILE_PATH_FIELD_ID], ids[DELETE_FILE_POS_FIELD_ID]]
+
+    table, _ = _read_delete_file(io, ref, what, columns)
+    path_col, pos_col = table.column_names
     grouped = table.group_by(path_col).aggregate([(pos_col, "list")])
     out: dict[str, npt.NDArray[np.int64]] = {}
     paths = grouped.column(path_col).to_pylist()
@@ -167,22 +172,15 @@ def _equality_file(
     io: FileIO, ref: DeleteFileRef, field_types: Mapping[int, IcebergType]
 ) -> tuple[list[pa.ChunkedArray], int]:
     what = "equality delete file"
-    pf = open_parquet(io, ref.path, what=what)
-    try:
-        file_schema = _file_schema(pf, None, what, ref.path)
+
+    def columns(file_schema: Schema) -> list[str]:
         missing = [fid for fid in ref.equality_ids if field_path(file_schema, fid) is None]
         if missing:
             msg = f"{what} {ref.path} lacks equality field id(s) {missing}: schema does not match its content"
             raise CorruptFileError(msg)
-        table = pf.read(columns=top_level_names(file_schema, set(ref.equality_ids)), use_threads=True)
-    except (pa.ArrowInvalid, OSError) as e:
-        msg = f"{what} {ref.path} is truncated or corrupt: {e}"
-        raise CorruptFileError(msg) from e
-    finally:
-        pf.close()
-    if table.num_rows != ref.record_count:
-        msg = f"{what} {ref.path} has {table.num_rows} rows, its manifest entry says {ref.record_count}"
-        raise CorruptFileError(msg)
+        return top_level_names(file_schema, set(ref.equality_ids))
+
+    table, file_schema = _read_delete_file(io, ref, what, columns)
     cols = []
     for fid in ref.equality_ids:
         if fid not in field_types:
