@@ -338,7 +338,12 @@ class IcebergJava:
         """
         table = self.java_table(name)
         ids = self._field_ids(table)
-        written = {ids[column] for column in rows.column_names if column in ids}
+        # ids written: each column's own and those of the fields nested in it ("info.code")
+        written = {
+            field_id
+            for path, field_id in ids.items()
+            if any(path == column or path.startswith(f"{column}.") for column in rows.column_names)
+        }
         if missing := [field_id for field_id in equality_ids if field_id not in written]:
             msg = f"equality field ids {missing} are not among the delete rows' columns {rows.column_names}"
             raise ValueError(msg)

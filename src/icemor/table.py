@@ -15,7 +15,7 @@ from pyiceberg.table.refs import SnapshotRefType
 
 from icemor.exceptions import InvalidArgumentError, NoSuchSnapshotError, NoSuchTableError
 from icemor.io.reader import ReadOptions, count_task, output_schema, read_task
-from icemor.planning.planner import PlannedFile, all_field_types, plan_files
+from icemor.planning.planner import PlannedFile, all_field_parents, all_field_types, plan_files
 from icemor.planning.tasks import CombinedScanTask, SplitOptions, plan_tasks
 from icemor.spec.metadata_columns import METADATA_COLUMNS
 
@@ -133,6 +133,7 @@ class Table:
             case_sensitive=case_sensitive,
             specs=self.metadata.specs(),
             field_types=all_field_types(self.metadata),
+            field_parents=all_field_parents(self.metadata),
             name_mapping=self.metadata.name_mapping(),
             format_version=self.metadata.format_version,
             file_column=metadata_columns or "_file" in meta,

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.io.pyarrow import schema_to_pyarrow
-from pyiceberg.types import NestedField, StructType
+from pyiceberg.types import StructType
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from pyiceberg.schema import Schema
     from pyiceberg.types import IcebergType
 
-__all__ = ["field_path", "leaf_column", "top_level_names"]
+__all__ = ["ancestors_null", "equality_key_columns", "field_path", "leaf_column", "top_level_names"]
 
 
 def field_path(schema: Schema | StructType, field_id: int) -> list[str] | None:
@@ -58,5 +61,46 @@ def leaf_column(
     return arr
 
 
-def nested_field(schema: Schema, field_id: int) -> NestedField:
-    return schema.find_field(field_id)
+def ancestors_null(
+    batch: pa.RecordBatch | pa.Table, file_schema: Schema, ancestors: tuple[int, ...]
+) -> pa.Array:
+    """True where a struct enclosing a nested field is NULL (or absent from the file)."""
+    n = batch.num_rows
+    out: pa.Array | None = None
+    for ancestor in ancestors:
+        path = field_path(file_schema, ancestor)
+        if path is None:
+            return pa.array(np.ones(n, dtype=bool))
+        arr = batch.column(path[0])
+        for name in path[1:]:
+            arr = pc.struct_field(arr, name)
+        nulls = arr.is_null()
+        out = nulls if out is None else pc.or_(out, nulls)
+    return out if out is not None else pa.array(np.zeros(n, dtype=bool))
+
+
+def equality_key_columns(
+    batch: pa.RecordBatch | pa.Table,
+    file_schema: Schema,
+    ids: Sequence[int],
+    field_types: Mapping[int, IcebergType],
+    field_parents: Mapping[int, tuple[int, ...]],
+    constants: Mapping[int, Any] | None = None,
+) -> list[pa.Array | pa.ChunkedArray]:
+    """The key columns equality deletes compare, for data and delete rows alike.
+
+    One column per equality id, then, for each nested id, whether an enclosing struct is NULL:
+    Iceberg Java compares the projected struct, so a NULL struct is not equal to a struct
+    whose field is NULL. ``constants``: identity-partition values the file does not store.
+    """
+    cols: list[pa.Array | pa.ChunkedArray] = []
+    for fid in ids:
+        if constants and fid in constants and fid not in file_schema.field_ids:
+            target = schema_to_pyarrow(field_types[fid])
+            cols.append(pa.nulls(batch.num_rows, target).fill_null(constants[fid]))
+        else:
+            cols.append(leaf_column(batch, file_schema, fid, field_types[fid]))
+    cols.extend(
+        ancestors_null(batch, file_schema, field_parents[fid]) for fid in ids if field_parents.get(fid)
+    )
+    return cols

@@ -12,7 +12,7 @@ from pyiceberg.io.pyarrow import pyarrow_to_schema
 
 from icemor.exceptions import CorruptFileError, MissingFileError, UnsupportedFeatureError
 from icemor.io.cache import DELETE_CACHE
-from icemor.io.columns import field_path, leaf_column, top_level_names
+from icemor.io.columns import equality_key_columns, field_path, top_level_names
 from icemor.io.equality import EqualityDeleteSet
 from icemor.spec.dv import deserialize_dv
 from icemor.spec.files import DataFileRef, DeleteFileRef, FileContent
@@ -169,7 +169,10 @@ def fully_deleted(io: FileIO, data_file: DataFileRef, deletes: Sequence[DeleteFi
 
 
 def _equality_file(
-    io: FileIO, ref: DeleteFileRef, field_types: Mapping[int, IcebergType]
+    io: FileIO,
+    ref: DeleteFileRef,
+    field_types: Mapping[int, IcebergType],
+    field_parents: Mapping[int, tuple[int, ...]],
 ) -> tuple[list[pa.ChunkedArray], int]:
     what = "equality delete file"
 
@@ -181,18 +184,19 @@ def _equality_file(
         return top_level_names(file_schema, set(ref.equality_ids))
 
     table, file_schema = _read_delete_file(io, ref, what, columns)
-    cols = []
-    for fid in ref.equality_ids:
-        if fid not in field_types:
-            msg = f"{what} {ref.path}: equality field id {fid} is not a field of any table schema"
-            raise CorruptFileError(msg)
-        col = leaf_column(table, file_schema, fid, field_types[fid])
-        cols.append(col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col]))
-    return cols, table.nbytes
+    unknown = [fid for fid in ref.equality_ids if fid not in field_types]
+    if unknown:
+        msg = f"{what} {ref.path}: equality field id(s) {unknown} are not fields of any table schema"
+        raise CorruptFileError(msg)
+    keys = equality_key_columns(table, file_schema, ref.equality_ids, field_types, field_parents)
+    return [c if isinstance(c, pa.ChunkedArray) else pa.chunked_array([c]) for c in keys], table.nbytes
 
 
 def equality_delete_sets(
-    io: FileIO, deletes: Sequence[DeleteFileRef], field_types: Mapping[int, IcebergType]
+    io: FileIO,
+    deletes: Sequence[DeleteFileRef],
+    field_types: Mapping[int, IcebergType],
+    field_parents: Mapping[int, tuple[int, ...]] | None = None,
 ) -> list[tuple[tuple[int, ...], EqualityDeleteSet]]:
     """One probe structure per distinct equality-id set, built from all its applicable files.
 
@@ -201,6 +205,7 @@ def equality_delete_sets(
     is already deleted by a single-column delete on c can never delete anything more, so it
     is dropped before the multi-column set is built.
     """
+    parents = field_parents or {}
     groups: dict[tuple[int, ...], list[DeleteFileRef]] = {}
     for ref in deletes:
         if ref.content == FileContent.EQUALITY_DELETES:
@@ -208,7 +213,12 @@ def equality_delete_sets(
     built: dict[tuple[int, ...], tuple[tuple[Any, ...], EqualityDeleteSet]] = {}
     for ids in sorted(groups, key=len):  # single-column sets first: they subsume others
         refs = groups[ids]
-        singles = [(ids.index(s[0]), built[s]) for s in built if len(s) == 1 and s[0] in ids and len(ids) > 1]
+        # subsumers: single-column sets on a top-level column (nested keys carry an extra column)
+        singles = [
+            (ids.index(s[0]), built[s])
+            for s in built
+            if len(s) == 1 and s[0] in ids and len(ids) > 1 and built[s][1].width == 1
+        ]
         key = (ids, tuple(sorted(r.path for r in refs)), tuple(k for _, (k, _) in singles))
 
         def build(
@@ -218,13 +228,15 @@ def equality_delete_sets(
         ) -> tuple[EqualityDeleteSet, int]:
             per_file = [
                 DELETE_CACHE.get_or_load(
-                    "equality", (r.path, ids), partial(_equality_file, io, _sorted_ids(r, ids), field_types)
+                    "equality",
+                    (r.path, ids),
+                    partial(_equality_file, io, _sorted_ids(r, ids), field_types, parents),
                 )
                 for r in refs
             ]
             columns = [
                 pa.chunked_array([c for cols in per_file for c in cols[i].chunks], type=per_file[0][i].type)
-                for i in range(len(ids))
+                for i in range(len(per_file[0]))  # the keys, then nested-field indicators
             ]
             if singles and columns[0].length():
                 covered = np.zeros(columns[0].length(), dtype=bool)

@@ -29,7 +29,7 @@ from pyiceberg.schema import Schema, prune_columns
 from pyiceberg.typedef import Record
 
 from icemor.exceptions import CorruptFileError, UnsupportedFeatureError
-from icemor.io.columns import leaf_column, top_level_names
+from icemor.io.columns import equality_key_columns, top_level_names
 from icemor.io.deletes import deleted_positions, equality_delete_sets, open_parquet
 from icemor.spec.files import FileContent
 from icemor.spec.metadata_columns import DELETED, FILE_PATH, ROW_POSITION
@@ -63,6 +63,8 @@ class ReadOptions:
     case_sensitive: bool = True
     specs: Mapping[int, PartitionSpec] = field(default_factory=dict)
     field_types: Mapping[int, IcebergType] = field(default_factory=dict)
+    field_parents: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    """Enclosing struct ids of nested fields (equality keys on nested fields need them)."""
     name_mapping: NameMapping | None = None
     format_version: int = 2
     file_column: bool = False
@@ -191,7 +193,7 @@ def _delete_state(
     io: FileIO, task: FileScanTask, opts: ReadOptions
 ) -> tuple[npt.NDArray[np.int64], list[tuple[tuple[int, ...], Any]]]:
     positions = deleted_positions(io, task.data_file.path, task.delete_files)
-    eq_sets = equality_delete_sets(io, task.delete_files, opts.field_types)
+    eq_sets = equality_delete_sets(io, task.delete_files, opts.field_types, opts.field_parents)
     return positions, eq_sets
 
 
@@ -202,6 +204,7 @@ def _keep_mask(
     eq_sets: list[tuple[tuple[int, ...], Any]],
     file_schema: Schema,
     field_types: Mapping[int, IcebergType],
+    field_parents: Mapping[int, tuple[int, ...]],
     constants: Mapping[int, Any],
 ) -> npt.NDArray[np.bool_] | None:
     """True for rows not deleted; None when nothing in this batch is deleted.
@@ -216,7 +219,7 @@ def _keep_mask(
             keep = np.ones(n, dtype=bool)
             keep[positions[lo:hi] - first_pos] = False
     for ids, eq in eq_sets:
-        cols = [_key_column(batch, file_schema, fid, field_types[fid], constants) for fid in ids]
+        cols = equality_key_columns(batch, file_schema, ids, field_types, field_parents, constants)
         hit = eq.matches(cols)
         if hit.any():
             keep = ~hit if keep is None else keep & ~hit
@@ -229,20 +232,6 @@ def _all_deleted(positions: npt.NDArray[np.int64], first: int, num_rows: int) ->
         return False
     lo, hi = np.searchsorted(positions, (first, first + num_rows))
     return bool(hi - lo == num_rows)
-
-
-def _key_column(
-    batch: pa.RecordBatch,
-    file_schema: Schema,
-    field_id: int,
-    field_type: IcebergType,
-    constants: Mapping[int, Any],
-) -> pa.Array | pa.ChunkedArray:
-    if field_id in constants and field_id not in file_schema.field_ids:
-        from pyiceberg.io.pyarrow import schema_to_pyarrow
-
-        return pa.nulls(batch.num_rows, schema_to_pyarrow(field_type)).fill_null(constants[field_id])
-    return leaf_column(batch, file_schema, field_id, field_type)
 
 
 def read_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
@@ -289,7 +278,14 @@ def _process_batch(
 ) -> pa.RecordBatch | None:
     n = batch.num_rows
     keep = _keep_mask(
-        batch, first, positions, eq_sets, plan.file_schema, opts.field_types, plan.missing_fields
+        batch,
+        first,
+        positions,
+        eq_sets,
+        plan.file_schema,
+        opts.field_types,
+        opts.field_parents,
+        plan.missing_fields,
     )
     pos: npt.NDArray[np.int64] | None = (
         np.arange(first, first + n, dtype=np.int64) if opts.pos_column else None

@@ -16,7 +16,7 @@ from pyiceberg.expressions.visitors import (
 from pyiceberg.manifest import ManifestContent
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import VoidTransform
-from pyiceberg.types import PrimitiveType
+from pyiceberg.types import PrimitiveType, StructType
 
 from icemor.planning.delete_index import DeleteFileIndex
 from icemor.planning.manifests import ManifestFileEntry, read_manifest_entries
@@ -121,6 +121,22 @@ def plan_files(
         )
         planned.append(PlannedFile(entry.to_data_ref(), deletes))
     return planned
+
+
+def all_field_parents(metadata: TableMetadata) -> dict[int, tuple[int, ...]]:
+    """For every field id nested in structs (in any schema), the ids of its enclosing structs."""
+    parents: dict[int, tuple[int, ...]] = {}
+
+    def walk(struct: StructType, chain: tuple[int, ...]) -> None:
+        for field in struct.fields:
+            if chain:
+                parents[field.field_id] = chain
+            if isinstance(field.field_type, StructType):
+                walk(field.field_type, (*chain, field.field_id))
+
+    for schema in metadata.schemas:
+        walk(schema.as_struct(), ())
+    return parents
 
 
 def _is_unpartitioned(spec: PartitionSpec) -> bool:

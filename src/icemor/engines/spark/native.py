@@ -105,6 +105,8 @@ def _ineligible(scan: Scan, planned: list[PlannedFile], needed: set[int]) -> str
     if any(not isinstance(f.field_type, PrimitiveType) for f in opts.projected_schema.fields):
         return "nested columns"
     for fid in needed:
+        if opts.field_parents.get(fid):
+            return f"nested field {fid} (read by top-level field id only)"
         types = {s.find_field(fid).field_type for s in metadata.schemas if fid in s._lazy_id_to_field}
         if len(types) > 1:
             return f"field {fid} changed type"
