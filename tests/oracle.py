@@ -375,24 +375,14 @@ class IcebergJava:
         )
         rows = pa.table({"file_path": [d[0] for d in deletes], "pos": [d[1] for d in deletes]}, schema=schema)
         iceberg = self._jvm.org.apache.iceberg
-        location = table.locationProvider().newDataLocation(f"pos-deletes-{uuid.uuid4()}.parquet")
-        path = local_path(location)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(rows, path)
-        metrics = iceberg.parquet.ParquetUtil.fileMetrics(
-            table.io().newInputFile(location), iceberg.MetricsConfig.forPositionDelete(table)
+        builder = iceberg.FileMetadata.deleteFileBuilder(self._spec(table, spec_id)).ofPositionDeletes()
+        return self._write_file(
+            table,
+            builder,
+            rows,
+            partition_path,
+            metrics_config=iceberg.MetricsConfig.forPositionDelete(table),
         )
-        builder = (
-            iceberg.FileMetadata.deleteFileBuilder(self._spec(table, spec_id))
-            .ofPositionDeletes()
-            .withPath(location)
-            .withFormat("parquet")
-            .withFileSizeInBytes(path.stat().st_size)
-            .withMetrics(metrics)
-        )
-        if partition_path:
-            builder = builder.withPartitionPath(partition_path)
-        return builder.build()
 
     def commit_row_delta(
         self, name: str, *, data_files: Iterable[Any] = (), delete_files: Iterable[Any] = ()
@@ -455,10 +445,29 @@ class IcebergJava:
             raise KeyError(msg)
         return spec
 
-    def _write_file(self, table: Any, builder: Any, rows: pa.Table, partition_path: str | None) -> Any:
-        """Write rows as Parquet with Iceberg field ids and finish a Data/DeleteFile builder for it."""
+    def _write_file(
+        self,
+        table: Any,
+        builder: Any,
+        rows: pa.Table,
+        partition_path: str | None,
+        *,
+        metrics_config: Any = None,
+    ) -> Any:
+        """Write rows as Parquet with Iceberg field ids and finish a Data/DeleteFile builder for it.
+
+        Columns without ``PARQUET:field_id`` metadata take the table's ids by name; columns that
+        carry one (the reserved position-delete fields) keep it.
+        """
         ids = self._field_ids(table)
-        schema = pa.schema([_with_field_ids(field, field.name, ids) for field in rows.schema])
+        schema = pa.schema(
+            [
+                field
+                if field.metadata and FIELD_ID_KEY in field.metadata
+                else _with_field_ids(field, field.name, ids)
+                for field in rows.schema
+            ]
+        )
         filename = f"{uuid.uuid4()}.parquet"
         location = str(
             table.locationProvider().newDataLocation(
@@ -470,9 +479,8 @@ class IcebergJava:
         pq.write_table(rows.cast(schema), path)
         # Real column metrics (counts, null counts, bounds), read back from the footer as Iceberg does.
         iceberg = self._jvm.org.apache.iceberg
-        metrics = iceberg.parquet.ParquetUtil.fileMetrics(
-            table.io().newInputFile(location), iceberg.MetricsConfig.forTable(table)
-        )
+        config = metrics_config if metrics_config is not None else iceberg.MetricsConfig.forTable(table)
+        metrics = iceberg.parquet.ParquetUtil.fileMetrics(table.io().newInputFile(location), config)
         builder = builder.withPath(location).withFormat("parquet").withFileSizeInBytes(path.stat().st_size)
         builder = builder.withMetrics(metrics)
         if partition_path:
