@@ -37,10 +37,10 @@ from pyiceberg.types import (
 
 from icemor.exceptions import CorruptFileError
 from icemor.spec.files import DeleteFileRef, FileContent
-from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID
+from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID, equality_delete_applies, position_delete_applies
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     from icemor.planning.manifests import ManifestFileEntry
 
@@ -85,16 +85,16 @@ class _SeqBucket:
         self.items.append(item)
         self._seqs = None
 
-    def at_or_after(self, seq: int) -> list[_Indexed]:
-        """Files with delete_seq >= seq."""
+    def applicable(self, data_seq: int, applies: Callable[[int, int], bool]) -> list[_Indexed]:
+        """Files for which ``applies(data_seq, delete_seq)`` holds, by binary search.
+
+        ``applies`` is one of the spec's rules (:mod:`icemor.spec.rules`); both are monotone in
+        the delete sequence number, so the applicable files are a suffix of the sorted bucket.
+        """
         if self._seqs is None:
             self.items.sort(key=lambda i: i.ref.data_sequence_number)
             self._seqs = [i.ref.data_sequence_number for i in self.items]
-        return self.items[bisect.bisect_left(self._seqs, seq) :]
-
-    def after(self, seq: int) -> list[_Indexed]:
-        """Files with delete_seq > seq."""
-        return self.at_or_after(seq + 1)
+        return self.items[bisect.bisect_left(self._seqs, True, key=lambda d: applies(data_seq, d)) :]
 
 
 class DeleteFileIndex:
@@ -168,18 +168,24 @@ class DeleteFileIndex:
     ) -> tuple[DeleteFileRef, ...]:
         """Return the delete files that apply to one data file, DVs and position files first."""
         seq = data_sequence_number
-        out: list[DeleteFileRef] = [dv for dv in self._dvs.get(path, ()) if dv.data_sequence_number >= seq]
+        out: list[DeleteFileRef] = [
+            dv for dv in self._dvs.get(path, ()) if position_delete_applies(seq, dv.data_sequence_number)
+        ]
         if not out:
             if path in self._pos_by_path:
-                out.extend(i.ref for i in self._pos_by_path[path].at_or_after(seq))
+                out.extend(i.ref for i in self._pos_by_path[path].applicable(seq, position_delete_applies))
             bucket = self._pos_by_partition.get((spec_id, partition))
             if bucket is not None:
-                out.extend(i.ref for i in bucket.at_or_after(seq) if _path_in_bounds(path, i.stats))
+                out.extend(
+                    i.ref
+                    for i in bucket.applicable(seq, position_delete_applies)
+                    if _path_in_bounds(path, i.stats)
+                )
         data_stats = _Stats(lower_bounds, upper_bounds, null_counts, value_counts)
-        candidates = self._eq_global.after(seq)
+        candidates = self._eq_global.applicable(seq, equality_delete_applies)
         bucket = self._eq_by_partition.get((spec_id, partition))
         if bucket is not None:
-            candidates = candidates + bucket.after(seq)
+            candidates = candidates + bucket.applicable(seq, equality_delete_applies)
         out.extend(i.ref for i in candidates if self._may_overlap(i, data_stats))
         return tuple(out)
 
