@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
+    from pyspark.sql import SparkSession
 
     from icemor.table import Scan, Table
 
@@ -209,11 +210,17 @@ def _scan(
     )
 
 
-def _spark_batches(scan: Scan) -> Iterator[pa.RecordBatch]:
-    from icemor.engines.spark import collect_arrow, scan_to_dataframe, session
+def _spark() -> SparkSession:
+    """The SparkSession for ``--engine spark``: the active one, or one from --spark-master/--spark-conf."""
+    from icemor.engines.spark import session
 
-    spark = session(master=STATE.spark_master, conf=_kv(list(STATE.spark_conf), "--spark-conf"))
-    yield from collect_arrow(scan_to_dataframe(scan, spark)).to_batches()
+    return session(master=STATE.spark_master, conf=_kv(list(STATE.spark_conf), "--spark-conf"))
+
+
+def _spark_batches(scan: Scan) -> Iterator[pa.RecordBatch]:
+    from icemor.engines.spark import collect_arrow, scan_to_dataframe
+
+    yield from collect_arrow(scan_to_dataframe(scan, _spark())).to_batches()
 
 
 @app.command()
@@ -260,10 +267,9 @@ def count(
     """Print the number of live rows (deletes applied)."""
     s = _scan(table, where, None, snapshot_id, as_of_timestamp, ref)
     if STATE.engine == Engine.spark:
-        from icemor.engines.spark import scan_to_dataframe, session
+        from icemor.engines.spark import scan_to_dataframe
 
-        spark = session(master=STATE.spark_master, conf=_kv(list(STATE.spark_conf), "--spark-conf"))
-        typer.echo(str(scan_to_dataframe(s, spark).count()))
+        typer.echo(str(scan_to_dataframe(s, _spark()).count()))
     else:
         typer.echo(str(s.count()))
 

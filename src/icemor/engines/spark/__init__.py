@@ -125,7 +125,8 @@ def scan_to_dataframe(scan: Scan, spark: SparkSession, *, strategy: str = "auto"
     if strategy == "native":
         native = native_dataframe(scan, spark, planned)
         if native is None:
-            msg = f"the native Spark strategy cannot read this scan exactly: {native_ineligibility(scan)}"
+            why = native_ineligibility(scan, planned)
+            msg = f"the native Spark strategy cannot read this scan exactly: {why}"
             raise InvalidArgumentError(msg)
         return native
     if strategy == "auto":

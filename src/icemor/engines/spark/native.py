@@ -133,18 +133,28 @@ def _ineligible(scan: Scan, planned: list[PlannedFile], needed: set[int]) -> str
     return None
 
 
-def native_ineligibility(scan: Scan) -> str:
-    """Why :func:`native_dataframe` returns None for this scan (for error messages)."""
+def _bound_filter(scan: Scan) -> BooleanExpression | None:
     opts = scan.options
-    planned = scan.plan_files()
+    if isinstance(opts.row_filter, AlwaysTrue):
+        return None
+    return bind(opts.schema, opts.row_filter, opts.case_sensitive)
+
+
+def _needed_ids(scan: Scan, planned: list[PlannedFile], bound: BooleanExpression | None) -> set[int]:
+    """Field ids the read needs: projected, filtered on, and compared by equality deletes."""
+    needed = set(scan.options.projected_schema.field_ids)
+    needed |= {fid for p in planned for d in p.delete_files for fid in d.equality_ids}
+    if bound is not None:
+        needed |= _bound_ids(bound)
+    return needed
+
+
+def native_ineligibility(scan: Scan, planned: list[PlannedFile]) -> str:
+    """Why :func:`native_dataframe` returns None for these files (for error messages)."""
     if not planned:
         return "no data files"
-    needed = set(opts.projected_schema.field_ids) | {
-        fid for p in planned for d in p.delete_files for fid in d.equality_ids
-    }
-    if not isinstance(opts.row_filter, AlwaysTrue):
-        needed |= _bound_ids(bind(opts.schema, opts.row_filter, opts.case_sensitive))
-    return _ineligible(scan, planned, needed) or "row filter not translatable to Spark"
+    reason = _ineligible(scan, planned, _needed_ids(scan, planned, _bound_filter(scan)))
+    return reason or "row filter not translatable to Spark"
 
 
 def _hidden(fid: int) -> str:
@@ -163,15 +173,8 @@ def native_dataframe(
 
     opts = scan.options
     planned = scan.plan_files() if planned is None else planned
-    bound = (
-        None
-        if isinstance(opts.row_filter, AlwaysTrue)
-        else bind(opts.schema, opts.row_filter, opts.case_sensitive)
-    )
-    filter_ids = _bound_ids(bound) if bound is not None else set()
-    eq_ids = {fid for p in planned for d in p.delete_files for fid in d.equality_ids}
-    projected = {f.field_id: f.name for f in opts.projected_schema.fields}
-    needed = set(projected) | filter_ids | eq_ids
+    bound = _bound_filter(scan)
+    needed = _needed_ids(scan, planned, bound)
     if _ineligible(scan, planned, needed) is not None or not planned:
         return None
     where = None
