@@ -5,36 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
+from delete_files import equality_delete_file, position_delete_file
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.types import LongType, StringType
 
 from icemor.io.cache import DELETE_CACHE
 from icemor.io.deletes import equality_delete_sets
-from icemor.spec.files import DeleteFileRef, FileContent
+from icemor.spec.files import DeleteFileRef
 
 TYPES = {1: LongType(), 2: StringType()}
 
 
 def _eq_file(tmp_path: Path, name: str, ids: tuple[int, ...], data: dict[str, list[object]]) -> DeleteFileRef:
-    fields = {
-        "id": pa.field("id", pa.int64(), metadata={b"PARQUET:field_id": b"1"}),
-        "cat": pa.field("cat", pa.string(), metadata={b"PARQUET:field_id": b"2"}),
-    }
-    table = pa.table(data, schema=pa.schema([fields[c] for c in data]))
-    path = tmp_path / name
-    pq.write_table(table, path)
-    return DeleteFileRef(
-        content=FileContent.EQUALITY_DELETES,
-        path=str(path),
-        file_format="PARQUET",
-        record_count=table.num_rows,
-        file_size_in_bytes=path.stat().st_size,
-        spec_id=0,
-        partition=(),
-        data_sequence_number=5,
-        equality_ids=ids,
-    )
+    types = {"id": (pa.int64(), 1), "cat": (pa.string(), 2)}
+    ref = equality_delete_file(tmp_path, name, {c: (*types[c], v) for c, v in data.items()})
+    assert ref.equality_ids == ids
+    return ref
 
 
 def test_multi_column_rows_covered_by_single_column_delete_are_dropped(tmp_path: Path) -> None:
@@ -63,26 +49,7 @@ def test_sets_are_shared_between_tasks(tmp_path: Path) -> None:
 
 
 def _pos_file(tmp_path: Path, name: str, rows: list[tuple[str, int]]) -> DeleteFileRef:
-    schema = pa.schema(
-        [
-            pa.field("file_path", pa.string(), nullable=False, metadata={b"PARQUET:field_id": b"2147483546"}),
-            pa.field("pos", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": b"2147483545"}),
-        ]
-    )
-    path = tmp_path / name
-    pq.write_table(
-        pa.table({"file_path": [r[0] for r in rows], "pos": [r[1] for r in rows]}, schema=schema), path
-    )
-    return DeleteFileRef(
-        content=FileContent.POSITION_DELETES,
-        path=str(path),
-        file_format="PARQUET",
-        record_count=len(rows),
-        file_size_in_bytes=path.stat().st_size,
-        spec_id=0,
-        partition=(),
-        data_sequence_number=5,
-    )
+    return position_delete_file(tmp_path, name, rows)
 
 
 def test_fully_deleted_counts_distinct_positions_within_the_file(tmp_path: Path) -> None:
