@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from delete_files import delete_ref
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyiceberg.io.pyarrow import PyArrowFileIO
@@ -106,20 +107,6 @@ def field(name: str) -> pa.Field:
     return pa.field(name, t, nullable=name != "id", metadata={FIELD_ID: str(fid).encode()})
 
 
-def delete_ref(path: str, content: FileContent, count: int, **kw: Any) -> DeleteFileRef:
-    return DeleteFileRef(
-        content=content,
-        path=path,
-        file_format=kw.pop("file_format", "PARQUET"),
-        record_count=count,
-        file_size_in_bytes=os.path.getsize(path),
-        spec_id=0,
-        partition=(),
-        data_sequence_number=2,
-        **kw,
-    )
-
-
 def write_files(case: Case, tmp: Path) -> tuple[DataFileRef, list[DeleteFileRef], list[int]]:
     uid = next(_unique)
     data_path = str(tmp / f"data-{uid}.parquet")
@@ -152,8 +139,8 @@ def write_files(case: Case, tmp: Path) -> tuple[DataFileRef, list[DeleteFileRef]
             path.write_bytes(b"PFA1" + blob + b"footer")
             deletes.append(
                 delete_ref(
-                    str(path),
                     FileContent.POSITION_DELETES,
+                    str(path),
                     len(positions),
                     file_format="PUFFIN",
                     referenced_data_file=data_path,
@@ -176,7 +163,7 @@ def write_files(case: Case, tmp: Path) -> tuple[DataFileRef, list[DeleteFileRef]
         )
         path = tmp / f"pos-{uid}-{k}.parquet"
         pq.write_table(ptable, path)
-        deletes.append(delete_ref(str(path), FileContent.POSITION_DELETES, len(entries)))
+        deletes.append(delete_ref(FileContent.POSITION_DELETES, str(path), len(entries)))
 
     for k, (cols, keys) in enumerate(case.equality_files):
         etable = pa.table(
@@ -186,7 +173,7 @@ def write_files(case: Case, tmp: Path) -> tuple[DataFileRef, list[DeleteFileRef]
         path = tmp / f"eq-{uid}-{k}.parquet"
         pq.write_table(etable, path)
         ids = tuple(COLUMNS[c][0] for c in cols)
-        deletes.append(delete_ref(str(path), FileContent.EQUALITY_DELETES, len(keys), equality_ids=ids))
+        deletes.append(delete_ref(FileContent.EQUALITY_DELETES, str(path), len(keys), equality_ids=ids))
     return data, deletes, offsets
 
 
