@@ -219,17 +219,20 @@ def equality_delete_sets(
             for s in built
             if len(s) == 1 and s[0] in ids and len(ids) > 1 and built[s][1].width == 1
         ]
-        key = (ids, tuple(sorted(r.path for r in refs)), tuple(k for _, (k, _) in singles))
+        # the nested fields' parents decide the indicator columns, so they are part of the key
+        nesting = tuple(parents.get(fid, ()) for fid in ids)
+        key = (ids, nesting, tuple(sorted(r.path for r in refs)), tuple(k for _, (k, _) in singles))
 
         def build(
             ids: tuple[int, ...] = ids,
             refs: list[DeleteFileRef] = refs,
             singles: list[tuple[int, tuple[Any, EqualityDeleteSet]]] = singles,
+            nesting: tuple[tuple[int, ...], ...] = nesting,
         ) -> tuple[EqualityDeleteSet, int]:
             per_file = [
                 DELETE_CACHE.get_or_load(
                     "equality",
-                    (r.path, ids),
+                    (r.path, ids, nesting),
                     partial(_equality_file, io, _sorted_ids(r, ids), field_types, parents),
                 )
                 for r in refs
