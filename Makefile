@@ -37,6 +37,7 @@ lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check src tests tools benchmarks
 	$(VENV)/bin/ruff format --check src tests tools benchmarks
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-logo --no-cache
 
 test: $(TEST_STAMP) $(ORACLE_ENV) lint
 	$(VENV)/bin/pytest

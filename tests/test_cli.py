@@ -130,6 +130,17 @@ def test_bad_partition_spec(
     assert run(["count", "db.p"]) == 2
 
 
+def test_format_version_3_is_refused_up_front(
+    home: Path, parquet: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pyiceberg 0.12 cannot write v3 metadata: refuse before anything is created (regression)."""
+    assert run(["create-table", "db.v3", "--schema-from", str(parquet), "--format-version", "3"]) == 2
+    lines = _err_lines(capsys)
+    assert len(lines) == 1 and "format-version 3" in lines[0] and "not supported" in lines[0], lines
+    assert run(["count", "db.v3"]) == 2  # nothing was created
+    assert "does not exist" in _err_lines(capsys)[0]
+
+
 def test_failed_append_commits_nothing(
     home: Path, parquet: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -13,9 +13,14 @@ LIGHT_MODULES = [
     "icemor.catalog",
     "icemor.output",
     "icemor.demo",
+    "icemor.scan",
     "icemor.io.reader",
     "icemor.planning.planner",
+    "icemor.planning.scan",
     "icemor.engines.local",
+    "icemor.ops.create",
+    "icemor.ops.append",
+    "icemor._compat.pyiceberg",
 ]
 
 PROBE = """

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import sys
+from contextvars import ContextVar
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path  # noqa: TC003 (typer resolves annotations at runtime)
 from typing import TYPE_CHECKING, Annotated, Any
@@ -24,7 +26,8 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyspark.sql import SparkSession
 
-    from icemor.table import Scan, Table
+    from icemor.scan import Scan
+    from icemor.table import Table
 
 __all__ = ["app", "main"]
 
@@ -63,7 +66,10 @@ class Engine(StrEnum):
     spark = "spark"
 
 
-class _State:
+@dataclass
+class Options:
+    """The global options of one CLI invocation (click's context object, not module state)."""
+
     catalog_name: str | None = None
     engine: Engine = Engine.local
     debug: bool = False
@@ -71,7 +77,17 @@ class _State:
     spark_conf: tuple[str, ...] = ()
 
 
-STATE = _State()
+# The options of the running invocation: set by run() for its duration, so nothing leaks from
+# one invocation to the next (tests call run() many times in one process).
+_OPTIONS: ContextVar[Options] = ContextVar("icemor_cli_options")
+
+
+def _options() -> Options:
+    opts = _OPTIONS.get(None)
+    if opts is None:  # the app invoked without run() (e.g. typer's test runner)
+        opts = Options()
+        _OPTIONS.set(opts)
+    return opts
 
 
 @app.callback()
@@ -94,11 +110,12 @@ def _global(
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
 ) -> None:
-    STATE.catalog_name = catalog
-    STATE.engine = engine
-    STATE.debug = debug
-    STATE.spark_master = spark_master
-    STATE.spark_conf = tuple(spark_conf or ())
+    opts = _options()
+    opts.catalog_name = catalog
+    opts.engine = engine
+    opts.debug = debug
+    opts.spark_master = spark_master
+    opts.spark_conf = tuple(spark_conf or ())
 
 
 def _fail(message: str) -> None:
@@ -109,7 +126,7 @@ def _fail(message: str) -> None:
 def _catalog() -> Catalog:
     from icemor.catalog import load_catalog
 
-    return load_catalog(STATE.catalog_name)
+    return load_catalog(_options().catalog_name)
 
 
 def _table(identifier: str) -> Table:
@@ -151,7 +168,7 @@ def create_table(
     ] = None,
 ) -> None:
     """Create a table whose schema is taken from a Parquet file."""
-    from icemor.table import create_table as _create
+    from icemor.ops.create import create_table as _create
 
     props = _kv(prop, "--property")
     created = _create(
@@ -171,9 +188,7 @@ def append(
     files: Annotated[list[Path], typer.Argument(help="Parquet files to append, committed as one snapshot.")],
 ) -> None:
     """Append Parquet files to a table in one commit."""
-    from icemor.table import append_files
-
-    rows = append_files(_table(table), files)
+    rows = _table(table).append_files(files)
     typer.echo(f"appended {rows} rows to {table}")
 
 
@@ -214,13 +229,14 @@ def _spark() -> SparkSession:
     """The SparkSession for ``--engine spark``: the active one, or one from --spark-master/--spark-conf."""
     from icemor.engines.spark import session
 
-    return session(master=STATE.spark_master, conf=_kv(list(STATE.spark_conf), "--spark-conf"))
+    opts = _options()
+    return session(master=opts.spark_master, conf=_kv(list(opts.spark_conf), "--spark-conf"))
 
 
 def _spark_batches(scan: Scan) -> Iterator[pa.RecordBatch]:
-    from icemor.engines.spark import collect_arrow, scan_to_dataframe
+    from icemor.engines.spark import collect_arrow
 
-    yield from collect_arrow(scan_to_dataframe(scan, _spark())).to_batches()
+    yield from collect_arrow(scan.to_spark(_spark())).to_batches()
 
 
 @app.command()
@@ -248,7 +264,8 @@ def scan(
     if output is not None and output.suffix.lower() not in (".parquet", ".csv", ".jsonl"):
         _fail(f"--output must end in .parquet, .csv or .jsonl: {output}")
     s = _scan(table, where, columns, snapshot_id, as_of_timestamp, ref, metadata_columns, include_deleted)
-    batches = _spark_batches(s) if STATE.engine == Engine.spark else s.to_arrow_batch_reader()
+    spark = _options().engine == Engine.spark
+    batches = _spark_batches(s) if spark else s.to_arrow_batch_reader()
     if output is not None:
         n = write_batches(batches, s.arrow_schema, output, limit=limit)
         typer.echo(f"wrote {n} rows to {output}")
@@ -266,10 +283,8 @@ def count(
 ) -> None:
     """Print the number of live rows (deletes applied)."""
     s = _scan(table, where, None, snapshot_id, as_of_timestamp, ref)
-    if STATE.engine == Engine.spark:
-        from icemor.engines.spark import scan_to_dataframe
-
-        typer.echo(str(scan_to_dataframe(s, _spark()).count()))
+    if _options().engine == Engine.spark:
+        typer.echo(str(s.to_spark(_spark()).count()))
     else:
         typer.echo(str(s.count()))
 
@@ -296,17 +311,21 @@ def demo() -> None:
     run_demo(echo=typer.echo)
 
 
-def _run(fn: Callable[[], Any]) -> int:
+def _run(fn: Callable[[Options], Any]) -> int:
     """Run the app; usage errors are click's (exit 2), ours become one line on stderr (exit 2)."""
+    opts = Options()
+    token = _OPTIONS.set(opts)
     try:
-        fn()
+        fn(opts)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     except _USER_ERRORS as e:
-        if STATE.debug:
+        if opts.debug:
             raise
         typer.echo(f"icemor: error: {_one_line(e)}", err=True)
         return 2
+    finally:
+        _OPTIONS.reset(token)
     return 0
 
 
@@ -318,7 +337,7 @@ def _one_line(e: BaseException) -> str:
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default: the process arguments) and return its exit code."""
     os.environ.setdefault("PYICEBERG_MAX_WORKERS", str(os.cpu_count() or 1))
-    return _run(lambda: app(args=argv, prog_name="icemor"))
+    return _run(lambda _: app(args=argv, prog_name="icemor"))
 
 
 def main() -> None:

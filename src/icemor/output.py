@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
     from pathlib import Path
 
-    from icemor.planning.planner import PlannedFile
+    from icemor.spec.tasks import PlannedFile
 
 __all__ = ["print_plan", "print_table", "write_batches"]
 

@@ -104,7 +104,7 @@ def test_native_strategy_is_used_where_exact_and_matches_java(
     oracle.sql(f"INSERT INTO {q} VALUES (5000, NULL, NULL)")
     table = icemor.load_table(name, catalog=catalog)
     scan = table.scan(row_filter="id < 1500 or k is null", metadata_columns=True)
-    df = native_dataframe(scan, oracle.spark)
+    df = native_dataframe(scan.job, oracle.spark)
     assert df is not None
     got = sorted_rows(tuple(r) for r in df.collect())
     java = sorted_rows(

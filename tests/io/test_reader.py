@@ -37,8 +37,8 @@ from pyroaring import BitMap64
 
 from icemor.exceptions import CorruptFileError, MissingFileError
 from icemor.io.reader import ReadOptions, count_task, output_schema, read_task
-from icemor.planning.tasks import FileScanTask
 from icemor.spec.files import DataFileRef, DeleteFileRef, FileContent
+from icemor.spec.tasks import FileScanTask
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

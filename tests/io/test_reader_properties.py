@@ -27,8 +27,8 @@ from pyiceberg.types import IntegerType, LongType, NestedField, StringType
 from pyroaring import BitMap64
 
 from icemor.io.reader import ReadOptions, count_task, output_schema, read_task
-from icemor.planning.tasks import FileScanTask
 from icemor.spec.files import DataFileRef, DeleteFileRef, FileContent
+from icemor.spec.tasks import FileScanTask
 
 FIELD_ID = b"PARQUET:field_id"
 PATH_ID, POS_ID = 2147483546, 2147483545

@@ -5,18 +5,16 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING
 
-from icemor.planning.planner import PlannedFile
 from icemor.planning.tasks import (
     READ_SPLIT_LOOKBACK,
     READ_SPLIT_OPEN_FILE_COST,
     READ_SPLIT_TARGET_SIZE,
-    CombinedScanTask,
-    FileScanTask,
     SplitOptions,
     plan_tasks,
     split_file,
 )
 from icemor.spec.files import DataFileRef, DeleteFileRef, FileContent
+from icemor.spec.tasks import CombinedScanTask, FileScanTask, PlannedFile
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

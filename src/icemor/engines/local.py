@@ -13,10 +13,16 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from icemor.io.reader import count_task, read_task
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
 
-__all__ = ["default_workers", "map_ordered", "stream"]
+    import pyarrow as pa
+
+    from icemor.planning.scan import ScanJob
+
+__all__ = ["count_rows", "default_workers", "map_ordered", "read_batches", "stream"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -96,3 +102,19 @@ def map_ordered(tasks: Sequence[T], fn: Callable[[T], R], *, workers: int | None
         return []
     with ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
         return list(pool.map(fn, tasks))
+
+
+def read_batches(job: ScanJob, *, workers: int | None = None) -> Iterator[pa.RecordBatch]:
+    """The scan's live rows, streamed from a thread pool (in no particular order)."""
+    pieces = [t for ct in job.plan_tasks() for t in ct.tasks]
+    # biggest first keeps all threads busy to the end
+    pieces.sort(key=lambda t: -t.size_in_bytes())
+    io, opts = job.io, job.options
+    return stream(pieces, lambda t: read_task(io, t, opts), workers=workers)
+
+
+def count_rows(job: ScanJob, *, workers: int | None = None) -> int:
+    """Number of live rows, without reading data where position deletes alone apply."""
+    pieces = [t for ct in job.plan_tasks() for t in ct.tasks]
+    io, opts = job.io, job.options
+    return sum(map_ordered(pieces, lambda t: count_task(io, t, opts), workers=workers))

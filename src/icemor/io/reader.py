@@ -9,7 +9,7 @@ identity-partition values, metadata columns).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,16 +18,12 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.expressions.visitors import bind, translate_column_names
-from pyiceberg.io.pyarrow import (
-    _get_column_projection_values,
-    _to_requested_schema,
-    expression_to_pyarrow,
-    pyarrow_to_schema,
-)
+from pyiceberg.io.pyarrow import expression_to_pyarrow, pyarrow_to_schema
 from pyiceberg.manifest import DataFile
 from pyiceberg.schema import Schema, prune_columns
 from pyiceberg.typedef import Record
 
+from icemor._compat.pyiceberg import partition_constants, to_requested_schema
 from icemor.exceptions import CorruptFileError, UnsupportedFeatureError
 from icemor.io.columns import equality_key_columns, top_level_names
 from icemor.io.deletes import deleted_positions, equality_delete_sets, open_parquet
@@ -45,7 +41,7 @@ if TYPE_CHECKING:
     from pyiceberg.table.name_mapping import NameMapping
     from pyiceberg.types import IcebergType
 
-    from icemor.planning.tasks import FileScanTask
+    from icemor.spec.tasks import FileScanTask
 
 __all__ = ["ReadOptions", "count_task", "output_schema", "read_task"]
 
@@ -165,9 +161,7 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
     if spec is not None and not spec.is_unpartitioned():
         data_file = DataFile.from_args(partition=Record(*f.partition))
         # for every field, not only projected ones: filters and equality keys read them too
-        missing = _get_column_projection_values(
-            data_file, opts.schema, opts.schema, spec, file_schema.field_ids
-        )
+        missing = partition_constants(data_file, opts.schema, spec, file_schema.field_ids)
 
     pyarrow_filter = None
     filter_ids: set[int] = set()
@@ -247,23 +241,28 @@ def read_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> Iterator[pa.
                 positions, first, plan.pf.metadata.row_group(rg).num_rows
             ):
                 continue  # every row of this row group is deleted: do not decode it
-            try:
-                batches = plan.pf.iter_batches(
-                    batch_size=opts.batch_size, row_groups=[rg], columns=plan.columns, use_threads=True
+            for batch in _decoded(plan, rg, opts.batch_size, task.data_file.path):
+                n = batch.num_rows
+                out = _process_batch(
+                    batch, first, positions, eq_sets, plan, opts, task.data_file.path, out_schema
                 )
-                for batch in batches:
-                    n = batch.num_rows
-                    out = _process_batch(
-                        batch, first, positions, eq_sets, plan, opts, task.data_file.path, out_schema
-                    )
-                    first += n
-                    if out is not None and out.num_rows:
-                        yield out
-            except (pa.ArrowInvalid, OSError) as e:
-                msg = f"data file {task.data_file.path} is truncated or corrupt: {e}"
-                raise CorruptFileError(msg) from e
+                first += n
+                if out is not None and out.num_rows:
+                    yield out
     finally:
         plan.pf.close()
+
+
+def _decoded(plan: _FilePlan, rg: int, batch_size: int, path: str) -> Iterator[pa.RecordBatch]:
+    """Decode one row group; only errors of decoding the file's bytes mean the file is corrupt."""
+    try:
+        # the consumer's own errors are not thrown in here: only decoding is inside this try
+        yield from plan.pf.iter_batches(
+            batch_size=batch_size, row_groups=[rg], columns=plan.columns, use_threads=True
+        )
+    except (pa.ArrowInvalid, OSError) as e:
+        msg = f"data file {path} is truncated or corrupt: {e}"
+        raise CorruptFileError(msg) from e
 
 
 def _process_batch(
@@ -314,13 +313,12 @@ def _process_batch(
             pa.StructArray.from_buffers(pa.struct([]), batch.num_rows, [None])
         )
     else:
-        projected = _to_requested_schema(
+        projected = to_requested_schema(
             opts.projected_schema,
             plan.file_project_schema,
             batch,
             downcast_ns_timestamp_to_us=opts.format_version <= 2,
-            projected_missing_fields=plan.missing_fields,
-            allow_timestamp_tz_mismatch=True,
+            missing_fields=plan.missing_fields,
         )
     arrays = [
         a if a.type == f.type else a.cast(f.type) for a, f in zip(projected.columns, out_schema, strict=False)
@@ -359,15 +357,8 @@ def count_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> int:
         positions = deleted_positions(io, task.data_file.path, task.delete_files)
         n = task.data_file.record_count
         return n - int(np.count_nonzero(positions < n))
-    narrow = ReadOptions(
-        schema=opts.schema,
-        projected_schema=Schema(),
-        row_filter=opts.row_filter,
-        case_sensitive=opts.case_sensitive,
-        specs=opts.specs,
-        field_types=opts.field_types,
-        name_mapping=opts.name_mapping,
-        format_version=opts.format_version,
-        batch_size=opts.batch_size,
+    # no columns, no metadata columns: every other option (field parents!) stays as the scan's
+    narrow = replace(
+        opts, projected_schema=Schema(), file_column=False, pos_column=False, include_deleted=False
     )
     return sum(b.num_rows for b in read_task(io, task, narrow))

@@ -22,6 +22,7 @@ from pyiceberg.manifest import (
     ManifestEntryStatus,
 )
 
+from icemor._compat.pyiceberg import V3_DATA_FILE_POSITIONS
 from icemor.exceptions import CorruptFileError, MissingFileError
 from icemor.spec.files import DataFileRef, DeleteFileRef, FileContent
 
@@ -31,8 +32,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ManifestFileEntry", "read_manifest_entries"]
 
-# Positions of the v3-only fields in pyiceberg's DATA_FILE_TYPE[3] record layout.
-_FIRST_ROW_ID, _REFERENCED_DATA_FILE, _CONTENT_OFFSET, _CONTENT_SIZE = 16, 17, 18, 19
+_REFERENCED_DATA_FILE = V3_DATA_FILE_POSITIONS["referenced_data_file"]
+_CONTENT_OFFSET = V3_DATA_FILE_POSITIONS["content_offset"]
+_CONTENT_SIZE = V3_DATA_FILE_POSITIONS["content_size_in_bytes"]
 
 
 @dataclass(slots=True)
@@ -52,7 +54,8 @@ class ManifestFileEntry:
         return FileContent(int(self.data_file.content))
 
     def partition_tuple(self) -> tuple[object, ...]:
-        return tuple(self.data_file.partition._data) if self.data_file.partition is not None else ()
+        partition = self.data_file.partition
+        return tuple(partition[i] for i in range(len(partition))) if partition is not None else ()
 
     def to_data_ref(self) -> DataFileRef:
         f = self.data_file

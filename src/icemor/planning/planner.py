@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.expressions.visitors import (
-    _InclusiveMetricsEvaluator,
-    expression_evaluator,
-    inclusive_projection,
-    manifest_evaluator,
-)
+from pyiceberg.expressions.visitors import expression_evaluator, inclusive_projection, manifest_evaluator
 from pyiceberg.manifest import ManifestContent
-from pyiceberg.schema import Schema
+from pyiceberg.schema import Schema, index_by_id
 from pyiceberg.transforms import VoidTransform
 from pyiceberg.types import PrimitiveType, StructType
 
+from icemor._compat.pyiceberg import inclusive_metrics_evaluator
 from icemor.planning.delete_index import DeleteFileIndex
 from icemor.planning.manifests import ManifestFileEntry, read_manifest_entries
-from icemor.spec.files import DataFileRef, DeleteFileRef, FileContent
+from icemor.spec.files import FileContent
+from icemor.spec.tasks import PlannedFile
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -32,15 +28,7 @@ if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Snapshot
 
-__all__ = ["PlannedFile", "plan_files"]
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedFile:
-    """A data file selected by the scan and every delete file that applies to it."""
-
-    data_file: DataFileRef
-    delete_files: tuple[DeleteFileRef, ...]
+__all__ = ["all_field_parents", "all_field_types", "plan_files"]
 
 
 def plan_files(
@@ -78,7 +66,7 @@ def plan_files(
             Schema(*spec.partition_type(schema).fields), partition_filters[spec_id], case_sensitive
         )
         partition_evaluators[spec_id] = lambda f, ev=evaluator: ev(f.partition)  # type: ignore[misc]
-    metrics_eval = _InclusiveMetricsEvaluator(schema, row_filter, case_sensitive, False).eval
+    metrics_eval = inclusive_metrics_evaluator(schema, row_filter, case_sensitive=case_sensitive)
 
     selected: list[ManifestFile] = [m for m in manifests if keep_manifest[m.partition_spec_id](m)]
     with ThreadPoolExecutor(max_workers=max_workers) as pool:
@@ -148,7 +136,7 @@ def all_field_types(metadata: TableMetadata) -> dict[int, PrimitiveType]:
     """Types of every field id any schema ever had: equality deletes may name dropped columns."""
     types: dict[int, PrimitiveType] = {}
     for schema in metadata.schemas:
-        for field_id, field in schema._lazy_id_to_field.items():
+        for field_id, field in index_by_id(schema).items():
             if isinstance(field.field_type, PrimitiveType):
                 types[field_id] = field.field_type
     return types

@@ -12,18 +12,17 @@ import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from icemor.spec.tasks import CombinedScanTask, FileScanTask
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-    from icemor.planning.planner import PlannedFile
-    from icemor.spec.files import DataFileRef, DeleteFileRef
+    from icemor.spec.tasks import PlannedFile
 
 __all__ = [
     "READ_SPLIT_LOOKBACK",
     "READ_SPLIT_OPEN_FILE_COST",
     "READ_SPLIT_TARGET_SIZE",
-    "CombinedScanTask",
-    "FileScanTask",
     "SplitOptions",
     "plan_tasks",
 ]
@@ -32,33 +31,6 @@ __all__ = [
 READ_SPLIT_TARGET_SIZE = "read.split.target-size"
 READ_SPLIT_OPEN_FILE_COST = "read.split.open-file-cost"
 READ_SPLIT_LOOKBACK = "read.split.planning-lookback"
-
-
-@dataclass(frozen=True, slots=True)
-class FileScanTask:
-    """Read bytes [start, start + length) of a data file (whole row groups) with its deletes."""
-
-    data_file: DataFileRef
-    delete_files: tuple[DeleteFileRef, ...]
-    start: int
-    length: int
-
-    @property
-    def is_whole_file(self) -> bool:
-        return self.start == 0 and self.length >= self.data_file.file_size_in_bytes
-
-    def size_in_bytes(self) -> int:
-        return self.length + sum(d.content_size_in_bytes or d.file_size_in_bytes for d in self.delete_files)
-
-
-@dataclass(frozen=True, slots=True)
-class CombinedScanTask:
-    """Pieces one worker reads in a row; a Spark partition or a thread's unit of work."""
-
-    tasks: tuple[FileScanTask, ...]
-
-    def size_in_bytes(self) -> int:
-        return sum(t.size_in_bytes() for t in self.tasks)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,27 +12,24 @@ This is the only package that imports pyspark.
 from __future__ import annotations
 
 import os
-import pickle
 import sys
 from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
 
 from icemor.engines.spark.types import spark_schema
+from icemor.engines.spark.worker import io_spec, read_partition, task_blob
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping
+    from collections.abc import Iterable, Mapping
 
-    from pyiceberg.io import FileIO
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-    from icemor.planning.planner import PlannedFile
-    from icemor.table import Scan
+    from icemor.planning.scan import ScanJob
+    from icemor.spec.tasks import PlannedFile
 
 __all__ = ["collect_arrow", "scan_to_dataframe", "session"]
-
-_IO_CACHE: dict[tuple[tuple[tuple[str, str], ...], str], FileIO] = {}
 
 
 def session(
@@ -62,29 +59,6 @@ def session(
     return builder.getOrCreate()
 
 
-def _file_io(properties: tuple[tuple[str, str], ...], location: str) -> FileIO:
-    key = (properties, location)
-    io = _IO_CACHE.get(key)
-    if io is None:
-        from pyiceberg.io import load_file_io
-
-        io = _IO_CACHE[key] = load_file_io(dict(properties), location)
-    return io
-
-
-def _read_partition(batches: Iterator[pa.RecordBatch], target: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """Executor side: unpickle each task row and stream its batches in the Spark Arrow schema."""
-    from icemor.io.reader import read_task
-
-    for batch in batches:
-        for blob in batch.column(0).to_pylist():
-            io_props, location, combined, opts = pickle.loads(blob)
-            io = _file_io(io_props, location)
-            for task in combined.tasks:
-                for out in read_task(io, task, opts):
-                    yield out.cast(target)
-
-
 def _arrow_schema(schema: StructType) -> pa.Schema:
     """The Arrow schema Spark expects back from mapInArrow (timestamps are UTC instants)."""
     import inspect
@@ -99,11 +73,11 @@ def _arrow_schema(schema: StructType) -> pa.Schema:
 STRATEGIES = ("auto", "native", "python")
 
 
-def scan_to_dataframe(scan: Scan, spark: SparkSession, *, strategy: str = "auto") -> DataFrame:
-    """Plan ``scan`` on the driver and return a DataFrame that reads it on the executors.
+def scan_to_dataframe(job: ScanJob, spark: SparkSession, *, strategy: str = "auto") -> DataFrame:
+    """Plan ``job`` on the driver and return a DataFrame that reads it on the executors.
 
     Args:
-        scan: The merge-on-read scan.
+        job: The merge-on-read scan.
         spark: The session to build the DataFrame in.
         strategy: ``auto`` (default): data files without deletes are read by Spark's own
             Parquet reader, data files with deletes by icemor's reader in Python workers,
@@ -121,45 +95,40 @@ def scan_to_dataframe(scan: Scan, spark: SparkSession, *, strategy: str = "auto"
     if strategy not in STRATEGIES:
         msg = f"unknown Spark strategy {strategy!r}: use one of {', '.join(STRATEGIES)}"
         raise InvalidArgumentError(msg)
-    planned = scan.live_files()
+    planned = job.live_files()
     if strategy == "native":
-        native = native_dataframe(scan, spark, planned)
+        native = native_dataframe(job, spark, planned)
         if native is None:
-            why = native_ineligibility(scan, planned)
+            why = native_ineligibility(job, planned)
             msg = f"the native Spark strategy cannot read this scan exactly: {why}"
             raise InvalidArgumentError(msg)
         return native
     if strategy == "auto":
         clean = [p for p in planned if not p.delete_files]
         dirty = [p for p in planned if p.delete_files]
-        native = native_dataframe(scan, spark, clean) if clean else None
+        native = native_dataframe(job, spark, clean) if clean else None
         if native is not None:
             if not dirty:
                 return native
-            return native.unionByName(_python_dataframe(scan, spark, dirty))
-    return _python_dataframe(scan, spark, planned)
+            return native.unionByName(_python_dataframe(job, spark, dirty))
+    return _python_dataframe(job, spark, planned)
 
 
-def _python_dataframe(scan: Scan, spark: SparkSession, planned: list[PlannedFile]) -> DataFrame:
+def _python_dataframe(job: ScanJob, spark: SparkSession, planned: list[PlannedFile]) -> DataFrame:
     """One Spark partition per combined task; icemor's reader runs in the Python workers."""
     from pyspark.sql.types import BinaryType, StructField, StructType
 
-    from icemor.planning.tasks import SplitOptions, plan_tasks
-
-    schema = spark_schema(scan.options.projected_schema, scan.arrow_schema)
+    schema = spark_schema(job.options.projected_schema, job.arrow_schema)
     target = _arrow_schema(schema)
-    combined = plan_tasks(planned, SplitOptions.from_properties(scan.table.properties))
-    io = scan.io
-    io_props = tuple(sorted((str(k), str(v)) for k, v in io.properties.items()))
-    location = scan.table.metadata.location
-    rows = [(pickle.dumps((io_props, location, ct, scan.options)),) for ct in combined]
+    spec = io_spec(job.io, job.metadata.location)
+    rows = [(task_blob(spec, ct, job.options),) for ct in job.plan_tasks(planned)]
     task_schema = StructType([StructField("task", BinaryType(), nullable=False)])
     if not rows:
         return spark.createDataFrame([], schema)
     tasks_df = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), task_schema)
 
     def read(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-        return _read_partition(iter(batches), target)
+        return read_partition(iter(batches), target)
 
     return tasks_df.mapInArrow(read, schema)
 

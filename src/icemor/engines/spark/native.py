@@ -46,6 +46,7 @@ from pyiceberg.expressions import (
     Or,
 )
 from pyiceberg.expressions.visitors import bind
+from pyiceberg.schema import index_by_id
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import (
     BooleanType,
@@ -60,6 +61,7 @@ from pyiceberg.types import (
 )
 
 from icemor.engines.spark.types import spark_type
+from icemor.engines.spark.worker import io_spec
 from icemor.spec.files import FileContent
 
 if TYPE_CHECKING:
@@ -68,8 +70,8 @@ if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from icemor.planning.planner import PlannedFile
-    from icemor.table import Scan
+    from icemor.planning.scan import ScanJob
+    from icemor.spec.tasks import PlannedFile
 
 __all__ = ["native_dataframe", "native_ineligibility", "spark_file_path"]
 
@@ -96,10 +98,10 @@ def spark_file_path(path: str) -> str | None:
     return None
 
 
-def _ineligible(scan: Scan, planned: list[PlannedFile], needed: set[int]) -> str | None:
+def _ineligible(job: ScanJob, planned: list[PlannedFile], needed: set[int]) -> str | None:
     """Why the native strategy cannot read this scan exactly, or None if it can."""
-    opts = scan.options
-    metadata = scan.table.metadata
+    opts = job.options
+    metadata = job.metadata
     if opts.include_deleted and any(p.delete_files for p in planned):
         return "include_deleted"
     if any(not isinstance(f.field_type, PrimitiveType) for f in opts.projected_schema.fields):
@@ -107,13 +109,11 @@ def _ineligible(scan: Scan, planned: list[PlannedFile], needed: set[int]) -> str
     for fid in needed:
         if opts.field_parents.get(fid):
             return f"nested field {fid} (read by top-level field id only)"
-        types = {s.find_field(fid).field_type for s in metadata.schemas if fid in s._lazy_id_to_field}
-        if len(types) > 1:
+        fields = [f for f in (index_by_id(s).get(fid) for s in metadata.schemas) if f is not None]
+        if len({f.field_type for f in fields}) > 1:
             return f"field {fid} changed type"
-        for s in metadata.schemas:
-            field = s._lazy_id_to_field.get(fid)
-            if field is not None and field.initial_default is not None:
-                return f"field {fid} has an initial default"
+        if any(f.initial_default is not None for f in fields):
+            return f"field {fid} has an initial default"
     for spec in metadata.specs().values():
         for pf in spec.fields:
             if isinstance(pf.transform, IdentityTransform) and pf.source_id in needed:
@@ -133,27 +133,27 @@ def _ineligible(scan: Scan, planned: list[PlannedFile], needed: set[int]) -> str
     return None
 
 
-def _bound_filter(scan: Scan) -> BooleanExpression | None:
-    opts = scan.options
+def _bound_filter(job: ScanJob) -> BooleanExpression | None:
+    opts = job.options
     if isinstance(opts.row_filter, AlwaysTrue):
         return None
     return bind(opts.schema, opts.row_filter, opts.case_sensitive)
 
 
-def _needed_ids(scan: Scan, planned: list[PlannedFile], bound: BooleanExpression | None) -> set[int]:
+def _needed_ids(job: ScanJob, planned: list[PlannedFile], bound: BooleanExpression | None) -> set[int]:
     """Field ids the read needs: projected, filtered on, and compared by equality deletes."""
-    needed = set(scan.options.projected_schema.field_ids)
+    needed = set(job.options.projected_schema.field_ids)
     needed |= {fid for p in planned for d in p.delete_files for fid in d.equality_ids}
     if bound is not None:
         needed |= _bound_ids(bound)
     return needed
 
 
-def native_ineligibility(scan: Scan, planned: list[PlannedFile]) -> str:
+def native_ineligibility(job: ScanJob, planned: list[PlannedFile]) -> str:
     """Why :func:`native_dataframe` returns None for these files (for error messages)."""
     if not planned:
         return "no data files"
-    reason = _ineligible(scan, planned, _needed_ids(scan, planned, _bound_filter(scan)))
+    reason = _ineligible(job, planned, _needed_ids(job, planned, _bound_filter(job)))
     return reason or "row filter not translatable to Spark"
 
 
@@ -162,7 +162,7 @@ def _hidden(fid: int) -> str:
 
 
 def native_dataframe(
-    scan: Scan, spark: SparkSession, planned: list[PlannedFile] | None = None
+    job: ScanJob, spark: SparkSession, planned: list[PlannedFile] | None = None
 ) -> DataFrame | None:
     """``planned`` (default: all of the scan's files) as Spark plans; None when not exact.
 
@@ -171,11 +171,11 @@ def native_dataframe(
     from pyspark.sql import functions as F
     from pyspark.sql import types as st
 
-    opts = scan.options
-    planned = scan.plan_files() if planned is None else planned
-    bound = _bound_filter(scan)
-    needed = _needed_ids(scan, planned, bound)
-    if _ineligible(scan, planned, needed) is not None or not planned:
+    opts = job.options
+    planned = list(job.planned) if planned is None else planned
+    bound = _bound_filter(job)
+    needed = _needed_ids(job, planned, bound)
+    if _ineligible(job, planned, needed) is not None or not planned:
         return None
     where = None
     if bound is not None:
@@ -193,7 +193,7 @@ def native_dataframe(
     spark.conf.set("spark.sql.parquet.fieldId.read.enabled", "true")
     spark.conf.set("spark.sql.parquet.fieldId.read.ignoreMissing", "true")
 
-    positions = _positions_df(scan, spark, planned)
+    positions = _positions_df(job, spark, planned)
     # Spark's _metadata columns cost a third of a narrow scan: only ask for them when needed
     with_meta = positions is not None or opts.file_column or opts.pos_column
 
@@ -263,7 +263,7 @@ def _equality_keys(spark: SparkSession, ids: tuple[int, ...], paths: list[str], 
     )
 
 
-def _positions_df(scan: Scan, spark: SparkSession, planned: list[PlannedFile]) -> DataFrame | None:
+def _positions_df(job: ScanJob, spark: SparkSession, planned: list[PlannedFile]) -> DataFrame | None:
     """(Spark path, position) of every row deleted by position deletes or DVs.
 
     Decoded on the executors by the shared core; cached per exact set of (data file, deletes).
@@ -280,16 +280,14 @@ def _positions_df(scan: Scan, spark: SparkSession, planned: list[PlannedFile]) -
     if not work:
         return None
     key = ("positions", tuple((path, tuple(d.path for d in deletes)) for _, path, deletes in work))
-    return _cached(spark, key, lambda: _decode_job(scan, spark, work))
+    return _cached(spark, key, lambda: _decode_job(job, spark, work))
 
 
-def _decode_job(scan: Scan, spark: SparkSession, work: list[Any]) -> DataFrame:
+def _decode_job(job: ScanJob, spark: SparkSession, work: list[Any]) -> DataFrame:
     from pyspark.sql.types import BinaryType, StructField, StructType
 
-    io = scan.io
-    io_props = tuple(sorted((str(k), str(v)) for k, v in io.properties.items()))
-    location = scan.table.metadata.location
-    rows = [(pickle.dumps((io_props, location, sp, path, deletes)),) for sp, path, deletes in work]
+    spec = io_spec(job.io, job.metadata.location)
+    rows = [(pickle.dumps((spec, sp, path, deletes)),) for sp, path, deletes in work]
     tasks = spark.createDataFrame(
         spark.sparkContext.parallelize(rows, min(len(rows), spark.sparkContext.defaultParallelism)),
         StructType([StructField("task", BinaryType(), nullable=False)]),
@@ -325,13 +323,13 @@ def _cached(spark: SparkSession, key: tuple[Any, ...], build: Callable[[], DataF
 
 
 def _decode_positions(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    from icemor.engines.spark import _file_io
+    from icemor.engines.spark.worker import file_io
     from icemor.io.deletes import deleted_positions
 
     for batch in batches:
         for blob in batch.column(0).to_pylist():
-            io_props, location, spark_path, path, deletes = pickle.loads(blob)
-            positions = deleted_positions(_file_io(io_props, location), path, deletes)
+            (io_props, location), spark_path, path, deletes = pickle.loads(blob)
+            positions = deleted_positions(file_io(io_props, location), path, deletes)
             paths = pa.DictionaryArray.from_arrays(
                 pa.array(np.zeros(len(positions), np.int32)), pa.array([spark_path])
             )

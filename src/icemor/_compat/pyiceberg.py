@@ -1,0 +1,115 @@
+"""The private pyiceberg 0.12 names icemor borrows, each wrapped once, with why.
+
+pyiceberg is complete for catalogs, schemas, expressions and FileIO, but some of what a
+merge-on-read reader and writer needs is only reachable through underscore names. Each is
+re-exported here as a small typed function so that a pyiceberg upgrade that moves one breaks
+exactly one place; ``tests/_compat/test_pyiceberg.py`` checks each borrowed name.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.expressions import visitors as _visitors
+from pyiceberg.io import pyarrow as _pyarrow_io
+from pyiceberg.manifest import DATA_FILE_TYPE
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import pyarrow as pa
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.partitioning import PartitionSpec
+    from pyiceberg.schema import Schema
+
+__all__ = [
+    "BORROWED",
+    "V3_DATA_FILE_POSITIONS",
+    "arrow_schema_to_iceberg_without_ids",
+    "inclusive_metrics_evaluator",
+    "partition_constants",
+    "to_requested_schema",
+]
+
+# (module, name) of every private attribute used below; the compat test imports each one.
+BORROWED: tuple[tuple[str, str], ...] = (
+    ("pyiceberg.io.pyarrow", "_to_requested_schema"),
+    ("pyiceberg.io.pyarrow", "_get_column_projection_values"),
+    ("pyiceberg.io.pyarrow", "_pyarrow_to_schema_without_ids"),
+    ("pyiceberg.expressions.visitors", "_InclusiveMetricsEvaluator"),
+)
+
+
+def to_requested_schema(
+    requested: Schema,
+    file_schema: Schema,
+    batch: pa.RecordBatch,
+    *,
+    downcast_ns_timestamp_to_us: bool,
+    missing_fields: dict[int, Any],
+) -> pa.RecordBatch:
+    """Project a batch read with ``file_schema`` onto ``requested`` by field id.
+
+    Why: pyiceberg's projection handles renames, added columns (nulls or initial defaults),
+    type promotions and identity-partition constants exactly as its own reader does; there is
+    no public per-batch entry point.
+    """
+    return _pyarrow_io._to_requested_schema(
+        requested,
+        file_schema,
+        batch,
+        downcast_ns_timestamp_to_us=downcast_ns_timestamp_to_us,
+        projected_missing_fields=missing_fields,
+        allow_timestamp_tz_mismatch=True,
+    )
+
+
+def partition_constants(
+    data_file: DataFile, table_schema: Schema, spec: PartitionSpec, file_field_ids: set[int]
+) -> dict[int, Any]:
+    """Values of identity-partition fields the data file does not store (imported files).
+
+    Why: pyiceberg's reader decides these with the spec's column-projection rules; reusing it
+    keeps our reads identical to pyiceberg's for such files.
+    """
+    return _pyarrow_io._get_column_projection_values(
+        data_file, table_schema, table_schema, spec, file_field_ids
+    )
+
+
+def arrow_schema_to_iceberg_without_ids(schema: pa.Schema, *, downcast_ns_timestamp_to_us: bool) -> Schema:
+    """An Iceberg schema (ids still to assign) for an Arrow schema without field ids.
+
+    Why: ``pyarrow_to_schema`` requires field ids or a name mapping; creating a table from a
+    plain Parquet file needs the id-less conversion pyiceberg uses in ``create_table``.
+    """
+    return _pyarrow_io._pyarrow_to_schema_without_ids(
+        schema, downcast_ns_timestamp_to_us=downcast_ns_timestamp_to_us
+    )
+
+
+def inclusive_metrics_evaluator(
+    schema: Schema, expr: BooleanExpression, *, case_sensitive: bool
+) -> Callable[[DataFile], bool]:
+    """Whether a data file's column metrics allow rows matching ``expr`` (bound once).
+
+    Why: the public ``inclusive_metrics_evaluator``-style helper re-binds per file; the private
+    class binds once, which matters for manifests of thousands of files.
+    """
+    evaluator = _visitors._InclusiveMetricsEvaluator(schema, expr, case_sensitive, False)
+    return evaluator.eval
+
+
+def _v3_positions() -> dict[str, int]:
+    """Positions of the v3-only data_file fields in pyiceberg's DataFile record.
+
+    pyiceberg 0.12 reads manifests with its v2 schema and drops these fields; icemor reads with
+    the v3 schema, where the record keeps them at these positions (found by name, not assumed).
+    """
+    names = [f.name for f in DATA_FILE_TYPE[3].fields]
+    wanted = ("first_row_id", "referenced_data_file", "content_offset", "content_size_in_bytes")
+    return {name: names.index(name) for name in wanted}
+
+
+V3_DATA_FILE_POSITIONS: dict[str, int] = _v3_positions()

@@ -1,0 +1,4 @@
+"""Metadata changes: manifests with delete content, RowDelta and rewrite producers, validation, retries.
+
+Every change to table metadata that icemor makes goes through this package.
+"""

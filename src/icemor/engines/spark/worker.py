@@ -1,0 +1,60 @@
+"""Executor-side helpers of the Spark engine: FileIO per executor process, task decoding.
+
+Tasks travel pickled; a FileIO does not, so it travels as (properties, location) and each
+Python worker keeps one FileIO per such key (workers are reused, so it lives across tasks).
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import pyarrow as pa
+    from pyiceberg.io import FileIO
+
+    from icemor.io.reader import ReadOptions
+    from icemor.spec.tasks import CombinedScanTask
+
+__all__ = ["IOSpec", "file_io", "io_spec", "read_partition", "task_blob"]
+
+IOSpec = tuple[tuple[tuple[str, str], ...], str]
+"""A FileIO as it can be pickled: its sorted properties and the table location."""
+
+_IO_CACHE: dict[IOSpec, FileIO] = {}
+
+
+def io_spec(io: FileIO, location: str) -> IOSpec:
+    """The picklable description of ``io`` for executors."""
+    return tuple(sorted((str(k), str(v)) for k, v in io.properties.items())), location
+
+
+def file_io(properties: tuple[tuple[str, str], ...], location: str) -> FileIO:
+    """The FileIO of this worker process for ``(properties, location)`` (created once)."""
+    key = (properties, location)
+    io = _IO_CACHE.get(key)
+    if io is None:
+        from pyiceberg.io import load_file_io
+
+        io = _IO_CACHE[key] = load_file_io(dict(properties), location)
+    return io
+
+
+def task_blob(spec: IOSpec, combined: CombinedScanTask, options: ReadOptions) -> bytes:
+    """One Spark row's payload: a combined task with what reading it needs."""
+    return pickle.dumps((spec, combined, options))
+
+
+def read_partition(batches: Iterator[pa.RecordBatch], target: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Unpickle each task row and stream its batches in the Spark Arrow schema ``target``."""
+    from icemor.io.reader import read_task
+
+    for batch in batches:
+        for blob in batch.column(0).to_pylist():
+            (props, location), combined, opts = pickle.loads(blob)
+            io = file_io(props, location)
+            for task in combined.tasks:
+                for out in read_task(io, task, opts):
+                    yield out.cast(target)

@@ -1,0 +1,1 @@
+"""Table maintenance for merge-on-read tables (equality->position conversion, compaction, expiry)."""

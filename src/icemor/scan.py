@@ -1,0 +1,83 @@
+"""The public scan facade: a merge-on-read read of one snapshot, on the local engine or Spark."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    from pyiceberg.io import FileIO
+    from pyiceberg.table.snapshots import Snapshot
+    from pyspark.sql import DataFrame, SparkSession
+
+    from icemor.io.reader import ReadOptions
+    from icemor.planning.scan import ScanJob
+    from icemor.spec.tasks import CombinedScanTask, PlannedFile
+
+__all__ = ["Scan"]
+
+
+class Scan:
+    """A planned-on-demand merge-on-read scan: every position delete, DV and equality delete applies."""
+
+    def __init__(self, job: ScanJob) -> None:
+        self.job = job
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        return self.job.snapshot
+
+    @property
+    def options(self) -> ReadOptions:
+        return self.job.options
+
+    @property
+    def io(self) -> FileIO:
+        return self.job.io
+
+    def plan_files(self) -> list[PlannedFile]:
+        """Data files the scan reads, each with the delete files that apply to it."""
+        return list(self.job.planned)
+
+    def live_files(self) -> list[PlannedFile]:
+        """The planned files minus those whose every row is deleted by position deletes or DVs."""
+        return self.job.live_files()
+
+    def plan_tasks(
+        self,
+        *,
+        target_size: int | None = None,
+        open_file_cost: int | None = None,
+        lookback: int | None = None,
+    ) -> list[CombinedScanTask]:
+        """Split and combine the planned files by ``read.split.*`` table properties (or overrides)."""
+        return self.job.plan_tasks(target_size=target_size, open_file_cost=open_file_cost, lookback=lookback)
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        return self.job.arrow_schema
+
+    def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
+        """Stream the rows; memory is bounded by the delete sets plus a few batches."""
+        from icemor.engines.local import read_batches
+
+        return pa.RecordBatchReader.from_batches(self.arrow_schema, read_batches(self.job))
+
+    def to_arrow(self) -> pa.Table:
+        """All rows as one Arrow table."""
+        from icemor.engines.local import read_batches
+
+        return pa.Table.from_batches(list(read_batches(self.job)), schema=self.arrow_schema)
+
+    def count(self) -> int:
+        """Number of live rows, without reading data where position deletes alone apply."""
+        from icemor.engines.local import count_rows
+
+        return count_rows(self.job)
+
+    def to_spark(self, spark: SparkSession, *, strategy: str = "auto") -> DataFrame:
+        """The scan as a PySpark DataFrame read on the executors (see :meth:`icemor.table.Table.to_spark`)."""
+        from icemor.engines.spark import scan_to_dataframe
+
+        return scan_to_dataframe(self.job, spark, strategy=strategy)

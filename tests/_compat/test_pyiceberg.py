@@ -1,0 +1,90 @@
+"""Every private pyiceberg name icemor borrows still exists and still behaves as relied upon.
+
+A pyiceberg upgrade that moves or changes one of them fails here, by name, not deep in a read.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pyarrow as pa
+import pytest
+from pyiceberg.expressions import GreaterThan
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.typedef import Record
+from pyiceberg.types import LongType, NestedField, StringType
+
+from icemor._compat import pyiceberg as compat
+
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "cat", StringType(), required=False),
+)
+
+
+@pytest.mark.parametrize(("module", "name"), compat.BORROWED)
+def test_borrowed_name_exists(module: str, name: str) -> None:
+    assert hasattr(importlib.import_module(module), name), f"{module}.{name} moved: update icemor._compat"
+
+
+def test_to_requested_schema_projects_by_field_id() -> None:
+    batch = pa.RecordBatch.from_pydict({"id": pa.array([1, 2], pa.int64())})
+    file_schema = Schema(NestedField(1, "id", LongType(), required=False))
+    out = compat.to_requested_schema(
+        SCHEMA, file_schema, batch, downcast_ns_timestamp_to_us=True, missing_fields={2: "x"}
+    )
+    assert out.column_names == ["id", "cat"]
+    assert out.column(0).to_pylist() == [1, 2]
+    assert out.column(1).to_pylist() == ["x", "x"]  # an identity-partition constant fills the column
+
+
+def test_partition_constants_for_a_file_without_the_partition_column() -> None:
+    spec = PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "cat"), spec_id=1)
+    data_file = DataFile.from_args(partition=Record("a"))
+    assert compat.partition_constants(data_file, SCHEMA, spec, {1}) == {2: "a"}
+    assert compat.partition_constants(data_file, SCHEMA, spec, {1, 2}) == {}
+
+
+def test_arrow_schema_without_ids() -> None:
+    arrow = pa.schema([pa.field("id", pa.int64()), pa.field("ts", pa.timestamp("ns"))])
+    schema = compat.arrow_schema_to_iceberg_without_ids(arrow, downcast_ns_timestamp_to_us=True)
+    assert [f.name for f in schema.fields] == ["id", "ts"]
+
+
+def test_inclusive_metrics_evaluator_prunes_by_bounds() -> None:
+    from pyiceberg.conversions import to_bytes
+
+    evaluate = compat.inclusive_metrics_evaluator(SCHEMA, GreaterThan("id", 100), case_sensitive=True)
+
+    def data_file(upper: int) -> DataFile:
+        return DataFile.from_args(
+            content=DataFileContent.DATA,
+            file_path="f.parquet",
+            file_format=FileFormat.PARQUET,
+            record_count=10,
+            file_size_in_bytes=1,
+            value_counts={1: 10},
+            null_value_counts={1: 0},
+            lower_bounds={1: to_bytes(LongType(), 0)},
+            upper_bounds={1: to_bytes(LongType(), upper)},
+        )
+
+    assert evaluate(data_file(1000)) is True
+    assert evaluate(data_file(50)) is False
+
+
+def test_v3_data_file_positions_are_the_named_fields() -> None:
+    from pyiceberg.manifest import DATA_FILE_TYPE
+
+    fields = DATA_FILE_TYPE[3].fields
+    for name, pos in compat.V3_DATA_FILE_POSITIONS.items():
+        assert fields[pos].name == name
+    assert set(compat.V3_DATA_FILE_POSITIONS) == {
+        "first_row_id",
+        "referenced_data_file",
+        "content_offset",
+        "content_size_in_bytes",
+    }
