@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 __all__ = [
+    "CommitConflictError",
+    "CommitFailedError",
     "CorruptFileError",
     "IcemorError",
     "InvalidArgumentError",
@@ -39,3 +41,11 @@ class CorruptFileError(IcemorError):
 
 class UnsupportedFeatureError(IcemorError):
     """The table uses a feature icemor does not implement; failing beats returning wrong rows."""
+
+
+class CommitConflictError(IcemorError):
+    """A concurrent commit conflicts with this one (Iceberg's ValidationException); nothing was committed."""
+
+
+class CommitFailedError(IcemorError):
+    """The catalog refused the commit after every retry; nothing was committed."""

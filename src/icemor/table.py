@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata
     from pyspark.sql import DataFrame, SparkSession
 
+    from icemor.engines import Runner
+    from icemor.ops.delete import DeleteMetrics
     from icemor.scan import Scan
 
 __all__ = ["Table"]
@@ -130,6 +132,39 @@ class Table:
         rows = append_files(self._table, files)
         self.refresh()
         return rows
+
+    def delete(
+        self, where: str | BooleanExpression | None = None, *, spark: SparkSession | None = None
+    ) -> DeleteMetrics:
+        """Delete the rows matching ``where`` as merge-on-read (position-delete files), in one commit.
+
+        Args:
+            where: A row filter in the scan language (``"k1 < 100 and k2 = 'a'"``) or a pyiceberg
+                expression; None deletes every row (removes every data and delete file).
+            spark: Run the per-file work on this SparkSession's executors instead of local threads.
+
+        Returns:
+            Rows deleted, delete files added, data and delete files removed, the new snapshot id
+            (None when nothing matched and nothing was committed), seconds taken.
+
+        Raises:
+            InvalidArgumentError: Unknown column or bad condition; a v1 or copy-on-write table.
+            CommitConflictError: A concurrent commit conflicts (see ``write.delete.isolation-level``).
+        """
+        from icemor.ops.delete import delete_rows
+
+        metrics = delete_rows(self._table, where, run=self._runner(spark))
+        self.refresh()
+        return metrics
+
+    def _runner(self, spark: SparkSession | None) -> Runner:
+        if spark is None:
+            from icemor.engines.local import runner
+
+            return runner(self.io)
+        from icemor.engines.spark import runner as spark_runner
+
+        return spark_runner(spark, self.io, self.metadata.location)
 
     def to_spark(self, spark: SparkSession, *, strategy: str = "auto", **scan_kwargs: Any) -> DataFrame:
         """The scan as a PySpark DataFrame whose reading runs on Spark executors.

@@ -6,6 +6,7 @@ A pyiceberg upgrade that moves or changes one of them fails here, by name, not d
 from __future__ import annotations
 
 import importlib
+from pathlib import Path  # noqa: TC003
 
 import pyarrow as pa
 import pytest
@@ -27,7 +28,10 @@ SCHEMA = Schema(
 
 @pytest.mark.parametrize(("module", "name"), compat.BORROWED)
 def test_borrowed_name_exists(module: str, name: str) -> None:
-    assert hasattr(importlib.import_module(module), name), f"{module}.{name} moved: update icemor._compat"
+    obj: object = importlib.import_module(module)
+    for part in name.split("."):
+        assert hasattr(obj, part), f"{module}.{name} moved: update icemor._compat"
+        obj = getattr(obj, part)
 
 
 def test_to_requested_schema_projects_by_field_id() -> None:
@@ -88,3 +92,34 @@ def test_v3_data_file_positions_are_the_named_fields() -> None:
         "content_offset",
         "content_size_in_bytes",
     }
+
+
+def test_delete_manifest_writer_writes_delete_content(tmp_path: Path) -> None:
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+    from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+
+    io = PyArrowFileIO()
+    df = DataFile.from_args(
+        content=DataFileContent.POSITION_DELETES,
+        file_path="d.parquet",
+        file_format=FileFormat.PARQUET,
+        partition=Record(),
+        record_count=3,
+        file_size_in_bytes=10,
+    )
+    path = str(tmp_path / "m.avro")
+    with compat.DeleteManifestWriterV2(
+        UNPARTITIONED_PARTITION_SPEC, SCHEMA, io.new_output(path), 7, "deflate"
+    ) as writer:
+        writer.add_entry(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=7, data_file=df))
+    manifest = writer.to_manifest_file()
+    assert manifest.content == ManifestContent.DELETES
+    from pyiceberg.avro.file import AvroFile
+    from pyiceberg.manifest import MANIFEST_ENTRY_SCHEMAS
+
+    with AvroFile[ManifestEntry](io.new_input(path), MANIFEST_ENTRY_SCHEMAS[2]) as reader:
+        assert reader.header.meta["content"] == "deletes"
+    manifest.sequence_number = 1
+    entries = manifest.fetch_manifest_entry(io)
+    assert [int(e.data_file.content) for e in entries] == [int(DataFileContent.POSITION_DELETES)]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyiceberg.expressions import visitors as _visitors
 from pyiceberg.io import pyarrow as _pyarrow_io
-from pyiceberg.manifest import DATA_FILE_TYPE
+from pyiceberg.manifest import DATA_FILE_TYPE, ManifestContent, ManifestWriterV2
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BORROWED",
     "V3_DATA_FILE_POSITIONS",
+    "DeleteManifestWriterV2",
     "arrow_schema_to_iceberg_without_ids",
     "inclusive_metrics_evaluator",
     "partition_constants",
@@ -38,6 +39,7 @@ BORROWED: tuple[tuple[str, str], ...] = (
     ("pyiceberg.io.pyarrow", "_get_column_projection_values"),
     ("pyiceberg.io.pyarrow", "_pyarrow_to_schema_without_ids"),
     ("pyiceberg.expressions.visitors", "_InclusiveMetricsEvaluator"),
+    ("pyiceberg.manifest", "ManifestWriter._meta"),
 )
 
 
@@ -113,3 +115,18 @@ def _v3_positions() -> dict[str, int]:
 
 
 V3_DATA_FILE_POSITIONS: dict[str, int] = _v3_positions()
+
+
+class DeleteManifestWriterV2(ManifestWriterV2):
+    """A v2 manifest of delete files: ``content`` = deletes in the manifest list and the Avro header.
+
+    Why: pyiceberg 0.12's v2 writer hard-codes data content (``content()`` and the private
+    ``_meta`` header property); the entry schema is the same for both contents.
+    """
+
+    def content(self) -> ManifestContent:
+        return ManifestContent.DELETES
+
+    @property
+    def _meta(self) -> dict[str, str]:
+        return {**super()._meta, "content": "deletes"}

@@ -19,10 +19,12 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
 
     import pyarrow as pa
+    from pyiceberg.io import FileIO
 
+    from icemor.engines import Runner
     from icemor.planning.scan import ScanJob
 
-__all__ = ["count_rows", "default_workers", "map_ordered", "read_batches", "stream"]
+__all__ = ["count_rows", "default_workers", "map_ordered", "read_batches", "runner", "stream"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -118,3 +120,12 @@ def count_rows(job: ScanJob, *, workers: int | None = None) -> int:
     pieces = [t for ct in job.plan_tasks() for t in ct.tasks]
     io, opts = job.io, job.options
     return sum(map_ordered(pieces, lambda t: count_task(io, t, opts), workers=workers))
+
+
+def runner(io: FileIO, *, workers: int | None = None) -> Runner:
+    """Run per-item work ``fn(io, item)`` on the thread pool, results in item order."""
+
+    def run(fn: Callable[[FileIO, Any], Any], items: Sequence[Any]) -> list[Any]:
+        return map_ordered(items, lambda item: fn(io, item), workers=workers)
+
+    return run

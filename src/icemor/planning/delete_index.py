@@ -141,7 +141,7 @@ class DeleteFileIndex:
                         )
                         raise CorruptFileError(msg)
                     self._dvs[ref.referenced_data_file].append(ref)
-                elif (path := _single_referenced_path(ref, item.stats)) is not None:
+                elif (path := ref.referenced_data_file) is not None:
                     self._pos_by_path[path].add(item)
                 else:
                     self._pos_by_partition[key].add(item)
@@ -230,16 +230,6 @@ def _all_null(stats: _Stats, field_id: int) -> bool:
         return False
     nulls, values = stats.null_counts.get(field_id), stats.value_counts.get(field_id)
     return nulls is not None and values is not None and nulls == values
-
-
-def _single_referenced_path(ref: DeleteFileRef, stats: _Stats) -> str | None:
-    if ref.referenced_data_file is not None:
-        return ref.referenced_data_file
-    lo = stats.lower.get(DELETE_FILE_PATH_FIELD_ID) if stats.lower else None
-    hi = stats.upper.get(DELETE_FILE_PATH_FIELD_ID) if stats.upper else None
-    if lo is not None and lo == hi:
-        return lo.decode("utf-8")
-    return None
 
 
 def _path_in_bounds(path: str, stats: _Stats) -> bool:

@@ -25,6 +25,7 @@ from pyiceberg.manifest import (
 from icemor._compat.pyiceberg import V3_DATA_FILE_POSITIONS
 from icemor.exceptions import CorruptFileError, MissingFileError
 from icemor.spec.files import DataFileRef, DeleteFileRef, FileContent
+from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
@@ -82,10 +83,23 @@ class ManifestFileEntry:
             partition=self.partition_tuple(),
             data_sequence_number=self.data_sequence_number,
             equality_ids=tuple(f.equality_ids or ()),
-            referenced_data_file=self.referenced_data_file,
+            referenced_data_file=self.referenced_data_file or _path_bounds_scope(f),
             content_offset=self.content_offset,
             content_size_in_bytes=self.content_size_in_bytes,
         )
+
+
+def _path_bounds_scope(f: DataFile) -> str | None:
+    """The one data file a v2 position delete file references: equal ``file_path`` bounds.
+
+    As Iceberg Java's ``ContentFileUtil.referencedDataFile``; v2 manifests have no
+    ``referenced_data_file`` field.
+    """
+    if int(f.content) != FileContent.POSITION_DELETES:
+        return None
+    lo = (f.lower_bounds or {}).get(DELETE_FILE_PATH_FIELD_ID)
+    hi = (f.upper_bounds or {}).get(DELETE_FILE_PATH_FIELD_ID)
+    return lo.decode("utf-8") if lo is not None and lo == hi else None
 
 
 def _format_name(file_format: FileFormat | str) -> str:

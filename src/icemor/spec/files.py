@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-__all__ = ["DataFileRef", "DeleteFileRef", "FileContent"]
+__all__ = ["DataFileRef", "DeleteFileRef", "FileContent", "WrittenFile"]
 
 
 class FileContent(IntEnum):
@@ -63,3 +63,27 @@ class DeleteFileRef:
         if self.content == FileContent.EQUALITY_DELETES:
             return "equality"
         return "dv" if self.is_deletion_vector else "position"
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenFile:
+    """A file icemor wrote and has not committed yet: what its manifest entry needs.
+
+    Picklable, so Spark executors can return it to the driver. Bounds are serialized as the
+    spec's single-value binary form.
+    """
+
+    content: FileContent
+    path: str
+    record_count: int
+    file_size_in_bytes: int
+    spec_id: int
+    partition: tuple[Any, ...]
+    column_sizes: dict[int, int]
+    value_counts: dict[int, int]
+    null_value_counts: dict[int, int]
+    lower_bounds: dict[int, bytes]
+    upper_bounds: dict[int, bytes]
+    referenced_data_file: str | None = None
+    equality_ids: tuple[int, ...] = ()
+    split_offsets: tuple[int, ...] | None = None

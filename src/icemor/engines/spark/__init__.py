@@ -18,18 +18,21 @@ from typing import TYPE_CHECKING, cast
 import pyarrow as pa
 
 from icemor.engines.spark.types import spark_schema
-from icemor.engines.spark.worker import io_spec, read_partition, task_blob
+from icemor.engines.spark.worker import io_spec, item_blob, read_partition, run_items, task_blob
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from typing import Any
 
+    from pyiceberg.io import FileIO
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from icemor.engines import Runner
     from icemor.planning.scan import ScanJob
     from icemor.spec.tasks import PlannedFile
 
-__all__ = ["collect_arrow", "scan_to_dataframe", "session"]
+__all__ = ["collect_arrow", "runner", "scan_to_dataframe", "session"]
 
 
 def session(
@@ -142,3 +145,33 @@ def collect_arrow(df: DataFrame) -> pa.Table:
     if not batches:
         return _arrow_schema(df.schema).empty_table()
     return pa.Table.from_batches(batches)
+
+
+def runner(spark: SparkSession, io: FileIO, location: str) -> Runner:
+    """Run per-item work ``fn(io, item)`` on the executors, one Spark partition per item.
+
+    ``fn`` and the items are pickled to the executors (``fn`` by reference: a module-level
+    function of icemor); each executor builds its FileIO from ``io``'s properties. Only the
+    pickled results come back to the driver. A failed Spark job raises here, before anything
+    is committed.
+    """
+    spec = io_spec(io, location)
+
+    def run(fn: Callable[[FileIO, Any], Any], items: Sequence[Any]) -> list[Any]:
+        import pickle
+
+        from pyspark.sql.types import BinaryType, StructField, StructType
+
+        if not items:
+            return []
+        rows = [(item_blob(spec, fn, item),) for item in items]
+        schema = StructType([StructField("task", BinaryType(), nullable=False)])
+        tasks = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), schema)
+
+        def work(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+            return run_items(iter(batches))
+
+        results = tasks.mapInArrow(work, "result binary").collect()
+        return [pickle.loads(r["result"]) for r in results]
+
+    return run

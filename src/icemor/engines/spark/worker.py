@@ -10,7 +10,8 @@ import pickle
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
+    from typing import Any
 
     import pyarrow as pa
     from pyiceberg.io import FileIO
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from icemor.io.reader import ReadOptions
     from icemor.spec.tasks import CombinedScanTask
 
-__all__ = ["IOSpec", "file_io", "io_spec", "read_partition", "task_blob"]
+__all__ = ["IOSpec", "file_io", "io_spec", "item_blob", "read_partition", "run_items", "task_blob"]
 
 IOSpec = tuple[tuple[tuple[str, str], ...], str]
 """A FileIO as it can be pickled: its sorted properties and the table location."""
@@ -58,3 +59,19 @@ def read_partition(batches: Iterator[pa.RecordBatch], target: pa.Schema) -> Iter
             for task in combined.tasks:
                 for out in read_task(io, task, opts):
                     yield out.cast(target)
+
+
+def run_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Run each pickled ``(io spec, fn, item)`` row as ``fn(io, item)``; yield the pickled results."""
+    import pyarrow as pa
+
+    for batch in batches:
+        for blob in batch.column(0).to_pylist():
+            (props, location), fn, item = pickle.loads(blob)
+            result = fn(file_io(props, location), item)
+            yield pa.record_batch([pa.array([pickle.dumps(result)], pa.binary())], names=["result"])
+
+
+def item_blob(spec: IOSpec, fn: Callable[[FileIO, Any], Any], item: Any) -> bytes:
+    """One Spark row's payload for :func:`run_items`."""
+    return pickle.dumps((spec, fn, item))

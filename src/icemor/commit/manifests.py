@@ -1,0 +1,129 @@
+"""Write the manifests of a new snapshot: added files, and existing manifests filtered of removals.
+
+As Iceberg Java's MergingSnapshotProducer: a manifest holding a removed file is rewritten with
+that entry DELETED (by this snapshot) and the rest EXISTING (sequence numbers kept); other
+manifests are carried over untouched; a manifest left with no live entry is dropped.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pyiceberg.manifest import (
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestWriterV2,
+)
+
+from icemor._compat.pyiceberg import DeleteManifestWriterV2
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from pyiceberg.avro.codecs import AvroCompressionCodec
+    from pyiceberg.io import FileIO
+    from pyiceberg.manifest import DataFile, ManifestFile
+    from pyiceberg.table.metadata import TableMetadata
+
+__all__ = ["ManifestChanges", "write_snapshot_manifests"]
+
+_COMPRESSION: AvroCompressionCodec = "deflate"
+
+
+@dataclass
+class ManifestChanges:
+    """What the new manifests of one commit attempt hold, and the files written for them."""
+
+    manifests: list[ManifestFile] = field(default_factory=list)
+    written_paths: list[str] = field(default_factory=list)
+    removed: list[DataFile] = field(default_factory=list)
+    """Entries of removed files as the parent held them (for the summary)."""
+
+
+def _writer(
+    metadata: TableMetadata, io: FileIO, spec_id: int, content: ManifestContent, snapshot_id: int, path: str
+) -> ManifestWriterV2:
+    cls = DeleteManifestWriterV2 if content == ManifestContent.DELETES else ManifestWriterV2
+    return cls(metadata.specs()[spec_id], metadata.schema(), io.new_output(path), snapshot_id, _COMPRESSION)
+
+
+def _manifest_path(metadata: TableMetadata, commit_id: str, n: int) -> str:
+    return f"{metadata.location}/metadata/{commit_id}-m{n}.avro"
+
+
+def write_snapshot_manifests(
+    metadata: TableMetadata,
+    io: FileIO,
+    parent_manifests: Iterable[ManifestFile],
+    *,
+    snapshot_id: int,
+    added: Iterable[DataFile],
+    removed_paths: set[str],
+) -> ManifestChanges:
+    """Manifests of a snapshot that adds ``added`` and removes ``removed_paths`` from the parent's.
+
+    Paths of ``removed_paths`` not found live in the parent are left out of ``changes.removed``;
+    the caller decides whether that is a conflict.
+    """
+    commit_id = uuid.uuid4().hex
+    changes = ManifestChanges()
+
+    def new_path() -> str:
+        path = _manifest_path(metadata, commit_id, len(changes.written_paths))
+        changes.written_paths.append(path)
+        return path
+
+    try:
+        by_kind: dict[tuple[int, ManifestContent], list[DataFile]] = defaultdict(list)
+        for f in added:
+            kind = ManifestContent.DATA if int(f.content) == 0 else ManifestContent.DELETES
+            by_kind[(f.spec_id, kind)].append(f)
+        for (spec_id, content), files in sorted(by_kind.items(), key=lambda kv: (kv[0][0], int(kv[0][1]))):
+            with _writer(metadata, io, spec_id, content, snapshot_id, new_path()) as w:
+                for f in files:
+                    w.add_entry(
+                        ManifestEntry.from_args(
+                            status=ManifestEntryStatus.ADDED, snapshot_id=snapshot_id, data_file=f
+                        )
+                    )
+            changes.manifests.append(w.to_manifest_file())
+
+        for manifest in parent_manifests:
+            if not (manifest.has_added_files() or manifest.has_existing_files()):
+                continue  # no live entry: Java drops such manifests too
+            entries = manifest.fetch_manifest_entry(io, discard_deleted=True) if removed_paths else None
+            if not entries or not any(e.data_file.file_path in removed_paths for e in entries):
+                changes.manifests.append(manifest)
+                continue
+            live = [e for e in entries if e.data_file.file_path not in removed_paths]
+            gone = [e for e in entries if e.data_file.file_path in removed_paths]
+            with _writer(
+                metadata, io, manifest.partition_spec_id, manifest.content, snapshot_id, new_path()
+            ) as w:
+                for e in gone:
+                    w.delete(e)
+                for e in live:
+                    w.existing(e)
+            changes.removed.extend(e.data_file for e in gone)
+            changes.manifests.append(w.to_manifest_file())
+    except BaseException:
+        delete_quietly(io, changes.written_paths)
+        raise
+    return changes
+
+
+def delete_quietly(io: FileIO, paths: Iterable[str]) -> list[str]:
+    """Delete files best effort; return the paths that could not be deleted."""
+    failed = []
+    for path in paths:
+        try:
+            io.delete(path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            failed.append(path)
+    return failed

@@ -1,0 +1,196 @@
+"""RowDelta: one snapshot that adds data and delete files and removes files, validated and retried.
+
+Each attempt reads the catalog's current metadata, validates the commits made since the
+operation's scan (:mod:`icemor.commit.validation`), writes manifests against the current head
+and swaps the table pointer with a compare-and-swap (``AssertRefSnapshotId``). A lost swap is
+retried with backoff, following ``commit.retry.*`` as Iceberg Java does; a conflict is not.
+When the commit does not happen, every file written for it (manifests, manifest lists and
+the caller's data/delete files) is removed, best effort.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.manifest import write_manifest_list
+from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
+from pyiceberg.table.snapshots import (
+    Operation,
+    Snapshot,
+    SnapshotSummaryCollector,
+    Summary,
+    update_snapshot_summaries,
+)
+from pyiceberg.table.update import (
+    AddSnapshotUpdate,
+    AssertRefSnapshotId,
+    AssertTableUUID,
+    SetSnapshotRefUpdate,
+)
+
+from icemor.commit.files import to_data_file
+from icemor.commit.manifests import delete_quietly, write_snapshot_manifests
+from icemor.commit.validation import Validation, validate
+from icemor.exceptions import CommitConflictError, CommitFailedError, IcemorError
+from icemor.spec import properties as P
+
+if TYPE_CHECKING:
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import Table as PyIcebergTable
+    from pyiceberg.table.metadata import TableMetadata
+
+    from icemor.spec.files import WrittenFile
+
+__all__ = ["RowDelta"]
+
+
+@dataclass
+class RowDelta:
+    """The changes of one row-level operation, committed as one snapshot by :meth:`commit`."""
+
+    table: PyIcebergTable
+    validation: Validation
+    added_files: list[WrittenFile] = field(default_factory=list)
+    removed_paths: set[str] = field(default_factory=set)
+    """Data and delete files to remove; each must still be live at the head."""
+    snapshot_properties: dict[str, str] = field(default_factory=dict)
+    operation: Operation | None = None
+    """Default: ``delete`` when no data file is added, else ``overwrite`` (as Java's RowDelta)."""
+
+    def commit(self) -> Snapshot:
+        """Commit, retrying lost compare-and-swaps; on failure remove what was written.
+
+        Raises:
+            CommitConflictError: A concurrent commit conflicts (nothing committed).
+            CommitFailedError: The catalog refused every attempt (nothing committed).
+        """
+        try:
+            return self._commit_with_retries()
+        except IcemorError as e:
+            failed = delete_quietly(self.table.io, [f.path for f in self.added_files])
+            if failed:
+                msg = f"{e}; also could not remove {len(failed)} written file(s), e.g. {failed[0]}"
+                raise type(e)(msg) from e
+            raise
+
+    def _commit_with_retries(self) -> Snapshot:
+        props = self.table.metadata.properties
+        retries = P.int_property(props, P.COMMIT_NUM_RETRIES, P.COMMIT_NUM_RETRIES_DEFAULT)
+        min_wait = P.int_property(props, P.COMMIT_MIN_RETRY_WAIT_MS, P.COMMIT_MIN_RETRY_WAIT_MS_DEFAULT)
+        max_wait = P.int_property(props, P.COMMIT_MAX_RETRY_WAIT_MS, P.COMMIT_MAX_RETRY_WAIT_MS_DEFAULT)
+        total = P.int_property(props, P.COMMIT_TOTAL_RETRY_TIME_MS, P.COMMIT_TOTAL_RETRY_TIME_MS_DEFAULT)
+        deadline = time.monotonic() + total / 1000
+        last: Exception | None = None
+        for attempt in range(retries + 1):
+            if attempt:
+                delay = min(min_wait * 2 ** (attempt - 1), max_wait) / 1000
+                time.sleep(delay * (1 + 0.1 * random.random()))
+                if time.monotonic() > deadline:
+                    break
+            metadata = self.table.refresh().metadata
+            try:
+                return self._attempt(metadata, attempt)
+            except _LostSwap as e:
+                last = e.__cause__ if isinstance(e.__cause__, Exception) else e
+        msg = f"commit to {'.'.join(self.table.name())} failed after {attempt + 1} attempt(s): {last}"
+        raise CommitFailedError(msg)
+
+    def _attempt(self, metadata: TableMetadata, attempt: int) -> Snapshot:
+        io = self.table.io
+        validate(metadata, io, self.validation)
+        parent = metadata.current_snapshot()
+        snapshot_id = metadata.new_snapshot_id()
+        added = [to_data_file(f) for f in self.added_files]
+        changes = write_snapshot_manifests(
+            metadata,
+            io,
+            parent.manifests(io) if parent is not None else [],
+            snapshot_id=snapshot_id,
+            added=added,
+            removed_paths=self.removed_paths,
+        )
+        written = list(changes.written_paths)
+        try:
+            missing = self.removed_paths - {f.file_path for f in changes.removed}
+            if missing:
+                msg = f"file {sorted(missing)[0]} is no longer in the table: a concurrent commit removed it"
+                raise CommitConflictError(msg)
+            sequence_number = metadata.next_sequence_number()
+            list_path = f"{metadata.location}/metadata/snap-{snapshot_id}-{attempt}-{uuid.uuid4()}.avro"
+            written.append(list_path)
+            with write_manifest_list(
+                format_version=2,
+                output_file=io.new_output(list_path),
+                snapshot_id=snapshot_id,
+                parent_snapshot_id=parent.snapshot_id if parent is not None else None,
+                sequence_number=sequence_number,
+                avro_compression="deflate",
+            ) as writer:
+                writer.add_manifests(changes.manifests)
+            snapshot = Snapshot(  # type: ignore[call-arg]  # pydantic aliases
+                snapshot_id=snapshot_id,
+                parent_snapshot_id=parent.snapshot_id if parent is not None else None,
+                sequence_number=sequence_number,
+                timestamp_ms=int(time.time() * 1000),
+                manifest_list=list_path,
+                summary=self._summary(metadata, parent, added, changes.removed),
+                schema_id=metadata.current_schema_id,
+            )
+            self._swap(metadata, parent, snapshot)
+        except BaseException:
+            delete_quietly(io, written)
+            raise
+        self.table.refresh()
+        return snapshot
+
+    def _summary(
+        self,
+        metadata: TableMetadata,
+        parent: Snapshot | None,
+        added: list[DataFile],
+        removed: list[DataFile],
+    ) -> Summary:
+        specs, schema = metadata.specs(), metadata.schema()
+        limit = P.int_property(metadata.properties, "write.summary.partition-limit", 0)
+        collector = SnapshotSummaryCollector(partition_summary_limit=limit)
+        for f in added:
+            collector.add_file(f, schema, specs[f.spec_id])
+        for f in removed:
+            collector.remove_file(f, schema, specs[f.spec_id])
+        operation = self.operation or (
+            Operation.OVERWRITE if any(int(f.content) == 0 for f in added) else Operation.DELETE
+        )
+        summary = Summary(operation=operation, **collector.build(), **self.snapshot_properties)
+        return update_snapshot_summaries(summary, parent.summary if parent is not None else None)
+
+    def _swap(self, metadata: TableMetadata, parent: Snapshot | None, snapshot: Snapshot) -> None:
+        requirements = (
+            AssertTableUUID(uuid=metadata.table_uuid),
+            AssertRefSnapshotId(  # type: ignore[call-arg]  # pydantic aliases
+                snapshot_id=parent.snapshot_id if parent is not None else None, ref=MAIN_BRANCH
+            ),
+        )
+        updates = (
+            AddSnapshotUpdate(snapshot=snapshot),
+            SetSnapshotRefUpdate(  # type: ignore[call-arg]
+                ref_name=MAIN_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=snapshot.snapshot_id
+            ),
+        )
+        try:
+            self.table.catalog.commit_table(self.table, requirements, updates)
+        except CommitFailedException as e:
+            raise _LostSwap from e
+        except Exception as e:
+            # SQLite answers a concurrent writer with "database is locked" before changing anything
+            if type(e).__name__ == "OperationalError" and "locked" in str(e):
+                raise _LostSwap from e
+            raise
+
+
+class _LostSwap(Exception):
+    """The catalog's compare-and-swap lost against a concurrent commit: retry on the new head."""

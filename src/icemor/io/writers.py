@@ -1,0 +1,152 @@
+"""Write position-delete files: sorted (file_path, pos) rows, rolled at a target size, with metrics.
+
+Spec, "Position Delete Files": rows sorted by ``file_path`` then ``pos``; the file belongs to
+the partition (and spec) of the data files it deletes from. Metrics are full for both columns
+(Iceberg Java's ``MetricsConfig.forPositionDelete``): a file referencing one data file has
+equal ``file_path`` bounds, which is how v2 readers scope it to that file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.conversions import to_bytes
+from pyiceberg.types import LongType, StringType
+
+from icemor.spec.files import FileContent, WrittenFile
+from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID, DELETE_FILE_POS_FIELD_ID
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import numpy.typing as npt
+    from pyiceberg.io import FileIO
+
+__all__ = ["POSITION_DELETE_SCHEMA", "DeleteFileTarget", "write_position_deletes"]
+
+POSITION_DELETE_SCHEMA = pa.schema(
+    [
+        pa.field(
+            "file_path",
+            pa.string(),
+            nullable=False,
+            metadata={b"PARQUET:field_id": str(DELETE_FILE_PATH_FIELD_ID).encode()},
+        ),
+        pa.field(
+            "pos",
+            pa.int64(),
+            nullable=False,
+            metadata={b"PARQUET:field_id": str(DELETE_FILE_POS_FIELD_ID).encode()},
+        ),
+    ]
+)
+_ROWS_PER_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteFileTarget:
+    """Where and how to write the delete files of one partition (picklable for executors)."""
+
+    directory: str
+    """The partition's data directory (a URI or path, no trailing slash)."""
+    prefix: str
+    """Unique per unit of work: the file names are ``{prefix}-{n:05d}-deletes.parquet``."""
+    spec_id: int
+    partition: tuple[object, ...]
+    target_file_size: int
+    compression: str = "zstd"
+
+
+def write_position_deletes(
+    io: FileIO,
+    target: DeleteFileTarget,
+    deletes: Sequence[tuple[str, npt.NDArray[np.int64]]],
+) -> list[WrittenFile]:
+    """Write ``(data file path, sorted unique positions)`` pairs as position-delete files.
+
+    The pairs may come in any order; files are written sorted by path, then position, and a
+    new file is started once the current one reaches the target size.
+    """
+    pending = sorted((d for d in deletes if len(d[1])), key=lambda d: d[0])
+    out: list[WrittenFile] = []
+    writer: _RollingFile | None = None
+    for path, positions in pending:
+        for start in range(0, len(positions), _ROWS_PER_CHUNK):
+            if writer is None:
+                writer = _RollingFile(io, target, len(out))
+            writer.write(path, positions[start : start + _ROWS_PER_CHUNK])
+            if writer.size() >= target.target_file_size:
+                out.append(writer.close())
+                writer = None
+    if writer is not None:
+        out.append(writer.close())
+    return out
+
+
+class _RollingFile:
+    def __init__(self, io: FileIO, target: DeleteFileTarget, index: int) -> None:
+        self.target = target
+        self.location = f"{target.directory}/{target.prefix}-{index:05d}-deletes.parquet"
+        self._stream = io.new_output(self.location).create(overwrite=False)
+        self._writer = pq.ParquetWriter(
+            self._stream, POSITION_DELETE_SCHEMA, compression=target.compression, write_page_checksum=True
+        )
+        self.rows = 0
+        self.paths: list[str] = []
+        self.min_pos: int | None = None
+        self.max_pos: int | None = None
+
+    def write(self, path: str, positions: npt.NDArray[np.int64]) -> None:
+        n = len(positions)
+        # one dictionary value per data file: the path column costs nearly nothing
+        paths = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([path]))
+        batch = pa.record_batch(
+            [paths.cast(pa.string()), pa.array(positions, pa.int64())], schema=POSITION_DELETE_SCHEMA
+        )
+        self._writer.write_batch(batch)
+        self.rows += n
+        if not self.paths or self.paths[-1] != path:
+            self.paths.append(path)
+        lo, hi = int(positions.min()), int(positions.max())
+        self.min_pos = lo if self.min_pos is None else min(self.min_pos, lo)
+        self.max_pos = hi if self.max_pos is None else max(self.max_pos, hi)
+
+    def size(self) -> int:
+        return int(self._stream.tell())
+
+    def close(self) -> WrittenFile:
+        self._writer.close()
+        metadata = self._writer.writer.metadata
+        size = int(self._stream.tell())
+        self._stream.close()
+        sizes = {DELETE_FILE_PATH_FIELD_ID: 0, DELETE_FILE_POS_FIELD_ID: 0}
+        for rg in range(metadata.num_row_groups):
+            group = metadata.row_group(rg)
+            sizes[DELETE_FILE_PATH_FIELD_ID] += group.column(0).total_compressed_size
+            sizes[DELETE_FILE_POS_FIELD_ID] += group.column(1).total_compressed_size
+        assert self.min_pos is not None and self.max_pos is not None
+        ids = (DELETE_FILE_PATH_FIELD_ID, DELETE_FILE_POS_FIELD_ID)
+        return WrittenFile(
+            content=FileContent.POSITION_DELETES,
+            path=self.location,
+            record_count=self.rows,
+            file_size_in_bytes=size,
+            spec_id=self.target.spec_id,
+            partition=self.target.partition,
+            column_sizes=sizes,
+            value_counts=dict.fromkeys(ids, self.rows),
+            null_value_counts=dict.fromkeys(ids, 0),
+            lower_bounds={
+                DELETE_FILE_PATH_FIELD_ID: to_bytes(StringType(), self.paths[0]),
+                DELETE_FILE_POS_FIELD_ID: to_bytes(LongType(), self.min_pos),
+            },
+            upper_bounds={
+                DELETE_FILE_PATH_FIELD_ID: to_bytes(StringType(), self.paths[-1]),
+                DELETE_FILE_POS_FIELD_ID: to_bytes(LongType(), self.max_pos),
+            },
+            referenced_data_file=self.paths[0] if len(self.paths) == 1 else None,
+        )

@@ -1,0 +1,294 @@
+"""DELETE as merge-on-read: position-delete files for the matching rows, one RowDelta commit.
+
+The rows to delete are the live rows of the current snapshot that match the condition: they
+are found with icemor's own scan (``_pos`` of each matching row, every existing delete
+applied), so a row already deleted is not deleted again. Per data file:
+
+- no matching row: nothing;
+- every live row matches: the data file is removed (with the delete files scoped to it
+  alone) instead of writing a position for each row (Impala's design, seed 004);
+- otherwise its positions go to a position-delete file of its partition, ``write.delete.
+  granularity`` = ``file`` (default: one file per data file, merging the data file's older
+  file-scoped deletes into it, as Iceberg's Spark writer does since 1.8) or ``partition``.
+
+The per-file work (:func:`delete_unit`) runs on the local engine's threads or on Spark
+executors; only the written files' metadata comes back, and the driver commits once.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.manifest import ManifestContent
+from pyiceberg.schema import Schema
+from pyiceberg.table.snapshots import Operation
+from pyiceberg.typedef import Record
+
+from icemor.commit.row_delta import RowDelta
+from icemor.commit.validation import Validation
+from icemor.exceptions import InvalidArgumentError, UnsupportedFeatureError
+from icemor.io.deletes import deleted_positions
+from icemor.io.reader import count_task, read_task
+from icemor.io.writers import DeleteFileTarget, write_position_deletes
+from icemor.planning.scan import prepare_scan
+from icemor.spec import properties as P
+from icemor.spec.files import FileContent
+from icemor.spec.tasks import FileScanTask
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    import numpy.typing as npt
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.io import FileIO
+    from pyiceberg.table import Table as PyIcebergTable
+
+    from icemor.io.reader import ReadOptions
+    from icemor.planning.scan import ScanJob
+    from icemor.spec.files import WrittenFile
+    from icemor.spec.tasks import PlannedFile
+
+__all__ = ["DeleteMetrics", "DeleteUnit", "UnitResult", "delete_rows", "delete_unit"]
+
+
+@dataclass(frozen=True)
+class DeleteMetrics:
+    """What a DELETE did."""
+
+    deleted_rows: int
+    delete_files_added: int
+    data_files_removed: int
+    delete_files_removed: int
+    snapshot_id: int | None
+    """The new snapshot; None when nothing matched (nothing was committed)."""
+    seconds: float
+
+
+@dataclass(frozen=True)
+class DeleteUnit:
+    """Data files of one partition and where their delete files go: one unit of work."""
+
+    files: tuple[PlannedFile, ...]
+    options: ReadOptions
+    target: DeleteFileTarget
+    merge_file_scoped: bool
+    """``file`` granularity: fold each data file's older file-scoped deletes into the new file."""
+
+
+@dataclass(frozen=True)
+class UnitResult:
+    deleted_rows: int
+    written: tuple[WrittenFile, ...]
+    referenced: tuple[str, ...]
+    """Data files that get new position deletes."""
+    removed: tuple[str, ...]
+    """Data files whose every live row matched, and delete files that only they used."""
+    removed_data_files: int
+
+
+def _matching_positions(io: FileIO, task: FileScanTask, opts: ReadOptions) -> npt.NDArray[np.int64]:
+    parts = [b.column(b.schema.get_field_index("_pos")).to_numpy() for b in read_task(io, task, opts)]
+    return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, np.int64)
+
+
+def _file_scoped(planned: PlannedFile) -> list[Any]:
+    """The position delete files (not DVs) that reference this data file alone."""
+    return [
+        d
+        for d in planned.delete_files
+        if d.content == FileContent.POSITION_DELETES
+        and not d.is_deletion_vector
+        and d.referenced_data_file == planned.data_file.path
+    ]
+
+
+def delete_unit(io: FileIO, unit: DeleteUnit) -> UnitResult:
+    """Find the matching live rows of each data file of ``unit`` and write their position deletes."""
+    everything = replace(unit.options, row_filter=AlwaysTrue())
+    pending: list[tuple[str, npt.NDArray[np.int64]]] = []
+    referenced: list[str] = []
+    removed: list[str] = []
+    removed_data = 0
+    deleted = 0
+    for planned in unit.files:
+        f = planned.data_file
+        task = FileScanTask(f, planned.delete_files, 0, f.file_size_in_bytes)
+        matched = _matching_positions(io, task, unit.options)
+        if not len(matched):
+            continue
+        deleted += len(matched)
+        scoped = _file_scoped(planned)
+        if len(matched) == count_task(io, task, everything):
+            removed.append(f.path)  # every live row goes: drop the file, not each row
+            removed.extend(d.path for d in scoped)
+            removed_data += 1
+            continue
+        referenced.append(f.path)
+        if unit.merge_file_scoped and scoped:
+            older = deleted_positions(io, f.path, scoped)
+            matched = np.union1d(matched, older)
+            removed.extend(d.path for d in scoped)
+        else:
+            matched = np.sort(matched)
+        pending.append((f.path, matched))
+    written = write_position_deletes(io, unit.target, pending) if pending else []
+    return UnitResult(deleted, tuple(written), tuple(referenced), tuple(removed), removed_data)
+
+
+def _check_table(table: PyIcebergTable) -> None:
+    metadata = table.metadata
+    if metadata.format_version < 2:
+        msg = (
+            f"{'.'.join(table.name())} is a format-version 1 table: merge-on-read deletes need format "
+            "version 2 (upgrade it with the table property format-version=2, e.g. Spark's "
+            "ALTER TABLE ... SET TBLPROPERTIES ('format-version'='2'))"
+        )
+        raise InvalidArgumentError(msg)
+    if metadata.format_version > 2:
+        msg = "writing format-version 3 tables is not supported yet (pyiceberg 0.12 cannot write v3 metadata)"
+        raise UnsupportedFeatureError(msg)
+    mode = metadata.properties.get(P.DELETE_MODE, P.MERGE_ON_READ).strip().lower()
+    if mode == P.COPY_ON_WRITE:
+        msg = (
+            f"{'.'.join(table.name())} has {P.DELETE_MODE}=copy-on-write; icemor writes merge-on-read only: "
+            f"set {P.DELETE_MODE}=merge-on-read to delete with it"
+        )
+        raise InvalidArgumentError(msg)
+    if mode != P.MERGE_ON_READ:
+        msg = f"table property {P.DELETE_MODE}={mode!r} must be merge-on-read or copy-on-write"
+        raise InvalidArgumentError(msg)
+
+
+def _units(table: PyIcebergTable, planned: Sequence[PlannedFile], opts: ReadOptions) -> list[DeleteUnit]:
+    metadata = table.metadata
+    props = metadata.properties
+    granularity = P.choice(props, P.DELETE_GRANULARITY, P.DELETE_GRANULARITY_DEFAULT, ("file", "partition"))
+    target_size = P.int_property(
+        props, P.DELETE_TARGET_FILE_SIZE_BYTES, P.DELETE_TARGET_FILE_SIZE_BYTES_DEFAULT
+    )
+    compression = props.get(P.PARQUET_COMPRESSION, P.PARQUET_COMPRESSION_DEFAULT)
+    # the data directory as the table's location provider lays it out (write.data.path etc.)
+    data_dir = table.location_provider().new_data_location("x").rsplit("/", 1)[0]
+    schema = metadata.schema()
+    specs = metadata.specs()
+    commit_id = uuid.uuid4().hex[:12]
+    groups: dict[tuple[int, tuple[Any, ...]], list[PlannedFile]] = defaultdict(list)
+    for p in planned:
+        groups[(p.data_file.spec_id, p.data_file.partition)].append(p)
+    units: list[DeleteUnit] = []
+    for (spec_id, partition), files in groups.items():
+        spec = specs[spec_id]
+        directory = data_dir
+        if not spec.is_unpartitioned():
+            directory = f"{data_dir}/{spec.partition_to_path(Record(*partition), schema)}"
+        members = [[p] for p in files] if granularity == "file" else [files]
+        for part in members:
+            target = DeleteFileTarget(
+                directory=directory,
+                prefix=f"{len(units):05d}-{commit_id}",
+                spec_id=spec_id,
+                partition=partition,
+                target_file_size=target_size,
+                compression=compression,
+            )
+            units.append(DeleteUnit(tuple(part), opts, target, merge_file_scoped=granularity == "file"))
+    return units
+
+
+def delete_rows(
+    table: PyIcebergTable,
+    where: str | BooleanExpression | None,
+    *,
+    run: Callable[[Callable[[FileIO, DeleteUnit], UnitResult], Sequence[DeleteUnit]], list[UnitResult]],
+) -> DeleteMetrics:
+    """Delete the rows matching ``where`` (all rows when None) as one merge-on-read snapshot.
+
+    Args:
+        table: The pyiceberg table (refreshed here).
+        where: A filter in the scan language, or a pyiceberg expression; None deletes every row.
+        run: The scheduler of the per-unit work: ``run(fn, units)`` returns ``fn(io, unit)``
+            for each unit (the local thread pool or Spark executors).
+
+    Raises:
+        InvalidArgumentError: Unknown column, bad condition, v1 table, copy-on-write table.
+        CommitConflictError: A concurrent commit conflicts; nothing is committed.
+    """
+    started = time.monotonic()
+    table = table.refresh()
+    _check_table(table)
+    job = prepare_scan(table.metadata, table.io, row_filter=where, selected_fields=("_pos",))
+    # no columns but the position: the filter's columns are read for the filter only
+    opts = replace(job.options, projected_schema=Schema())
+    snapshot = job.snapshot
+    if snapshot is None:
+        return DeleteMetrics(0, 0, 0, 0, None, time.monotonic() - started)
+    if where is None:
+        return _delete_everything(table, job, started)
+    results = run(delete_unit, _units(table, job.live_files(), opts))
+    written = [w for r in results for w in r.written]
+    removed = {p for r in results for p in r.removed}
+    deleted = sum(r.deleted_rows for r in results)
+    if not written and not removed:
+        return DeleteMetrics(0, 0, 0, 0, None, time.monotonic() - started)
+    isolation = P.choice(
+        table.metadata.properties,
+        P.DELETE_ISOLATION_LEVEL,
+        P.ISOLATION_LEVEL_DEFAULT,
+        ("serializable", "snapshot"),
+    )
+    delta = RowDelta(
+        table,
+        Validation(
+            start_snapshot_id=snapshot.snapshot_id,
+            conflict_filter=job.options.row_filter,
+            serializable=isolation == "serializable",
+            referenced_data_files={p for r in results for p in r.referenced},
+            removed_data_files={p for r in results for p in r.removed},
+        ),
+        added_files=written,
+        removed_paths=removed,
+    )
+    committed = delta.commit()
+    removed_data = sum(r.removed_data_files for r in results)
+    return DeleteMetrics(
+        deleted_rows=deleted,
+        delete_files_added=len(written),
+        data_files_removed=removed_data,
+        delete_files_removed=len(removed) - removed_data,
+        snapshot_id=committed.snapshot_id,
+        seconds=time.monotonic() - started,
+    )
+
+
+def _delete_everything(table: PyIcebergTable, job: ScanJob, started: float) -> DeleteMetrics:
+    """No condition: one snapshot that removes every data and delete file (no row is read)."""
+    from icemor.engines.local import count_rows
+    from icemor.planning.manifests import read_manifest_entries
+
+    assert job.snapshot is not None
+    deleted = count_rows(job)
+    data = {p.data_file.path for p in job.planned}
+    deletes = {
+        e.data_file.file_path
+        for m in job.snapshot.manifests(table.io)
+        if m.content == ManifestContent.DELETES
+        for e in read_manifest_entries(table.io, m)
+    }
+    if not data and not deletes:
+        return DeleteMetrics(0, 0, 0, 0, None, time.monotonic() - started)
+    delta = RowDelta(
+        table,
+        Validation(start_snapshot_id=job.snapshot.snapshot_id, removed_data_files=data),
+        removed_paths=data | deletes,
+        operation=Operation.DELETE,
+    )
+    committed = delta.commit()
+    return DeleteMetrics(
+        deleted, 0, len(data), len(deletes), committed.snapshot_id, time.monotonic() - started
+    )

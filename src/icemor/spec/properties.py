@@ -1,0 +1,72 @@
+"""Table property names and defaults icemor honours, spelled exactly as Iceberg Java's TableProperties."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from icemor.exceptions import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "COMMIT_MAX_RETRY_WAIT_MS",
+    "COMMIT_MIN_RETRY_WAIT_MS",
+    "COMMIT_NUM_RETRIES",
+    "COMMIT_TOTAL_RETRY_TIME_MS",
+    "DELETE_GRANULARITY",
+    "DELETE_ISOLATION_LEVEL",
+    "DELETE_MODE",
+    "DELETE_TARGET_FILE_SIZE_BYTES",
+    "choice",
+    "int_property",
+]
+
+DELETE_MODE = "write.delete.mode"
+UPDATE_MODE = "write.update.mode"
+MERGE_MODE = "write.merge.mode"
+MERGE_ON_READ = "merge-on-read"
+COPY_ON_WRITE = "copy-on-write"
+
+DELETE_GRANULARITY = "write.delete.granularity"
+# Iceberg core's default is "partition"; its Spark writer defaults to "file" since 1.8, as icemor does
+DELETE_GRANULARITY_DEFAULT = "file"
+DELETE_TARGET_FILE_SIZE_BYTES = "write.delete.target-file-size-bytes"
+DELETE_TARGET_FILE_SIZE_BYTES_DEFAULT = 64 * 1024 * 1024
+DELETE_ISOLATION_LEVEL = "write.delete.isolation-level"
+UPDATE_ISOLATION_LEVEL = "write.update.isolation-level"
+MERGE_ISOLATION_LEVEL = "write.merge.isolation-level"
+ISOLATION_LEVEL_DEFAULT = "serializable"
+
+COMMIT_NUM_RETRIES = "commit.retry.num-retries"
+COMMIT_NUM_RETRIES_DEFAULT = 4
+COMMIT_MIN_RETRY_WAIT_MS = "commit.retry.min-wait-ms"
+COMMIT_MIN_RETRY_WAIT_MS_DEFAULT = 100
+COMMIT_MAX_RETRY_WAIT_MS = "commit.retry.max-wait-ms"
+COMMIT_MAX_RETRY_WAIT_MS_DEFAULT = 60_000
+COMMIT_TOTAL_RETRY_TIME_MS = "commit.retry.total-timeout-ms"
+COMMIT_TOTAL_RETRY_TIME_MS_DEFAULT = 1_800_000
+
+PARQUET_COMPRESSION = "write.parquet.compression-codec"
+PARQUET_COMPRESSION_DEFAULT = "zstd"
+
+
+def int_property(properties: Mapping[str, str], name: str, default: int) -> int:
+    """An integer table property; a malformed value is a clear error, not a traceback."""
+    raw = properties.get(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError as e:
+        msg = f"table property {name}={raw!r} is not an integer"
+        raise InvalidArgumentError(msg) from e
+
+
+def choice(properties: Mapping[str, str], name: str, default: str, allowed: tuple[str, ...]) -> str:
+    """A table property with a fixed set of values (case-insensitive, as Java parses them)."""
+    value = properties.get(name, default).strip().lower()
+    if value not in allowed:
+        msg = f"table property {name}={properties.get(name)!r} must be one of {', '.join(allowed)}"
+        raise InvalidArgumentError(msg)
+    return value
