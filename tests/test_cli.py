@@ -16,7 +16,7 @@ from icemor.cli import run
 if TYPE_CHECKING:
     from pathlib import Path
 
-COMMANDS = ["create-table", "append", "scan", "count", "files", "demo"]
+COMMANDS = ["create-table", "append", "scan", "count", "files", "delete", "demo"]
 
 
 @pytest.fixture
@@ -230,3 +230,45 @@ def test_named_catalog_from_pyiceberg_env_config(tmp_path: Path, parquet: Path) 
     assert (
         missing.returncode == 2 and "nope" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
     )
+
+
+def test_delete_prints_metrics_and_reads_back(
+    home: Path, parquet: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(["create-table", "db.t", "--schema-from", str(parquet)]) == 0
+    assert run(["append", "db.t", str(parquet)]) == 0
+    capsys.readouterr()
+    assert run(["delete", "db.t", "--where", "cat = 'a'"]) == 0
+    out = capsys.readouterr().out
+    assert "deleted 2 rows" in out and "1 data files" not in out
+    assert run(["count", "db.t"]) == 0
+    assert capsys.readouterr().out.strip() == "2"
+    assert run(["delete", "db.t", "--where", "id > 100"]) == 0
+    assert "nothing committed" in capsys.readouterr().out
+    assert run(["delete", "db.t", "--all"]) == 0
+    assert "deleted 2 rows" in capsys.readouterr().out
+    assert run(["count", "db.t"]) == 0
+    assert capsys.readouterr().out.strip() == "0"
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["delete", "db.t"], "exactly one of --where EXPR and --all"),
+        (["delete", "db.t", "--where", "id > 1", "--all"], "exactly one of"),
+        (["delete", "db.t", "--where", "nope = 1"], "nope"),
+        (["delete", "db.t", "--where", "id >"], "cannot parse"),
+        (["delete", "db.missing", "--all"], "does not exist"),
+    ],
+)
+def test_delete_bad_input_is_one_line_and_changes_nothing(
+    home: Path, parquet: Path, capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
+) -> None:
+    assert run(["create-table", "db.t", "--schema-from", str(parquet)]) == 0
+    assert run(["append", "db.t", str(parquet)]) == 0
+    capsys.readouterr()
+    assert run(argv) == 2
+    lines = _err_lines(capsys)
+    assert len(lines) == 1 and needle in lines[0], lines
+    assert run(["count", "db.t"]) == 0
+    assert capsys.readouterr().out.strip() == "4"

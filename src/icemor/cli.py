@@ -304,6 +304,32 @@ def files(
 
 
 @app.command()
+def delete(
+    table: Annotated[str, typer.Argument(help="namespace.table")],
+    where: Annotated[
+        str | None, typer.Option("--where", help='Delete the rows matching this filter, e.g. "k1 < 100".')
+    ] = None,
+    all_rows: Annotated[
+        bool, typer.Option("--all", help="Delete every row (removes every data and delete file).")
+    ] = False,
+) -> None:
+    """Delete rows as merge-on-read: position-delete files, one commit (prints the metrics)."""
+    if (where is None) == (not all_rows):
+        _fail("give exactly one of --where EXPR and --all")
+    t = _table(table)
+    spark = _spark() if _options().engine == Engine.spark else None
+    m = t.delete(where, spark=spark)
+    if m.snapshot_id is None:
+        typer.echo(f"no row of {table} matches: nothing committed ({m.seconds:.3f} s)")
+        return
+    typer.echo(
+        f"deleted {m.deleted_rows} rows from {table}: {m.delete_files_added} delete files added, "
+        f"{m.data_files_removed} data files and {m.delete_files_removed} delete files removed, "
+        f"snapshot {m.snapshot_id} ({m.seconds:.3f} s)"
+    )
+
+
+@app.command()
 def demo() -> None:
     """Run the demo job in the embedded catalog and print the resulting table."""
     from icemor.demo import run_demo

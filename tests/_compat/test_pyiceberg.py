@@ -6,7 +6,7 @@ A pyiceberg upgrade that moves or changes one of them fails here, by name, not d
 from __future__ import annotations
 
 import importlib
-from pathlib import Path  # noqa: TC003
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -112,7 +112,9 @@ def test_delete_manifest_writer_writes_delete_content(tmp_path: Path) -> None:
     with compat.DeleteManifestWriterV2(
         UNPARTITIONED_PARTITION_SPEC, SCHEMA, io.new_output(path), 7, "deflate"
     ) as writer:
-        writer.add_entry(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=7, data_file=df))
+        writer.add_entry(
+            ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=7, data_file=df)
+        )
     manifest = writer.to_manifest_file()
     assert manifest.content == ManifestContent.DELETES
     from pyiceberg.avro.file import AvroFile
