@@ -1,0 +1,195 @@
+"""Write benchmark: merge-on-read DELETE of 10% of a 10 M-row table (ANCHORS.md, "Writes").
+
+Run as ``.venv/bin/python benchmarks/bench_write.py`` (``make bench``). The first run builds
+``bench.base`` with Iceberg Java in ``bench-data/write/`` (the ANCHORS layout: 10 data files,
+each an id range, so a 10% delete touches every file). Every timed DELETE runs on a fresh copy:
+a table that registers base's 10 data files (Java fast append, no data copied), so runs do not
+see each other's deletes. Per engine: one warm-up, then ``--runs`` timed runs, median printed.
+Every result is checked through Iceberg Java (row count, sum(id)) before its time counts.
+
+Engines: icemor local, icemor with the per-file work on Spark executors, Iceberg Java's
+merge-on-read ``DELETE FROM`` on Spark, and pyiceberg 0.12 (copy-on-write only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+import numpy as np
+from bench_scan import COLUMNS_DDL, SELECT_ROWS, machine_info, one_line, render
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DATA_DIR = REPO_ROOT / "bench-data" / "write"
+MARKER = "BUILD_COMPLETE.json"
+LAYOUT = "range-10-v1"  # bump when the build changes: a stale layout is rebuilt, never reused
+NAMESPACE = "bench"
+ROWS = 10_000_000
+# (label, icemor/pyiceberg filter or None where it cannot express it, Spark SQL condition)
+PREDICATES = [
+    ("k1 < 100", "k1 < 100", "k1 < 100"),
+    ("id % 10 = 3", None, "id % 10 = 3"),
+]
+
+
+def _build(java: Any, home: Path, rows: int) -> None:
+    spark = java.spark
+    java.create_namespace(NAMESPACE)
+    java.sql(f"DROP TABLE IF EXISTS {java.qualified(NAMESPACE + '.base')}")
+    java.create_table(
+        f"{NAMESPACE}.base", COLUMNS_DDL, merge_on_read=True, properties={"write.distribution-mode": "none"}
+    )
+    df = spark.sql(SELECT_ROWS.format(rows=rows)).repartitionByRange(10, "id").sortWithinPartitions("id")
+    df.writeTo(java.qualified(f"{NAMESPACE}.base")).append()
+    n = java.sql(f"SELECT count(*) FROM {java.qualified(NAMESPACE + '.base')}.data_files")[0][0]
+    if n != 10:
+        msg = f"base has {n} data files, expected 10"
+        raise RuntimeError(msg)
+    (home / MARKER).write_text(json.dumps({"rows": rows, "layout": LAYOUT}))
+
+
+def _fresh_copy(java: Any, n: int) -> str:
+    """A new merge-on-read table holding base's data files (registered, not copied)."""
+    name = f"{NAMESPACE}.copy_{n}"
+    java.sql(f"DROP TABLE IF EXISTS {java.qualified(name)}")
+    java.create_table(name, COLUMNS_DDL, merge_on_read=True)
+    base = java.java_table(f"{NAMESPACE}.base")
+    append = java.java_table(name).newFastAppend()
+    files = base.currentSnapshot().addedDataFiles(base.io()).iterator()
+    while files.hasNext():
+        append = append.appendFile(files.next())
+    append.commit()
+    return name
+
+
+def _check(java: Any, name: str, expected_rows: int, expected_id_sum: int) -> None:
+    got = java.sql(f"SELECT count(*), sum(id) FROM {java.qualified(name)}")[0]
+    if (int(got[0]), int(got[1])) != (expected_rows, expected_id_sum):
+        msg = (
+            f"{name}: Java reads {got[0]} rows, sum(id) {got[1]}; expected {expected_rows}, {expected_id_sum}"
+        )
+        raise RuntimeError(msg)
+
+
+def _time(
+    java: Any, runs: int, counter: list[int], run: Callable[[str], None], check: tuple[int, int]
+) -> list[float]:
+    times = []
+    for i in range(runs + 1):  # the first is the warm-up
+        counter[0] += 1
+        name = _fresh_copy(java, counter[0])
+        t0 = time.perf_counter()
+        run(name)
+        elapsed = time.perf_counter() - t0
+        _check(java, name, *check)
+        java.sql(f"DROP TABLE {java.qualified(name)}")
+        if i:
+            times.append(elapsed)
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--rows", type=int, default=ROWS)
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument(
+        "--skip-pyiceberg", action="store_true", help="pyiceberg's copy-on-write takes ~7 s a run"
+    )
+    args = parser.parse_args(argv)
+    home = args.data_dir.resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ["ICEMOR_HOME"] = str(home)
+
+    import icemor
+    from oracle import IcebergJava
+
+    java = IcebergJava(home)
+    marker = json.loads((home / MARKER).read_text()) if (home / MARKER).exists() else None
+    if marker != {"rows": args.rows, "layout": LAYOUT}:
+        print(
+            f"Building bench.base ({args.rows:,} rows, 10 id-range files) with Iceberg Java ...", flush=True
+        )
+        t0 = time.perf_counter()
+        _build(java, home, args.rows)
+        print(f"  built in {time.perf_counter() - t0:.1f} s", flush=True)
+    ids = np.arange(args.rows, dtype=np.int64)
+    counter = [0]
+    results: dict[tuple[str, str], list[float] | str] = {}
+    for label, ours, sql in PREDICATES:
+        kept = ids[ids % 1000 >= 100] if label == "k1 < 100" else ids[ids % 10 != 3]
+        check = (len(kept), int(kept.sum()))
+        engines: dict[str, Callable[[str], None]] = {
+            "Iceberg Java on Spark (merge-on-read)": lambda name, sql=sql: java.sql(
+                f"DELETE FROM {java.qualified(name)} WHERE {sql}"
+            ),
+        }
+        if ours is not None:
+            engines["icemor local"] = lambda name, ours=ours: icemor.load_table(name).delete(ours)
+            engines["icemor, per-file work on Spark"] = lambda name, ours=ours: icemor.load_table(
+                name
+            ).delete(ours, spark=java.spark)
+            if not args.skip_pyiceberg:
+                from icemor.catalog import load_catalog
+
+                engines["pyiceberg 0.12 (copy-on-write)"] = lambda name, ours=ours: (
+                    load_catalog().load_table(name).delete(ours)
+                )
+        for engine, run in engines.items():
+            print(f"  {label}: {engine} ...", flush=True)
+            try:
+                results[(label, engine)] = _time(java, args.runs, counter, run, check)
+            except Exception as e:  # a failing engine is reported, not fatal
+                results[(label, engine)] = one_line(e)
+        if ours is None:
+            results[(label, "icemor local")] = (
+                "filter language has no arithmetic yet (SQL expressions: issue 9)"
+            )
+
+    machine = machine_info(java.spark.version)
+    m = machine
+    print(
+        f"\nMachine: {m['nproc']} CPUs ({m['cpu']}), {m['memory_gib']} GiB; Python {m['python']}, "
+        f"pyarrow {m['pyarrow']}, pyiceberg {m['pyiceberg']}, Spark {m['spark']}, icemor {m['icemor']}"
+    )
+    print(
+        f"DELETE of 10% of {args.rows:,} rows on a fresh copy; seconds, median of {args.runs} after a warm-up"
+    )
+    rows = [["predicate", "engine", "median s", "runs", "vs Java (same run)"]]
+    for (label, engine), value in results.items():
+        java_t = results.get((label, "Iceberg Java on Spark (merge-on-read)"))
+        java_med = statistics.median(java_t) if isinstance(java_t, list) else None
+        if isinstance(value, list):
+            med = statistics.median(value)
+            ratio = f"{med / java_med:.2f}x" if java_med else ""
+            rows.append([label, engine, f"{med:.3f}", " ".join(f"{t:.2f}" for t in value), ratio])
+        else:
+            rows.append([label, engine, "-", value, ""])
+    print(render(rows))
+    print("\nTarget (ANCHORS.md): icemor local <= Iceberg Java's time, same run.")
+    for label, *_ in PREDICATES:
+        ours_t = results.get((label, "icemor local"))
+        java_t = results.get((label, "Iceberg Java on Spark (merge-on-read)"))
+        if isinstance(ours_t, list) and isinstance(java_t, list):
+            a, b = statistics.median(ours_t), statistics.median(java_t)
+            print(f"  {label}: {'pass' if a <= b else 'FAIL'} ({a:.3f} s vs {b:.3f} s)")
+        else:
+            print(f"  {label}: not measured for icemor ({ours_t if isinstance(ours_t, str) else 'error'})")
+    java.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
