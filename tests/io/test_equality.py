@@ -370,7 +370,8 @@ def random_bytes(rng: np.random.Generator, n: int, lengths: list[int]) -> list[b
 def hash_mask(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int | None:
     """Run a test with the real hash and with deliberately weak ones: results must not change."""
     monkeypatch.setattr(equality, "_HASH_MASK", request.param)
-    return request.param  # type: ignore[no-any-return]
+    mask: int | None = request.param
+    return mask
 
 
 def test_strings_of_every_length_against_python_set(hash_mask: int | None) -> None:
