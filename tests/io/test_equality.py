@@ -507,6 +507,18 @@ def test_sliced_chunked_and_dictionary_inputs(hash_mask: int | None) -> None:
     assert match([keys.combine_chunks().dictionary_encode()], [data]) == expected
 
 
+def test_string_views() -> None:
+    keys = arr(["a", "bb" * 10, None], pa.string_view())
+    data = arr(["a", "b", "bb" * 10, None], pa.string())
+    assert match([keys], [data]) == [True, False, True, True]
+    assert match([arr(["a", "bb" * 10], pa.large_string())], [data.cast(pa.string_view())]) == [
+        True,
+        False,
+        True,
+        False,
+    ]
+
+
 def test_duplicate_keys_are_stored_once() -> None:
     words = [f"key-{i}" for i in range(1000)]
     once = EqualityDeleteSet([arr(words, pa.string())])

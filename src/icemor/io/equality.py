@@ -80,6 +80,10 @@ def _is_bytes(t: pa.DataType) -> bool:
     )
 
 
+def _is_bytes_or_view(t: pa.DataType) -> bool:
+    return _is_bytes(t) or bool(pa.types.is_string_view(t) or pa.types.is_binary_view(t))
+
+
 def _as_int64(arr: pa.Array) -> npt.NDArray[np.int64]:
     """Non-null values of an integer-like or float array as int64 (floats: canonical bits)."""
     t = arr.type
@@ -223,7 +227,7 @@ def _like(col: pa.Array, key_type: pa.DataType) -> pa.Array:
         t == key_type
         or (pa.types.is_integer(t) and pa.types.is_integer(key_type))
         or (pa.types.is_floating(t) and pa.types.is_floating(key_type))
-        or (_is_bytes(t) and _is_bytes(key_type))
+        or (_is_bytes_or_view(t) and _is_bytes_or_view(key_type))
         or (pa.types.is_timestamp(t) and pa.types.is_timestamp(key_type) and t.unit == key_type.unit)
     )
     return col if same else col.cast(key_type)
@@ -238,6 +242,9 @@ def _encode(col: pa.Array) -> _Encoded | None:
     valid = col.is_valid().to_numpy(zero_copy_only=False) if col.null_count else None
     if pa.types.is_null(t):
         return _Encoded(np.zeros(n, dtype=bool), words=np.zeros((n, 1), dtype=np.uint64))
+    if pa.types.is_string_view(t) or pa.types.is_binary_view(t):
+        col = col.cast(pa.large_binary())  # hashed from offsets + data, which views do not have
+        t = col.type
     if _is_bytes(t):
         return _Encoded(valid, values=col)
     if _int_like(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
