@@ -14,7 +14,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from icemor.io import equality
 from icemor.io.equality import EqualityDeleteSet
 
 NAN = float("nan")
@@ -340,3 +343,237 @@ def test_num_rows_and_width() -> None:
     s = EqualityDeleteSet([arr([1, 1, None], pa.int64()), arr(["a", "a", None], pa.string())])
     assert s.width == 2
     assert s.num_rows == 3
+
+
+# --- the hash index (everything but dense integers) -------------------------------------------
+
+
+def java_key(v: Any) -> Any:
+    """A Python value as Java's boxed equality sees it: floats by canonical bits (NaN == NaN,
+    -0.0 != 0.0), everything else by value."""
+    if isinstance(v, float):
+        return ("NaN",) if np.isnan(v) else ("float", v, np.copysign(1.0, v))
+    return v
+
+
+def model(keys: list[list[Any]], data: list[list[Any]]) -> list[bool]:
+    """The spec's rule on plain Python rows: equal on every column, NULL equal to NULL."""
+    deleted = {tuple(java_key(v) for v in row) for row in zip(*keys, strict=True)}
+    return [tuple(java_key(v) for v in row) in deleted for row in zip(*data, strict=True)]
+
+
+def random_bytes(rng: np.random.Generator, n: int, lengths: list[int]) -> list[bytes]:
+    return [bytes(rng.integers(0, 256, int(k), dtype=np.uint8)) for k in rng.choice(lengths, n)]
+
+
+@pytest.fixture(params=[None, 0, 0b11], ids=["hash", "all-collide", "2-bit-hash"])
+def hash_mask(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int | None:
+    """Run a test with the real hash and with deliberately weak ones: results must not change."""
+    monkeypatch.setattr(equality, "_HASH_MASK", request.param)
+    mask: int | None = request.param
+    return mask
+
+
+def test_strings_of_every_length_against_python_set(hash_mask: int | None) -> None:
+    # lengths around the 8-byte word size, equal-length batches, long strings past the word cap
+    rng = np.random.default_rng(3)
+    lengths = [0, 1, 7, 8, 9, 15, 16, 17, 72, 255, 256, 257, 300, 1000]
+    keys: list[Any] = [*random_bytes(rng, 150, lengths), None]
+    others = random_bytes(rng, 150, lengths)
+    data = [*keys, *others, None, b""]
+    data = [data[i] for i in rng.permutation(len(data))]
+    expected = model([keys], [data])
+    assert any(expected) and not all(expected)
+    for t in (pa.binary(), pa.large_binary()):
+        assert match([arr(keys, t)], [arr(data, pa.large_binary())]) == expected
+    # the same rows hashed inside a bigger buffer, at an offset, and as single-row slices
+    s = EqualityDeleteSet([arr(keys, pa.binary())])
+    big = arr([b"x" * 5, *data, b"y" * 3], pa.binary())
+    assert s.matches([big.slice(1, len(data))]).tolist() == expected
+    assert [bool(s.matches([big.slice(1 + i, 1)])[0]) for i in range(len(data))] == expected
+
+
+def test_equal_length_strings(hash_mask: int | None) -> None:
+    """72-char keys (hex digests) probed by a batch of equal-length strings and by a mixed one."""
+    import hashlib
+
+    def notes(ids: range) -> list[str]:
+        return ["comment-" + hashlib.sha256(str(i).encode()).hexdigest() for i in ids]
+
+    keys = notes(range(0, 400, 2))
+    data = notes(range(300))
+    expected = [i % 2 == 0 for i in range(300)]
+    assert match([arr(keys, pa.string())], [arr(data, pa.large_string())]) == expected
+    mixed = [*data, "comment-", None]
+    assert match([arr(keys, pa.string())], [arr(mixed, pa.string())]) == [*expected, False, False]
+    # differing only in the last byte, or in a string's last partial word
+    keys2 = ["a" * 13 + "x", "a" * 13 + "y"]
+    assert match([arr(keys2, pa.string())], [arr(["a" * 13 + c for c in "xyzw"], pa.string())]) == [
+        True,
+        True,
+        False,
+        False,
+    ]
+
+
+def test_strings_sharing_long_prefixes_and_suffixes() -> None:
+    # differences only in the middle of long strings, and prefixes of one another
+    base = "p" * 500
+    keys = [base[:250] + c + base[:249] for c in "abc"] + [base[:k] for k in (0, 8, 256, 264)]
+    data = [base[:250] + c + base[:249] for c in "abcd"] + [base[:k] for k in (0, 1, 8, 9, 256, 257, 264)]
+    assert match([arr(keys, pa.string())], [arr(data, pa.string())]) == model([keys], [data])
+
+
+def test_forced_collisions_never_match_wrongly(hash_mask: int | None) -> None:
+    keys = [arr([1, 2, None, 4], pa.int64()), arr(["a", None, "c", "d"], pa.string())]
+    data = [
+        arr([1, 1, 2, 2, None, None, 4, 5], pa.int64()),
+        arr(["a", "b", None, "b", "c", None, "d", "d"], pa.string()),
+    ]
+    assert match(keys, data) == [True, False, True, False, True, False, True, False]
+
+
+def test_multi_column_mixed_keys_with_nulls_against_model(hash_mask: int | None) -> None:
+    rng = np.random.default_rng(11)
+    n = 300
+    pools: list[tuple[pa.DataType, list[Any]]] = [
+        (pa.int64(), [None, 0, 1, -1, 2**62]),
+        (pa.string(), [None, "", "a", "b" * 20]),
+        (pa.float64(), [None, 0.0, -0.0, NAN, 1.5]),
+        (pa.decimal128(20, 3), [None, Decimal("0.000"), Decimal("-1.250"), Decimal("12345678901234567.891")]),
+        (pa.binary(3), [None, b"\0\0\0", b"abc"]),
+        (pa.timestamp("us", tz="UTC"), [None, dt.datetime(2020, 1, 1, tzinfo=dt.UTC)]),
+        (pa.bool_(), [None, True, False]),
+        (pa.date32(), [None, dt.date(1970, 1, 1), dt.date(2000, 2, 29)]),
+    ]
+
+    def column(pool: list[Any], size: int) -> list[Any]:
+        return [pool[i] for i in rng.integers(0, len(pool), size)]
+
+    for cols in ([0, 1], [1, 2], [2, 3, 4], [5, 6, 7, 1], list(range(8))):
+        key_values = [column(pools[c][1], 40) for c in cols]
+        data_values = [column(pools[c][1], n) for c in cols]
+        for i in range(0, n, 3):  # make a third of the rows deleted ones
+            j = int(rng.integers(0, 40))
+            for v, k in zip(data_values, key_values, strict=True):
+                v[i] = k[j]
+        keys = [arr(v, pools[c][0]) for v, c in zip(key_values, cols, strict=True)]
+        data = [arr(v, pools[c][0]) for v, c in zip(data_values, cols, strict=True)]
+        assert match(keys, data) == model(key_values, data_values)
+
+
+def test_sparse_ints_and_floats_against_model(hash_mask: int | None) -> None:
+    rng = np.random.default_rng(5)
+    ints = rng.integers(-(2**62), 2**62, 500)
+    keys: list[Any] = [*ints[:200].tolist(), None]
+    data: list[Any] = [*ints.tolist(), None]
+    assert match([arr(keys, pa.int64())], [arr(data, pa.int64())]) == model([keys], [data])
+    floats = [0.0, -0.0, NAN, float("inf"), float("-inf"), 1e-300, None, *rng.normal(size=50).tolist()]
+    fkeys = floats[::2]
+    assert match([arr(fkeys, pa.float64())], [arr(floats, pa.float64())]) == model([fkeys], [floats])
+
+
+def test_decimal256_and_odd_fixed_width() -> None:
+    t = pa.decimal256(50, 5)
+    keys = [Decimal("1" * 40 + ".12345"), Decimal("-0.00001"), None]
+    data = [Decimal("1" * 40 + ".12345"), Decimal("1" * 40 + ".12346"), Decimal("0.00001"), None]
+    assert match([arr(keys, t)], [arr(data, t)]) == [True, False, False, True]
+    w5 = pa.binary(5)
+    assert match([arr([b"abcde", b"\0" * 5], w5)], [arr([b"abcde", b"abcdf", b"\0" * 5, None], w5)]) == [
+        True,
+        False,
+        True,
+        False,
+    ]
+
+
+def test_nested_field_indicator_column() -> None:
+    # key (s.x) with the "ancestor is null" column: a NULL struct differs from a NULL field
+    keys = [arr([None, "a"], pa.string()), arr([False, False], pa.bool_())]
+    data = [arr([None, None, "a", "b"], pa.string()), arr([False, True, False, False], pa.bool_())]
+    assert match(keys, data) == [True, False, True, False]
+    null_struct = [arr([None], pa.string()), arr([True], pa.bool_())]
+    assert match(null_struct, data) == [False, True, False, False]
+
+
+def test_sliced_chunked_and_dictionary_inputs(hash_mask: int | None) -> None:
+    keys = pa.chunked_array([["k1", "k2"], [], ["k3", None]], pa.string())
+    data = pa.array(["zz", "k2", "k4", None, "k3", "k1"], pa.string())
+    expected = [False, True, False, True, True, True]
+    assert match([keys], [data]) == expected
+    assert match([keys], [data.slice(1, 4)]) == expected[1:5]
+    assert match([keys], [pa.chunked_array([data.slice(0, 2), data.slice(2)])]) == expected
+    assert match([keys], [data.dictionary_encode()]) == expected
+    assert match([keys.combine_chunks().dictionary_encode()], [data]) == expected
+
+
+def test_string_views() -> None:
+    keys = arr(["a", "bb" * 10, None], pa.string_view())
+    data = arr(["a", "b", "bb" * 10, None], pa.string())
+    assert match([keys], [data]) == [True, False, True, True]
+    assert match([arr(["a", "bb" * 10], pa.large_string())], [data.cast(pa.string_view())]) == [
+        True,
+        False,
+        True,
+        False,
+    ]
+
+
+def test_duplicate_keys_are_stored_once() -> None:
+    words = [f"key-{i}" for i in range(1000)]
+    once = EqualityDeleteSet([arr(words, pa.string())])
+    thrice = EqualityDeleteSet([arr(words * 3, pa.string())])
+    assert thrice.nbytes <= once.nbytes
+    assert thrice.num_rows == 3000
+    probe = arr([*words, "key-1000"], pa.string())
+    assert thrice.matches([probe]).tolist() == [True] * 1000 + [False]
+
+
+def test_string_hash_does_not_depend_on_the_batch() -> None:
+    """A value must hash alike wherever it sits: alone, among equal or mixed lengths, at a buffer end."""
+    rng = np.random.default_rng(9)
+    values = random_bytes(rng, 300, [0, 3, 8, 13, 64, 72, 250, 257, 700])
+    whole = equality._hash_bytes(arr(values, pa.binary()))
+    assert len(set(whole.tolist())) == len(set(values))
+    singles = [int(equality._hash_bytes(arr([v], pa.large_binary()))[0]) for v in values]
+    assert whole.tolist() == singles
+    same_len = [v for v in values if len(v) == 72]
+    assert equality._hash_bytes(arr(same_len, pa.binary())).tolist() == [
+        h for h, v in zip(singles, values, strict=True) if len(v) == 72
+    ]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.integers(-3, 3), st.just(2**40)),
+            st.one_of(st.none(), st.sampled_from(["", "a", "ab", "x" * 9, "é" * 5])),
+            st.one_of(st.none(), st.sampled_from([0.0, -0.0, NAN, 1.0])),
+        ),
+        max_size=12,
+    ),
+    st.lists(st.integers(0, 30), max_size=40),
+    st.lists(st.sampled_from([(0,), (1,), (2,), (0, 1), (1, 2), (0, 1, 2)]), min_size=1, max_size=1),
+    st.sampled_from([None, 0, 1]),
+)
+def test_property_against_python_model(
+    rows: list[tuple[Any, ...]], picks: list[int], cols: list[tuple[int, ...]], mask: int | None
+) -> None:
+    """Random rows over ints, strings and floats; data rows drawn from the keys and beyond."""
+    types = [pa.int64(), pa.string(), pa.float64()]
+    universe = [*rows, (None, None, None), (5, "zz", 2.5), (0, "", -0.0)]
+    data_rows = [universe[p % len(universe)] for p in picks]
+    which = cols[0]
+    keys = [[r[c] for r in rows] for c in which]
+    data = [[r[c] for r in data_rows] for c in which]
+    old = equality._HASH_MASK
+    equality._HASH_MASK = mask
+    try:
+        got = match(
+            [arr(k, types[c]) for k, c in zip(keys, which, strict=True)],
+            [arr(d, types[c]) for d, c in zip(data, which, strict=True)],
+        )
+    finally:
+        equality._HASH_MASK = old
+    assert got == model(keys, data)
