@@ -16,7 +16,7 @@ from icemor.cli import run
 if TYPE_CHECKING:
     from pathlib import Path
 
-COMMANDS = ["create-table", "append", "scan", "count", "files", "delete", "demo"]
+COMMANDS = ["create-table", "append", "scan", "count", "files", "delete", "compact", "demo"]
 
 
 @pytest.fixture

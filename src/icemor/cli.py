@@ -330,6 +330,32 @@ def delete(
 
 
 @app.command()
+def compact(
+    table: Annotated[str, typer.Argument(help="namespace.table")],
+    equality_to_position: Annotated[
+        bool,
+        typer.Option(
+            "--equality-to-position", help="Rewrite every equality delete as position deletes (one commit)."
+        ),
+    ] = False,
+) -> None:
+    """Maintenance actions on merge-on-read tables (prints the metrics)."""
+    if not equality_to_position:
+        _fail("choose an action: --equality-to-position")
+    spark = _spark() if _options().engine == Engine.spark else None
+    m = _table(table).maintenance.rewrite_equality_deletes(spark=spark)
+    if m.snapshot_id is None:
+        typer.echo(f"{table} has no equality deletes: nothing committed ({m.seconds:.3f} s)")
+        return
+    typer.echo(
+        f"converted the equality deletes of {m.data_files_converted} data files into {m.positions_written} "
+        f"positions in {m.position_delete_files_added} position delete files; removed "
+        f"{m.equality_delete_files_removed} equality and {m.position_delete_files_removed} position delete "
+        f"files and {m.data_files_removed} data files; snapshot {m.snapshot_id} ({m.seconds:.3f} s)"
+    )
+
+
+@app.command()
 def demo() -> None:
     """Run the demo job in the embedded catalog and print the resulting table."""
     from icemor.demo import run_demo

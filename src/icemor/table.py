@@ -22,10 +22,11 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from icemor.engines import Runner
+    from icemor.maintenance.equality_to_position import ConversionMetrics
     from icemor.ops.delete import DeleteMetrics
     from icemor.scan import Scan
 
-__all__ = ["Table"]
+__all__ = ["Maintenance", "Table"]
 
 
 class Table:
@@ -157,6 +158,11 @@ class Table:
         self.refresh()
         return metrics
 
+    @property
+    def maintenance(self) -> Maintenance:
+        """Maintenance actions of merge-on-read tables (``table.maintenance.rewrite_equality_deletes()``)."""
+        return Maintenance(self)
+
     def _runner(self, spark: SparkSession | None) -> Runner:
         if spark is None:
             from icemor.engines.local import runner
@@ -176,3 +182,23 @@ class Table:
             **scan_kwargs: The arguments of :meth:`scan`.
         """
         return self.scan(**scan_kwargs).to_spark(spark, strategy=strategy)
+
+
+class Maintenance:
+    """Maintenance of one table; each action commits at most one snapshot and returns its metrics."""
+
+    def __init__(self, table: Table) -> None:
+        self._table = table
+
+    def rewrite_equality_deletes(self, *, spark: SparkSession | None = None) -> ConversionMetrics:
+        """Rewrite every equality delete as position deletes (rows unchanged, reads much faster).
+
+        Args:
+            spark: Run the per-file work on this SparkSession's executors instead of local threads.
+        """
+        from icemor.maintenance.equality_to_position import rewrite_equality_deletes
+
+        t = self._table
+        metrics = rewrite_equality_deletes(t.pyiceberg, run=t._runner(spark))
+        t.refresh()
+        return metrics

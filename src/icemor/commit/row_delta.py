@@ -165,8 +165,11 @@ class RowDelta:
         operation = self.operation or (
             Operation.OVERWRITE if any(int(f.content) == 0 for f in added) else Operation.DELETE
         )
-        summary = Summary(operation=operation, **collector.build(), **self.snapshot_properties)
-        return update_snapshot_summaries(summary, parent.summary if parent is not None else None)
+        # pyiceberg's totals know append/overwrite/delete only; a replace changes files, not rows
+        counted = Operation.OVERWRITE if operation == Operation.REPLACE else operation
+        summary = Summary(operation=counted, **collector.build(), **self.snapshot_properties)
+        totals = update_snapshot_summaries(summary, parent.summary if parent is not None else None)
+        return Summary(operation=operation, **totals.additional_properties)
 
     def _swap(self, metadata: TableMetadata, parent: Snapshot | None, snapshot: Snapshot) -> None:
         requirements = (

@@ -54,7 +54,15 @@ if TYPE_CHECKING:
     from icemor.spec.files import WrittenFile
     from icemor.spec.tasks import PlannedFile
 
-__all__ = ["DeleteMetrics", "DeleteUnit", "UnitResult", "delete_rows", "delete_unit"]
+__all__ = [
+    "DeleteMetrics",
+    "DeleteUnit",
+    "UnitResult",
+    "check_writable",
+    "delete_rows",
+    "delete_unit",
+    "delete_units",
+]
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,9 @@ class DeleteUnit:
     target: DeleteFileTarget
     merge_file_scoped: bool
     """``file`` granularity: fold each data file's older file-scoped deletes into the new file."""
+    convert: bool = False
+    """Instead of matching rows, write every row already deleted (by any delete kind) as a
+    position: the equality->position conversion of maintenance."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,17 @@ class UnitResult:
 
 def _matching_positions(io: FileIO, task: FileScanTask, opts: ReadOptions) -> npt.NDArray[np.int64]:
     parts = [b.column(b.schema.get_field_index("_pos")).to_numpy() for b in read_task(io, task, opts)]
+    return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, np.int64)
+
+
+def _deleted_positions(io: FileIO, task: FileScanTask, opts: ReadOptions) -> npt.NDArray[np.int64]:
+    """Sorted positions of the rows every applicable delete (position, DV, equality) removes."""
+    marked = replace(opts, include_deleted=True, pos_column=True, row_filter=AlwaysTrue())
+    parts = []
+    for b in read_task(io, task, marked):
+        pos = b.column(b.schema.get_field_index("_pos")).to_numpy()
+        gone = b.column(b.schema.get_field_index("_deleted")).to_numpy(zero_copy_only=False)
+        parts.append(pos[gone])
     return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, np.int64)
 
 
@@ -119,11 +141,23 @@ def delete_unit(io: FileIO, unit: DeleteUnit) -> UnitResult:
     for planned in unit.files:
         f = planned.data_file
         task = FileScanTask(f, planned.delete_files, 0, f.file_size_in_bytes)
+        scoped = _file_scoped(planned)
+        if unit.convert:
+            gone = _deleted_positions(io, task, unit.options)
+            if len(gone) == f.record_count:
+                removed.append(f.path)  # nothing of it is live: drop it rather than list every row
+                removed.extend(d.path for d in scoped)
+                removed_data += 1
+            elif len(gone):
+                deleted += len(gone)
+                referenced.append(f.path)
+                removed.extend(d.path for d in scoped)  # their positions are part of ``gone``
+                pending.append((f.path, gone))
+            continue
         matched = _matching_positions(io, task, unit.options)
         if not len(matched):
             continue
         deleted += len(matched)
-        scoped = _file_scoped(planned)
         if len(matched) == count_task(io, task, everything):
             removed.append(f.path)  # every live row goes: drop the file, not each row
             removed.extend(d.path for d in scoped)
@@ -141,7 +175,8 @@ def delete_unit(io: FileIO, unit: DeleteUnit) -> UnitResult:
     return UnitResult(deleted, tuple(written), tuple(referenced), tuple(removed), removed_data)
 
 
-def _check_table(table: PyIcebergTable) -> None:
+def check_writable(table: PyIcebergTable) -> None:
+    """Refuse tables icemor cannot write merge-on-read deletes to (v1, v3, copy-on-write)."""
     metadata = table.metadata
     if metadata.format_version < 2:
         msg = (
@@ -165,7 +200,10 @@ def _check_table(table: PyIcebergTable) -> None:
         raise InvalidArgumentError(msg)
 
 
-def _units(table: PyIcebergTable, planned: Sequence[PlannedFile], opts: ReadOptions) -> list[DeleteUnit]:
+def delete_units(
+    table: PyIcebergTable, planned: Sequence[PlannedFile], opts: ReadOptions, *, convert: bool = False
+) -> list[DeleteUnit]:
+    """Units of work: one per data file (``file`` granularity) or per partition, with targets."""
     metadata = table.metadata
     props = metadata.properties
     granularity = P.choice(props, P.DELETE_GRANULARITY, P.DELETE_GRANULARITY_DEFAULT, ("file", "partition"))
@@ -197,7 +235,11 @@ def _units(table: PyIcebergTable, planned: Sequence[PlannedFile], opts: ReadOpti
                 target_file_size=target_size,
                 compression=compression,
             )
-            units.append(DeleteUnit(tuple(part), opts, target, merge_file_scoped=granularity == "file"))
+            units.append(
+                DeleteUnit(
+                    tuple(part), opts, target, merge_file_scoped=granularity == "file", convert=convert
+                )
+            )
     return units
 
 
@@ -221,7 +263,7 @@ def delete_rows(
     """
     started = time.monotonic()
     table = table.refresh()
-    _check_table(table)
+    check_writable(table)
     job = prepare_scan(table.metadata, table.io, row_filter=where, selected_fields=("_pos",))
     # no columns but the position: the filter's columns are read for the filter only
     opts = replace(job.options, projected_schema=Schema())
@@ -230,7 +272,7 @@ def delete_rows(
         return DeleteMetrics(0, 0, 0, 0, None, time.monotonic() - started)
     if where is None:
         return _delete_everything(table, job, started)
-    results = run(delete_unit, _units(table, job.live_files(), opts))
+    results = run(delete_unit, delete_units(table, job.live_files(), opts))
     written = [w for r in results for w in r.written]
     removed = {p for r in results for p in r.removed}
     deleted = sum(r.deleted_rows for r in results)
