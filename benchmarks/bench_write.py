@@ -235,8 +235,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append([label, engine, "-", value, ""])
     print(render(rows))
     print(
-        f"\nEquality -> position conversion of eq10 ({args.rows // 10:,} equality-deleted ids in 5 files, every"
-        " data file affected), icemor local; narrow read (qty) before and after, icemor local, warm:"
+        f"\nEquality -> position conversion of eq10 ({args.rows // 10:,} equality-deleted ids in 5 files,"
+        " every data file affected), icemor local; narrow read (qty) before and after, icemor local, warm:"
     )
     print(render([["", "median s", "runs"], *conversion]))
     print("\nTarget (ANCHORS.md): icemor local <= Iceberg Java's time, same run; conversion of eq10 <= 5 s.")
