@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     from pyiceberg.io import FileIO
 
-__all__ = ["POSITION_DELETE_SCHEMA", "DeleteFileTarget", "write_position_deletes"]
+__all__ = ["POSITION_DELETE_SCHEMA", "DeleteFileTarget", "remove_written", "write_position_deletes"]
 
 POSITION_DELETE_SCHEMA = pa.schema(
     [
@@ -54,11 +54,14 @@ class DeleteFileTarget:
     directory: str
     """The partition's data directory (a URI or path, no trailing slash)."""
     prefix: str
-    """Unique per unit of work: the file names are ``{prefix}-{n:05d}-deletes.parquet``."""
+    """Unique per unit of work: the file names are ``{prefix}-{n:05d}-deletes.parquet``, n = 0, 1, …"""
     spec_id: int
     partition: tuple[object, ...]
     target_file_size: int
     compression: str = "zstd"
+
+    def location(self, index: int) -> str:
+        return f"{self.directory}/{self.prefix}-{index:05d}-deletes.parquet"
 
 
 def write_position_deletes(
@@ -74,24 +77,49 @@ def write_position_deletes(
     pending = sorted((d for d in deletes if len(d[1])), key=lambda d: d[0])
     out: list[WrittenFile] = []
     writer: _RollingFile | None = None
-    for path, positions in pending:
-        for start in range(0, len(positions), _ROWS_PER_CHUNK):
-            if writer is None:
-                writer = _RollingFile(io, target, len(out))
-            writer.write(path, positions[start : start + _ROWS_PER_CHUNK])
-            if writer.size() >= target.target_file_size:
-                out.append(writer.close())
-                writer = None
-    if writer is not None:
-        out.append(writer.close())
+    try:
+        for path, positions in pending:
+            for start in range(0, len(positions), _ROWS_PER_CHUNK):
+                if writer is None:
+                    writer = _RollingFile(io, target, len(out))
+                writer.write(path, positions[start : start + _ROWS_PER_CHUNK])
+                if writer.size() >= target.target_file_size:
+                    out.append(writer.close())
+                    writer = None
+        if writer is not None:
+            out.append(writer.close())
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        remove_written(io, target)
+        raise
     return out
+
+
+def remove_written(io: FileIO, target: DeleteFileTarget) -> None:
+    """Remove what a (failed or lost) unit of work wrote to ``target``, best effort.
+
+    Files are numbered from 0 without gaps, so no listing is needed: a worker that died
+    leaves no way to learn what it wrote except its target's names.
+    """
+    index = 0
+    while True:
+        location = target.location(index)
+        try:
+            if not io.new_input(location).exists():
+                return
+            io.delete(location)
+        except OSError:
+            return
+        index += 1
 
 
 class _RollingFile:
     def __init__(self, io: FileIO, target: DeleteFileTarget, index: int) -> None:
         self.target = target
-        self.location = f"{target.directory}/{target.prefix}-{index:05d}-deletes.parquet"
-        self._stream = io.new_output(self.location).create(overwrite=False)
+        self.location = target.location(index)
+        # a retried task (Spark) rewrites its own names: they are unique to this commit and unit
+        self._stream = io.new_output(self.location).create(overwrite=True)
         self._writer = pq.ParquetWriter(
             self._stream, POSITION_DELETE_SCHEMA, compression=target.compression, write_page_checksum=True
         )
@@ -114,6 +142,12 @@ class _RollingFile:
         lo, hi = int(positions.min()), int(positions.max())
         self.min_pos = lo if self.min_pos is None else min(self.min_pos, lo)
         self.max_pos = hi if self.max_pos is None else max(self.max_pos, hi)
+
+    def abort(self) -> None:
+        try:
+            self._writer.close()
+        finally:
+            self._stream.close()
 
     def size(self) -> int:
         return int(self._stream.tell())

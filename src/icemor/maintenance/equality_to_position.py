@@ -28,7 +28,7 @@ from pyiceberg.table.snapshots import Operation
 
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
-from icemor.ops.delete import check_writable, delete_unit, delete_units
+from icemor.ops.delete import check_writable, delete_units, run_units
 from icemor.planning.manifests import read_manifest_entries
 from icemor.planning.scan import prepare_scan
 from icemor.spec.files import FileContent
@@ -84,7 +84,7 @@ def rewrite_equality_deletes(table: PyIcebergTable, *, run: Runner) -> Conversio
         p for p in job.planned if any(d.content == FileContent.EQUALITY_DELETES for d in p.delete_files)
     ]
     opts = replace(job.options, projected_schema=Schema())
-    results = run(delete_unit, delete_units(table, affected, opts, convert=True))
+    results = run_units(table, delete_units(table, affected, opts, convert=True), run)
     written = [w for r in results for w in r.written]
     removed_data = sum(r.removed_data_files for r in results)
     removed_other = {p for r in results for p in r.removed}

@@ -35,20 +35,21 @@ from icemor.commit.validation import Validation
 from icemor.exceptions import InvalidArgumentError, UnsupportedFeatureError
 from icemor.io.deletes import deleted_positions
 from icemor.io.reader import count_task, read_task
-from icemor.io.writers import DeleteFileTarget, write_position_deletes
+from icemor.io.writers import DeleteFileTarget, remove_written, write_position_deletes
 from icemor.planning.scan import prepare_scan
 from icemor.spec import properties as P
 from icemor.spec.files import FileContent
 from icemor.spec.tasks import FileScanTask
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
     import numpy.typing as npt
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.io import FileIO
     from pyiceberg.table import Table as PyIcebergTable
 
+    from icemor.engines import Runner
     from icemor.io.reader import ReadOptions
     from icemor.planning.scan import ScanJob
     from icemor.spec.files import WrittenFile
@@ -62,6 +63,7 @@ __all__ = [
     "delete_rows",
     "delete_unit",
     "delete_units",
+    "run_units",
 ]
 
 
@@ -175,6 +177,17 @@ def delete_unit(io: FileIO, unit: DeleteUnit) -> UnitResult:
     return UnitResult(deleted, tuple(written), tuple(referenced), tuple(removed), removed_data)
 
 
+def run_units(table: PyIcebergTable, units: Sequence[DeleteUnit], run: Runner) -> list[UnitResult]:
+    """Run the units; if any fails, remove what every unit wrote (the others' results are lost)."""
+    try:
+        results: list[UnitResult] = run(delete_unit, units)
+    except BaseException:
+        for unit in units:
+            remove_written(table.io, unit.target)
+        raise
+    return results
+
+
 def check_writable(table: PyIcebergTable) -> None:
     """Refuse tables icemor cannot write merge-on-read deletes to (v1, v3, copy-on-write)."""
     metadata = table.metadata
@@ -247,7 +260,7 @@ def delete_rows(
     table: PyIcebergTable,
     where: str | BooleanExpression | None,
     *,
-    run: Callable[[Callable[[FileIO, DeleteUnit], UnitResult], Sequence[DeleteUnit]], list[UnitResult]],
+    run: Runner,
 ) -> DeleteMetrics:
     """Delete the rows matching ``where`` (all rows when None) as one merge-on-read snapshot.
 
@@ -272,7 +285,7 @@ def delete_rows(
         return DeleteMetrics(0, 0, 0, 0, None, time.monotonic() - started)
     if where is None:
         return _delete_everything(table, job, started)
-    results = run(delete_unit, delete_units(table, job.live_files(), opts))
+    results = run_units(table, delete_units(table, job.live_files(), opts), run)
     written = [w for r in results for w in r.written]
     removed = {p for r in results for p in r.removed}
     deleted = sum(r.deleted_rows for r in results)
