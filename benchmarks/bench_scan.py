@@ -1,30 +1,44 @@
 """Scan benchmark: icemor against raw pyarrow, Iceberg Java on Spark and pyiceberg (see ANCHORS.md).
 
 Run as ``.venv/bin/python benchmarks/bench_scan.py`` (``make bench``). The first run builds the workload
-with Iceberg Java 1.10.2 on Spark into ``bench-data/`` (an icemor home: ``catalog.db`` + ``warehouse/``)
-and writes a marker file when the last table is complete; later runs reuse it (``--rebuild`` forces).
+with Iceberg Java 1.10.2 on Spark into ``bench-data/`` (an icemor home: ``catalog.db`` + ``warehouse/``;
+git-ignored) and writes a marker file when the last table is complete; later runs reuse it (``--rebuild``
+forces). The marker records ``LAYOUT_VERSION``: a cache built with another layout is rebuilt, never reused.
 
-Tables in namespace ``bench``, each with its own copy of the same 10 data files:
-``base`` (no deletes), ``pos10`` (v2 position deletes), ``dv10`` (v3 deletion vectors) and ``eq10``
-(v2, 5 equality delete files on ``id`` committed in one Java RowDelta); the variants delete
-``id % 10 = 3``. Every timing is warm and in-process: median of ``--runs`` runs after one warm-up.
-Each timed call includes loading the table (catalog lookup, metadata), as Spark's SQL does.
+The workload is ANCHORS.md's "rebuilt 2026-11-22" one. Tables in namespace ``bench``, each with its own
+copy of the same 10 data files, each file an id range (``repartitionByRange(10, id)
+.sortWithinPartitions(id)``, written once and appended to every table, so the files match row for row):
+``base`` (no deletes), ``pos10`` (v2, merge-on-read ``DELETE WHERE id % 10 = 3``: one position delete
+file per data file), ``dv10`` (the same on v3: one deletion vector per data file), ``eq10`` (v2, the same
+rows deleted by 5 equality delete files on ``id`` committed in one Java RowDelta) and ``eq10s`` (the same
+by 5 equality delete files on the string ``note``). Every delete hits 10% of every data file; the build
+checks that through Iceberg Java's own scan planning.
+
+Every timing is warm and in-process: median of ``--runs`` runs after one warm-up. A cell whose warm-up
+takes longer than ``--slow`` seconds reports that one cold call instead (marked ``*``), and every call
+is stopped after ``--cell-timeout`` seconds. Each timed call includes loading the table (catalog lookup,
+metadata), as Spark's SQL does. ``--variants`` and ``--engines`` select what is measured (the build
+always makes every table).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import importlib
 import json
 import logging
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,7 +49,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from pyspark.sql import SparkSession
 
@@ -44,13 +58,20 @@ DEFAULT_DATA_DIR = REPO_ROOT / "bench-data"
 MARKER = "BUILD_COMPLETE.json"
 RESULTS = "results.json"
 NAMESPACE = "bench"
-TABLES = ("base", "pos10", "dv10", "eq10")
-FORMAT_VERSIONS = {"base": 2, "pos10": 2, "dv10": 3, "eq10": 2}
+TABLES = ("base", "pos10", "dv10", "eq10", "eq10s")
+FORMAT_VERSIONS = {"base": 2, "pos10": 2, "dv10": 3, "eq10": 2, "eq10s": 2}
+EQ_COLUMNS = {"eq10": "id", "eq10s": "note"}  # the equality-delete variants and their key column
+# Bump when the workload changes: a cache with another layout is rebuilt, never silently reused.
+# (The first layout, DISTRIBUTE BY id % 10, had no version and put every deleted row in one file.)
+LAYOUT_VERSION = "2026-11-22 range(10, id) + eq10s"
 DATA_FILES = 10
 EQ_DELETE_BUCKETS = 50  # id % 50 splits the deleted ids (id % 10 = 3) into 5 equality delete files
 FULL_ROWS = 10_000_000
 FULL_VARIANT_ROWS, FULL_VARIANT_QTY = 9_000_000, 449_930_000.00  # ANCHORS.md, for N = 10 M
 COLUMNS_DDL = "id BIGINT, k1 INT, k2 STRING, qty DOUBLE, ts TIMESTAMP, note STRING"
+# ANCHORS.md writes note as 'comment-' || sha2(id, 256); Spark's sha2 takes BINARY and refuses a BIGINT
+# (DATATYPE_MISMATCH), so the id goes through its decimal string: sha2(CAST(id AS STRING), 256), the
+# lowercase hex SHA-256 of str(id) (note_of() below computes the same in Python for the eq10s keys).
 SELECT_ROWS = (
     "SELECT id, CAST(id % 1000 AS INT) AS k1, concat('cat', CAST(id % 97 AS STRING)) AS k2,"
     " (id * 7919 % 10000) / 100 AS qty, timestamp_seconds(1700000000 + id) AS ts,"
@@ -119,16 +140,11 @@ def clean_data_dir(home: Path) -> None:
     shutil.rmtree(home / "warehouse", ignore_errors=True)
 
 
-def collision_free_partitions(spark: SparkSession) -> int:
-    """Smallest shuffle partition count >= 10 at which ``DISTRIBUTE BY id % 10`` gives 10 partitions.
-
-    Spark's hash partitioning is ``pmod(hash(expr), n)``; at n = 10 some residues may share a partition.
-    """
-    row = spark.sql(
-        "SELECT n.id FROM range(10, 1000) n CROSS JOIN range(10) r GROUP BY n.id"
-        " HAVING count(DISTINCT pmod(hash(r.id), n.id)) = 10 ORDER BY n.id LIMIT 1"
-    ).collect()
-    return int(row[0][0])
+def note_of(ids: np.ndarray) -> pa.Array:
+    """The ``note`` of each id, as Spark computes it: ``'comment-' || sha2(CAST(id AS STRING), 256)``."""
+    return pa.array(
+        [f"comment-{hashlib.sha256(str(i).encode()).hexdigest()}" for i in ids.tolist()], pa.string()
+    )
 
 
 def file_summary(java: Any, name: str) -> list[dict[str, Any]]:
@@ -141,16 +157,27 @@ def file_summary(java: Any, name: str) -> list[dict[str, Any]]:
 
 
 def build(java: Any, rows: int) -> dict[str, Any]:
-    """Write the four tables with Iceberg Java; return timings and file summaries."""
+    """Write every table with Iceberg Java; return timings and file summaries."""
+    from pyspark import StorageLevel
+
     spark = java.spark
     steps: dict[str, float] = {}
     start = time.perf_counter()
     java.create_namespace(NAMESPACE)
-    saved = {k: spark.conf.get(k) for k in ("spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled")}
-    partitions = collision_free_partitions(spark)
-    # One shuffle partition (one data file) per residue of id % 10; AQE would coalesce them.
-    spark.conf.set("spark.sql.adaptive.enabled", "false")
-    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    saved = spark.conf.get("spark.sql.adaptive.enabled")
+    spark.conf.set("spark.sql.adaptive.enabled", "false")  # keep the 10 range partitions as they are
+    # The range bounds come from a random sample, so every write of repartitionByRange would cut the ids
+    # a little differently: compute the partitions once (on disk) and append those to every table.
+    t0 = time.perf_counter()
+    source = (
+        spark.sql(SELECT_ROWS.format(rows=rows))
+        .repartitionByRange(DATA_FILES, "id")
+        .sortWithinPartitions("id")
+        .persist(StorageLevel.DISK_ONLY)
+    )
+    source.count()
+    steps["generate"] = time.perf_counter() - t0
+    print(f"  generated {rows:,} rows in {DATA_FILES} id ranges in {steps['generate']:.1f} s", flush=True)
     for name in TABLES:
         t0 = time.perf_counter()
         java.create_table(
@@ -158,19 +185,13 @@ def build(java: Any, rows: int) -> dict[str, Any]:
             COLUMNS_DDL,
             format_version=FORMAT_VERSIONS[name],
             merge_on_read=name != "base",
-            properties={"write.distribution-mode": "none"},
+            properties={"write.distribution-mode": "none"},  # one file per range partition, in order
         )
-        java.sql(
-            f"INSERT INTO {qualified(name)} {SELECT_ROWS.format(rows=rows)} DISTRIBUTE BY id % 10 SORT BY id"
-        )
+        source.writeTo(qualified(name)).append()
         steps[f"insert {name}"] = time.perf_counter() - t0
-        n_files = java.sql(f"SELECT count(*) FROM {qualified(name)}.data_files")[0][0]
-        if n_files != DATA_FILES:
-            msg = f"{name} has {n_files} data files, expected {DATA_FILES}"
-            raise RuntimeError(msg)
         print(f"  {name}: inserted {rows:,} rows in {steps[f'insert {name}']:.1f} s", flush=True)
-    for key, value in saved.items():
-        spark.conf.set(key, value)
+    source.unpersist()
+    spark.conf.set("spark.sql.adaptive.enabled", saved)
 
     for name in ("pos10", "dv10"):
         t0 = time.perf_counter()
@@ -178,34 +199,136 @@ def build(java: Any, rows: int) -> dict[str, Any]:
         steps[f"delete {name}"] = time.perf_counter() - t0
         print(f"  {name}: DELETE (merge-on-read) in {steps[f'delete {name}']:.1f} s", flush=True)
 
-    t0 = time.perf_counter()
     ids = np.arange(rows, dtype=np.int64)
     ids = ids[ids % 10 == 3]
-    eq_name = f"{NAMESPACE}.eq10"
-    id_field = java.field_ids(eq_name)["id"]
-    delete_files = []
-    for bucket in range(3, EQ_DELETE_BUCKETS, 10):
-        keys = ids[ids % EQ_DELETE_BUCKETS == bucket]
-        if len(keys):
-            rows_tbl = pa.table({"id": pa.array(keys, pa.int64())})
-            delete_files.append(java.write_equality_delete_file(eq_name, rows_tbl, [id_field]))
-    java.commit_row_delta(eq_name, delete_files=delete_files)
-    steps["equality deletes eq10"] = time.perf_counter() - t0
-    print(f"  eq10: {len(delete_files)} equality delete files ({len(ids):,} keys) committed", flush=True)
+    for name, column in EQ_COLUMNS.items():
+        t0 = time.perf_counter()
+        ident = f"{NAMESPACE}.{name}"
+        field_id = java.field_ids(ident)[column]
+        delete_files = []
+        for bucket in range(3, EQ_DELETE_BUCKETS, 10):
+            keys = ids[ids % EQ_DELETE_BUCKETS == bucket]
+            if len(keys):
+                values = pa.array(keys, pa.int64()) if column == "id" else note_of(keys)
+                rows_tbl = pa.table({column: values})
+                delete_files.append(java.write_equality_delete_file(ident, rows_tbl, [field_id]))
+        java.commit_row_delta(ident, delete_files=delete_files)
+        steps[f"equality deletes {name}"] = time.perf_counter() - t0
+        print(
+            f"  {name}: {len(delete_files)} equality delete files on {column} ({len(ids):,} keys)"
+            f" committed in {steps[f'equality deletes {name}']:.1f} s",
+            flush=True,
+        )
 
     files = {name: file_summary(java, name) for name in TABLES}
     return {"seconds": time.perf_counter() - start, "steps": steps, "files": files}
 
 
-def verify_with_java(java: Any, expected: dict[str, Expected]) -> None:
+def deleted_in_range(lower: int, upper: int) -> int:
+    """How many ids in [lower, upper] have id % 10 = 3."""
+
+    def upto(n: int) -> int:  # ids in [0, n) with id % 10 = 3
+        return (n + 6) // 10
+
+    return upto(upper + 1) - upto(lower)
+
+
+def check_layout(java: Any, names: tuple[str, ...], rows: int) -> dict[str, list[dict[str, Any]]]:
+    """Check, through Iceberg Java's own scan planning, that the deletes hit every data file.
+
+    Every table must plan the same 10 data files, contiguous id ranges covering 0..rows-1; in every
+    variant every data file carries deletes: one position delete file (pos10) or deletion vector (dv10)
+    removing exactly its ids with id % 10 = 3, or the 5 equality delete files (eq10, eq10s).
+    """
+    layout: dict[str, list[dict[str, Any]]] = {}
+    reference: list[tuple[int, int, int]] | None = None
+    problems: list[str] = []
+    for name in names:
+        bounds = {
+            str(r[0]): (int(r[1]), int(r[2]), int(r[3]))
+            for r in java.sql(
+                f"SELECT file_path, record_count, readable_metrics.id.lower_bound,"
+                f" readable_metrics.id.upper_bound FROM {qualified(name)}.data_files"
+            )
+        }
+        tasks = java.java_table(f"{NAMESPACE}.{name}").newScan().planFiles()
+        planned: list[dict[str, Any]] = []
+        try:
+            iterator = tasks.iterator()
+            while iterator.hasNext():
+                task = iterator.next()
+                path = str(task.file().location())
+                records, lower, upper = bounds[path]
+                deletes = [
+                    {"content": str(d.content()), "format": str(d.format()), "records": int(d.recordCount())}
+                    for d in task.deletes()
+                ]
+                planned.append(
+                    {"path": path, "records": records, "lower": lower, "upper": upper, "deletes": deletes}
+                )
+        finally:
+            tasks.close()
+        planned.sort(key=lambda f: f["lower"])
+        layout[name] = planned
+        ranges = [(f["lower"], f["upper"], f["records"]) for f in planned]
+        if len(planned) != DATA_FILES:
+            problems.append(f"{name}: {len(planned)} data files planned, expected {DATA_FILES}")
+        edges = [lo for lo, _, _ in ranges[1:]] != [hi + 1 for _, hi, _ in ranges[:-1]]
+        if not ranges or ranges[0][0] != 0 or ranges[-1][1] != rows - 1 or edges:
+            problems.append(f"{name}: data files are not contiguous id ranges over 0..{rows - 1}: {ranges}")
+        if any(hi - lo + 1 != n for lo, hi, n in ranges):
+            problems.append(f"{name}: a data file holds other rows than its id range: {ranges}")
+        if reference is None:
+            reference = ranges
+        elif ranges != reference:
+            problems.append(f"{name}: id ranges differ from {names[0]}'s")
+        for f in planned:
+            found = sorted({(d["content"], d["format"]) for d in f["deletes"]})
+            if name == "base":
+                want_files, want_kinds = 0, []
+            elif name in EQ_COLUMNS:
+                want_files, want_kinds = 5, [("EQUALITY_DELETES", "PARQUET")]
+            else:
+                fmt = "PUFFIN" if FORMAT_VERSIONS[name] >= 3 else "PARQUET"
+                want_files, want_kinds = 1, [("POSITION_DELETES", fmt)]
+            if len(f["deletes"]) != want_files or found != want_kinds:
+                problems.append(f"{name}: {f['path']} plans deletes {f['deletes']}")
+            elif name in ("pos10", "dv10"):
+                want = deleted_in_range(f["lower"], f["upper"])
+                if f["deletes"][0]["records"] != want:
+                    problems.append(
+                        f"{name}: {f['path']} has {f['deletes'][0]['records']} deletes, want {want}"
+                    )
+        per_file = sorted({len(f["deletes"]) for f in planned})
+        kinds = sorted(
+            {
+                f"{d['content'].split('_')[0].lower()}/{d['format'].lower()}"
+                for f in planned
+                for d in f["deletes"]
+            }
+        )
+        sizes = [n for _, _, n in ranges]
+        print(
+            f"  {name}: {len(planned)} data files, id ranges of {min(sizes, default=0):,}"
+            f"..{max(sizes, default=0):,} rows; delete files per data file: {per_file} {' '.join(kinds)}",
+            flush=True,
+        )
+    if problems:
+        raise SystemExit("Layout check failed (use --rebuild):\n  " + "\n  ".join(problems))
+    assert reference is not None
+    print("  id ranges: " + ", ".join(f"{lo:,}-{hi:,}" for lo, hi, _ in reference), flush=True)
+    return layout
+
+
+def verify_with_java(java: Any, expected: dict[str, Expected], names: tuple[str, ...]) -> None:
     """Check every table through Iceberg Java, exactly, before anything is timed."""
-    for name in TABLES:
+    for name in names:
         row = java.sql(EXACT_SQL.format(table=qualified(name)))[0]
         got = Expected(int(row[0]), int(row[1]), int(row[2]))
         if got != expected[name]:
             msg = f"bench.{name} reads {got} through Iceberg Java, expected {expected[name]}: use --rebuild"
             raise SystemExit(msg)
-    print("Verified through Iceberg Java: " + ", ".join(f"{n} {expected[n].rows:,} rows" for n in TABLES))
+    print("Verified through Iceberg Java: " + ", ".join(f"{n} {expected[n].rows:,} rows" for n in names))
 
 
 # ----------------------------------------------------------------------------------------- measurement
@@ -224,24 +347,104 @@ class Cell:
     rows: int | None = None
     qty: float | None = None
     wrong: str | None = None  # a result that differs from the expected one
+    cold_only: bool = False  # the warm-up exceeded --slow: its time is the only one
 
     def text(self, reference: float | None) -> str:
         if self.median is None:
             return self.note or ""
         ratio = f" ({self.median / reference:.2f}×)" if reference else ""
-        return f"{self.median:.3f}{ratio}{' WRONG' if self.wrong else ''}"
+        star = "*" if self.cold_only else ""
+        unchecked = " (exact check timed out)" if self.note else ""
+        return f"{self.median:.3f}{star}{ratio}{' WRONG' if self.wrong else ''}{unchecked}"
 
 
-def measure(fn: Callable[[], Any], runs: int) -> tuple[list[float], Any]:
-    """One warm-up call, then ``runs`` timed calls; returns the times and the last result."""
+class CellTimeoutError(Exception):
+    """A call ran past --cell-timeout."""
+
+
+@contextmanager
+def time_limit(seconds: float | None, spark: SparkSession | None) -> Iterator[list[bool]]:
+    """Stop the enclosed call after ``seconds``.
+
+    Local calls get an exception raised into them (SIGALRM; main thread only). Spark calls are not
+    interrupted: a watchdog thread cancels their jobs, and keeps cancelling any job started later
+    (the call may have been planning at the deadline) until the pending ``collect()`` fails. (py4j
+    must not be called from a signal handler: with PySpark's pinned threads the handler would reuse
+    the main thread's busy connection and break it.)
+    """
+    fired: list[bool] = []
+    if not seconds:
+        yield fired
+        return
+    if spark is not None:
+        done = threading.Event()
+
+        def watchdog() -> None:
+            if done.wait(seconds):
+                return
+            fired.append(True)
+            while True:
+                spark.sparkContext.cancelAllJobs()
+                if done.wait(0.5):
+                    return
+
+        thread = threading.Thread(target=watchdog, name="bench-cell-timeout", daemon=True)
+        thread.start()
+        try:
+            yield fired
+        finally:
+            done.set()
+            thread.join()
+        return
+
+    def on_alarm(_signum: int, _frame: Any) -> None:
+        fired.append(True)
+        raise CellTimeoutError
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield fired
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long a cell may take: see --slow and --cell-timeout."""
+
+    slow: float | None
+    timeout: float | None
+
+
+def call_within(fn: Callable[[], Any], limits: Limits, spark: SparkSession | None) -> Any:
+    with time_limit(limits.timeout, spark) as fired:
+        try:
+            return fn()
+        except Exception as exc:
+            if fired:
+                raise CellTimeoutError from exc
+            raise
+
+
+def measure(
+    fn: Callable[[], Any], runs: int, limits: Limits, spark: SparkSession | None = None
+) -> tuple[list[float], Any, bool]:
+    """One warm-up call, then ``runs`` timed calls; returns the times, the last result and whether
+    only the warm-up ran (it took longer than ``limits.slow``: its time is the one returned)."""
     gc.collect()
-    result = fn()
+    t0 = time.perf_counter()
+    result = call_within(fn, limits, spark)
+    warm_up = time.perf_counter() - t0
+    if limits.slow is not None and warm_up > limits.slow:
+        return [warm_up], result, True
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        result = fn()
+        result = call_within(fn, limits, spark)
         times.append(time.perf_counter() - t0)
-    return times, result
+    return times, result, False
 
 
 def one_line(exc: BaseException, limit: int = 90) -> str:
@@ -250,9 +453,20 @@ def one_line(exc: BaseException, limit: int = 90) -> str:
 
 
 class Bench:
-    def __init__(self, runs: int, expected: dict[str, Expected]) -> None:
+    def __init__(
+        self,
+        runs: int,
+        expected: dict[str, Expected],
+        *,
+        variants: tuple[str, ...],
+        engines: tuple[str, ...],
+        limits: Limits,
+    ) -> None:
         self.runs = runs
         self.expected = expected
+        self.variants = variants
+        self.engines = engines
+        self.limits = limits
         self.cells: list[Cell] = []
 
     def run(
@@ -265,13 +479,18 @@ class Bench:
         *,
         exact_qty: bool,
         on_error: Callable[[BaseException], str] | None = None,
+        spark: SparkSession | None = None,
     ) -> Cell:
         """Time ``fn``; ``facts`` turns its result into (rows, sum_id or None, qty cents or qty sum)."""
         cell = Cell(engine, query, table)
         self.cells.append(cell)
         label = f"{ENGINES[engine]} {query} {table}"
         try:
-            cell.times, result = measure(fn, self.runs)
+            cell.times, result, cell.cold_only = measure(fn, self.runs, self.limits, spark)
+        except CellTimeoutError:
+            cell.note = f"timeout (> {self.limits.timeout:g} s)"
+            print(f"  {label}: {cell.note}", flush=True)
+            return cell
         except Exception as exc:
             cell.note = on_error(exc) if on_error else f"error: {one_line(exc)}"
             print(f"  {label}: {cell.note}", flush=True)
@@ -292,8 +511,13 @@ class Bench:
                 problems.append(f"sum(qty) {cell.qty!r}, expected {want.qty:.2f}")
         cell.wrong = "; ".join(problems) or None
         status = f"  WRONG: {cell.wrong}" if cell.wrong else ""
-        print(f"  {label}: {cell.median:.3f} s {[round(t, 3) for t in cell.times]}{status}", flush=True)
+        cold = f" (warm-up > {self.limits.slow:g} s: no timed runs)" if cell.cold_only else ""
+        times = [round(t, 3) for t in cell.times]
+        print(f"  {label}: {cell.median:.3f} s {times}{cold}{status}", flush=True)
         return cell
+
+    def wants(self, engine: str) -> bool:
+        return engine in self.engines
 
     def na(self, engine: str, query: str, table: str, note: str) -> None:
         self.cells.append(Cell(engine, query, table, note=note))
@@ -337,7 +561,7 @@ def data_file_paths(metadata_location: str) -> list[str]:
     return [str(local_path(task.file.file_path)) for task in scan.plan_files()]
 
 
-def bench_local(bench: Bench, metadata: dict[str, str], *, skip_pyiceberg: bool) -> None:
+def bench_local(bench: Bench, metadata: dict[str, str]) -> None:
     import icemor
 
     print("Local engines:", flush=True)
@@ -347,10 +571,11 @@ def bench_local(bench: Bench, metadata: dict[str, str], *, skip_pyiceberg: bool)
         tbl = pq.read_table(files, columns=["qty"])
         return tbl, tbl.num_rows, pc.sum(tbl["qty"]).as_py()
 
-    bench.run("raw", "narrow", "base", raw_narrow, narrow_facts, exact_qty=True)
-    bench.run("raw", "wide", "base", lambda: pq.read_table(files), arrow_facts, exact_qty=True)
+    if bench.wants("raw"):
+        bench.run("raw", "narrow", "base", raw_narrow, narrow_facts, exact_qty=True)
+        bench.run("raw", "wide", "base", lambda: pq.read_table(files), arrow_facts, exact_qty=True)
 
-    for name in TABLES:
+    for name in bench.variants:
         ident = f"{NAMESPACE}.{name}"
 
         def icemor_narrow(ident: str = ident) -> tuple[pa.Table, int, float]:
@@ -363,11 +588,14 @@ def bench_local(bench: Bench, metadata: dict[str, str], *, skip_pyiceberg: bool)
         def icemor_wide(ident: str = ident) -> pa.Table:
             return icemor.load_table(ident).scan().to_arrow()
 
-        bench.run("icemor", "narrow", name, icemor_narrow, narrow_facts, exact_qty=True)
-        bench.run("icemor_count", "narrow", name, icemor_count, lambda n: (n, None, None), exact_qty=True)
-        bench.run("icemor", "wide", name, icemor_wide, arrow_facts, exact_qty=True)
+        if bench.wants("icemor"):
+            bench.run("icemor", "narrow", name, icemor_narrow, narrow_facts, exact_qty=True)
+        if bench.wants("icemor_count"):
+            bench.run("icemor_count", "narrow", name, icemor_count, lambda n: (n, None, None), exact_qty=True)
+        if bench.wants("icemor"):
+            bench.run("icemor", "wide", name, icemor_wide, arrow_facts, exact_qty=True)
 
-    if skip_pyiceberg:
+    if not bench.wants("pyiceberg"):
         return
     from pyiceberg.table import StaticTable
 
@@ -376,7 +604,7 @@ def bench_local(bench: Bench, metadata: dict[str, str], *, skip_pyiceberg: bool)
             return "error: equality deletes unsupported"
         return f"error: {one_line(exc)}"
 
-    for name in TABLES:
+    for name in bench.variants:
         location = metadata[name]
 
         def pi_narrow(location: str = location) -> tuple[pa.Table, int, float]:
@@ -395,14 +623,16 @@ def bench_local(bench: Bench, metadata: dict[str, str], *, skip_pyiceberg: bool)
 def bench_spark(bench: Bench, spark: SparkSession) -> None:
 
     print("Spark engines:", flush=True)
-    for name in TABLES:
+    for name in bench.variants:
         for query in QUERIES:
+            if not bench.wants("java"):
+                continue
             sql = SPARK_SQL[query].format(table=qualified(name))
 
             def java_query(sql: str = sql) -> Any:
                 return spark.sql(sql).collect()[0]
 
-            bench.run("java", query, name, java_query, spark_facts(query), exact_qty=False)
+            bench.run("java", query, name, java_query, spark_facts(query), exact_qty=False, spark=spark)
 
     reason = None
     try:
@@ -412,7 +642,8 @@ def bench_spark(bench: Bench, spark: SparkSession) -> None:
     except Exception as exc:
         reason = one_line(exc, 60)
     for engine, strategy in (("icemor_spark", "auto"), ("icemor_spark_python", "python")):
-        _icemor_on_spark(bench, spark, engine, strategy, reason)
+        if bench.wants(engine):
+            _icemor_on_spark(bench, spark, engine, strategy, reason)
 
 
 def _icemor_on_spark(
@@ -420,7 +651,7 @@ def _icemor_on_spark(
 ) -> None:
     import icemor
 
-    for name in TABLES:
+    for name in bench.variants:
         for query in QUERIES:
             if reason is not None:
                 bench.na(engine, query, name, f"n/a ({reason})")
@@ -445,10 +676,20 @@ def _icemor_on_spark(
                 spark_facts(query),
                 exact_qty=False,
                 on_error=lambda exc: f"n/a ({one_line(exc, 60)})",
+                spark=spark,
             )
             if cell.median is not None and query == "wide" and not cell.wrong:
-                # the timed query sums qty as doubles; check the rows exactly once, untimed
-                row = spark.sql(EXACT_SQL.format(table=view)).collect()[0]
+                # the timed query sums qty as doubles; check the rows exactly once, untimed (a read
+                # more, so under the same --cell-timeout)
+                def exact_check(view: str = view) -> Any:
+                    return spark.sql(EXACT_SQL.format(table=view)).collect()[0]
+
+                try:
+                    row = call_within(exact_check, bench.limits, spark)
+                except CellTimeoutError:
+                    cell.note = f"exact check: timeout (> {bench.limits.timeout:g} s)"
+                    print(f"  {ENGINES[engine]} {name}: {cell.note}", flush=True)
+                    continue
                 got = Expected(int(row[0]), int(row[1]), int(row[2]))
                 if got != bench.expected[name]:
                     cell.wrong = f"exact check {got}, expected {bench.expected[name]}"
@@ -528,20 +769,41 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or not b else a / b
 
 
+# ANCHORS.md, "Where icemor must land"
+WIDE_VS_RAW = {"base": 1.05, "pos10": 1.15, "dv10": 1.15, "eq10": 1.3, "eq10s": 1.5}
+NARROW_SECONDS = {"eq10": 0.3, "eq10s": 0.6}
+NARROW_BASE_VS_RAW = 1.5
+SPARK_VS_JAVA = {"base": 1.5, "pos10": 1.5, "dv10": 1.5, "eq10": 1.0, "eq10s": 1.0}
+
+
 def targets(bench: Bench) -> list[Target]:
     raw_wide = bench.median("raw", "wide", "base")
+    names = bench.variants
     out = [
         Target(
-            f"all columns → Arrow, {name} ≤ {limit}× raw (base)",
+            f"local all columns → Arrow, {name} ≤ {WIDE_VS_RAW[name]}× raw (base)",
             ratio(bench.median("icemor", "wide", name), raw_wide),
-            limit,
+            WIDE_VS_RAW[name],
             "×",
         )
-        for name, limit in (("pos10", 1.2), ("dv10", 1.2), ("eq10", 1.3))
+        for name in names
     ]
-    out.append(Target("narrow on eq10 ≤ 0.3 s", bench.median("icemor", "narrow", "eq10"), 0.3, " s"))
-    for name in TABLES:
-        limit = 1.0 if name == "eq10" else 1.5
+    if "base" in names:
+        out.append(
+            Target(
+                f"local narrow, base ≤ {NARROW_BASE_VS_RAW}× raw",
+                ratio(bench.median("icemor", "narrow", "base"), bench.median("raw", "narrow", "base")),
+                NARROW_BASE_VS_RAW,
+                "×",
+            )
+        )
+    out += [
+        Target(f"local narrow, {name} ≤ {limit} s", bench.median("icemor", "narrow", name), limit, " s")
+        for name, limit in NARROW_SECONDS.items()
+        if name in names
+    ]
+    for name in names:
+        limit = SPARK_VS_JAVA[name]
         for query in QUERIES:
             measured = ratio(bench.median("icemor_spark", query, name), bench.median("java", query, name))
             out.append(
@@ -599,8 +861,18 @@ def report(bench: Bench, machine: dict[str, Any], build_info: dict[str, Any], ro
         f"pyarrow {m['pyarrow']}, pyiceberg {m['pyiceberg']}, Spark {m['spark'] or 'not started'}, "
         f"Iceberg Java {m['iceberg_java']}, icemor {m['icemor']}"
     )
-    print(f"Data: {rows:,} rows, {DATA_FILES} data files per table; built in {build_info['seconds']:.0f} s")
+    print(
+        f"Data: {rows:,} rows, {DATA_FILES} data files per table (id ranges), layout {LAYOUT_VERSION!r};"
+        f" built in {build_info['seconds']:.0f} s"
+    )
     print(f"Seconds, warm, median of {bench.runs} after 1 warm-up; (×) = ratio to the raw scan of base.")
+    limits = bench.limits
+    if limits.slow is not None:
+        print(
+            f"* = the warm-up took > {limits.slow:g} s (--slow): that one cold call is shown, no timed runs."
+        )
+    if limits.timeout is not None:
+        print(f"Every call is stopped after {limits.timeout:g} s (--cell-timeout).")
     shares = m.get("cpu_share_of_other_processes", {})
     print(
         "CPU taken by other processes while measuring: "
@@ -613,16 +885,31 @@ def report(bench: Bench, machine: dict[str, Any], build_info: dict[str, Any], ro
         ("wide", "all columns (Spark: aggregates over all)"),
     ):
         reference = bench.median("raw", query, "base")
-        table = [[f"{query}: {title}", *TABLES]]
+        table = [[f"{query}: {title}", *bench.variants]]
+        versus_java = [[f"{query}: ratio to Iceberg Java on Spark", *bench.variants]]
         for engine, label in ENGINES.items():
             if engine == "icemor_count" and query != "narrow":
                 continue
-            cells = [bench.get(engine, query, name) for name in TABLES]
+            cells = [bench.get(engine, query, name) for name in bench.variants]
             if all(c is None for c in cells):
                 continue
             table.append([label, *("" if c is None else c.text(reference) for c in cells)])
+            if engine in ("raw", "java"):
+                continue
+            java_medians = [bench.median("java", query, name) for name in bench.variants]
+            ratios = [
+                "" if c is None or c.median is None or not j else f"{c.median / j:.2f}×"
+                for c, j in zip(cells, java_medians, strict=True)
+            ]
+            if any(ratios):
+                versus_java.append([label, *ratios])
         print()
+        if reference is not None and "base" not in bench.variants:
+            print(f"{query}: {ENGINES['raw']} of base's files (the reference): {reference:.3f} s")
         print(render(table))
+        if len(versus_java) > 1:
+            print()
+            print(render(versus_java))
     found = targets(bench)
     print()
     lines = [["target (ANCHORS.md)", "measured", "limit", ""]]
@@ -642,9 +929,54 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="icemor home of the tables")
     parser.add_argument("--rebuild", action="store_true", help="rebuild the tables even if present")
     parser.add_argument("--runs", type=int, default=3, help="timed runs per measurement (after 1 warm-up)")
+    parser.add_argument(
+        "--variants",
+        type=names_of(TABLES),
+        default=TABLES,
+        help=f"tables to measure, comma-separated (default {','.join(TABLES)}); the build makes all",
+    )
+    parser.add_argument(
+        "--engines",
+        type=names_of(tuple(ENGINES)),
+        default=tuple(ENGINES),
+        help=f"engines to measure, comma-separated (default {','.join(ENGINES)})",
+    )
+    parser.add_argument(
+        "--slow",
+        type=float,
+        default=30.0,
+        help="a cell whose warm-up takes longer reports that one call, no timed runs (default 30 s; 0: off)",
+    )
+    parser.add_argument(
+        "--cell-timeout",
+        type=float,
+        default=300.0,
+        help="stop any single call after this many seconds and print 'timeout' (default 300 s; 0: off)",
+    )
     parser.add_argument("--skip-spark", action="store_true", help="no Spark engines (and no Java check)")
     parser.add_argument("--skip-pyiceberg", action="store_true", help="no pyiceberg column")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    engines = [e for e in args.engines if not (args.skip_pyiceberg and e == "pyiceberg")]
+    if args.skip_spark:
+        engines = [e for e in engines if e not in SPARK_ENGINES]
+    args.engines = tuple(engines)
+    return args
+
+
+SPARK_ENGINES = ("java", "icemor_spark", "icemor_spark_python")
+
+
+def names_of(allowed: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
+    """An argparse type: a comma-separated subset of ``allowed``, returned in ``allowed``'s order."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        chosen = {n.strip() for n in text.split(",") if n.strip()}
+        if unknown := sorted(chosen - set(allowed)):
+            msg = f"unknown {', '.join(unknown)}; choose from {','.join(allowed)}"
+            raise argparse.ArgumentTypeError(msg)
+        return tuple(n for n in allowed if n in chosen)
+
+    return parse
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -659,11 +991,20 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["ICEMOR_HOME"] = str(home)  # read by icemor.load_catalog() at every call
     marker_path = home / MARKER
     marker = json.loads(marker_path.read_text()) if marker_path.is_file() else None
+    if marker is not None and marker.get("layout") != LAYOUT_VERSION:
+        # an older workload (the first one had no layout key) must not be measured as this one
+        print(
+            f"{home} holds workload layout {marker.get('layout', 'unversioned (first layout)')!r},"
+            f" not {LAYOUT_VERSION!r}: rebuilding",
+            flush=True,
+        )
+        marker = None
     if marker is not None and marker["rows"] != args.rows and not args.rebuild:
         msg = f"{home} holds {marker['rows']:,} rows, not {args.rows:,}: pass --rebuild or another --data-dir"
         raise SystemExit(msg)
     need_build = args.rebuild or marker is None
     expected = expected_for(args.rows)
+    spark_wanted = any(e in SPARK_ENGINES for e in args.engines)
 
     java = None
     if need_build:
@@ -674,25 +1015,38 @@ def main(argv: list[str] | None = None) -> int:
         assert java is not None
         print(f"Building {args.rows:,}-row tables in {home} with Iceberg Java ...", flush=True)
         build_info = build(java, args.rows)
-        verify_with_java(java, expected)
-        marker = {"rows": args.rows, "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "build": build_info}
+        print("Planned by Iceberg Java:", flush=True)
+        build_info["layout"] = check_layout(java, TABLES, args.rows)
+        verify_with_java(java, expected, TABLES)
+        marker = {
+            "rows": args.rows,
+            "layout": LAYOUT_VERSION,
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "build": build_info,
+        }
         marker_path.write_text(json.dumps(marker, indent=2))
         print(f"Built in {build_info['seconds']:.0f} s", flush=True)
     elif java is not None:
-        verify_with_java(java, expected)
+        print("Planned by Iceberg Java:", flush=True)
+        check_layout(java, args.variants, args.rows)
+        verify_with_java(java, expected, args.variants)
     else:
         print(f"Reusing {home} (verified through Iceberg Java when built; --skip-spark skips the re-check)")
     assert marker is not None
 
     import icemor
 
-    metadata = {name: icemor.load_table(f"{NAMESPACE}.{name}").pyiceberg.metadata_location for name in TABLES}
-    bench = Bench(args.runs, expected)
+    measured = tuple(dict.fromkeys(("base", *args.variants)))  # the raw scan reads base's files
+    metadata = {
+        name: icemor.load_table(f"{NAMESPACE}.{name}").pyiceberg.metadata_location for name in measured
+    }
+    limits = Limits(slow=args.slow or None, timeout=args.cell_timeout or None)
+    bench = Bench(args.runs, expected, variants=args.variants, engines=args.engines, limits=limits)
     contention: dict[str, float | None] = {}
     monitor = CpuMonitor()
-    bench_local(bench, metadata, skip_pyiceberg=args.skip_pyiceberg)
+    bench_local(bench, metadata)
     contention["local"] = monitor.others_share()
-    if java is not None and not args.skip_spark:
+    if java is not None and spark_wanted:
         monitor = CpuMonitor()
         bench_spark(bench, java.spark)
         contention["spark"] = monitor.others_share()
@@ -701,10 +1055,23 @@ def main(argv: list[str] | None = None) -> int:
     machine["cpu_share_of_other_processes"] = contention
     found = report(bench, machine, marker["build"], args.rows)
     wrong = [c for c in bench.cells if c.wrong and c.engine != "pyiceberg"]
-    failed = [c for c in bench.cells if c.engine in ("icemor", "icemor_count") and c.note]
+    timeouts = [c for c in bench.cells if c.note and "timeout" in c.note]
+    failed = [
+        c for c in bench.cells if c.engine in ("icemor", "icemor_count") and c.note and c not in timeouts
+    ]
     results = {
         "machine": machine,
-        "config": {"rows": args.rows, "runs": args.runs, "warmup": 1, "data_dir": str(home)},
+        "config": {
+            "rows": args.rows,
+            "runs": args.runs,
+            "warmup": 1,
+            "variants": list(args.variants),
+            "engines": list(args.engines),
+            "slow": limits.slow,
+            "cell_timeout": limits.timeout,
+            "data_dir": str(home),
+            "layout": LAYOUT_VERSION,
+        },
         "build": marker,
         "expected": {name: asdict(e) for name, e in expected.items()},
         "metadata_locations": metadata,
@@ -713,6 +1080,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     (home / RESULTS).write_text(json.dumps(results, indent=2))
     print(f"\nWrote {home / RESULTS}")
+    if timeouts:
+        print("\nTIMED OUT (so not checked; raise --cell-timeout to measure them):")
+        for c in timeouts:
+            print(f"  {ENGINES[c.engine]} {c.query} {c.table}: {c.note}")
     if wrong or failed:
         print("\nWRONG RESULTS / FAILURES:")
         for c in wrong + failed:
