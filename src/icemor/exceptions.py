@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "CommitConflictError",
     "CommitFailedError",
+    "CommitStateUnknownError",
     "CorruptFileError",
     "IcemorError",
     "InvalidArgumentError",
@@ -49,3 +50,7 @@ class CommitConflictError(IcemorError):
 
 class CommitFailedError(IcemorError):
     """The catalog refused the commit after every retry; nothing was committed."""
+
+
+class CommitStateUnknownError(IcemorError):
+    """The catalog call failed after it may have committed; files are kept, check the table."""

@@ -17,9 +17,10 @@ append committed before it). Checked:
 - no delete file or icemor manifest of a failed attempt is left behind.
 
 Deterministic interleavings (a DELETE paused inside its catalog swap while another process
-appends) check the conflict rules exactly: serializable isolation refuses a DELETE whose
-condition may match the concurrently appended rows, snapshot isolation and non-matching appends
-let it commit on a retry.
+appends or overwrites) check the conflict rules exactly: serializable isolation refuses a DELETE
+whose condition may match the concurrently appended rows, snapshot isolation and non-matching
+appends let it commit on a retry, and an overwrite that removed a data file the DELETE
+references is a conflict under either isolation.
 """
 
 from __future__ import annotations
@@ -114,6 +115,9 @@ for i, op in enumerate(plan["ops"]):
     if kind == "wait":
         wait_for(op["path"])
         continue
+    if kind == "sleep":
+        time.sleep(op["seconds"])
+        continue
     table = table_of(op.get("table", plan["table"]))
     pause.update(op.get("pause") or {})
     for attempt in range(op.get("tries", 1)):
@@ -126,7 +130,11 @@ for i, op in enumerate(plan["ops"]):
                 entry["deleted_rows"] = m.deleted_rows
             else:
                 pt = table.pyiceberg.refresh()
-                pt.append(pa.Table.from_pydict(op["rows"], schema=pt.schema().as_arrow()))
+                data = pa.Table.from_pydict(op["rows"], schema=pt.schema().as_arrow())
+                if kind == "overwrite":
+                    pt.overwrite(data, overwrite_filter=op["filter"])
+                else:
+                    pt.append(data)
                 entry["outcome"] = "committed"
                 entry["snapshot_id"] = pt.current_snapshot().snapshot_id
         except CommitConflictError as e:
@@ -185,6 +193,9 @@ def create_table(files: list[list[int]], name: str = TABLE, **properties: str) -
     for ids in files:
         t.append(rows_table([row(i) for i in ids]))
     return t
+
+
+SLEEP = {"op": "sleep", "seconds": 0.1}
 
 
 def append_op(rows: list[Row], tries: int = 60) -> dict[str, Any]:
@@ -354,6 +365,14 @@ def data_files(t: PyIcebergTable, snapshot_id: int | None = None) -> set[str]:
     return {task.file.file_path for task in t.scan(snapshot_id=snapshot_id).plan_files()}
 
 
+def assert_appends_committed(plan: dict[str, Any], log: list[dict[str, Any]]) -> None:
+    """Every append of ``plan`` committed in the end (pyiceberg retries lost swaps itself)."""
+    appends = [i for i, op in enumerate(plan["ops"]) if op["op"] == "append"]
+    assert appends
+    for i in appends:
+        assert outcomes(log, i)[-1:] == ["committed"], f"append {i}: {outcomes(log, i)}"
+
+
 def outcomes(log: list[dict[str, Any]], op: int) -> list[str]:
     return [e["outcome"] for e in log if e["op"] == op]
 
@@ -368,15 +387,15 @@ def test_range_deletes_and_appends_of_fresh_ids_all_commit(home: Path, deleters:
     it merges was replaced meanwhile); it is re-run until it commits. In the end every initial
     row in a range is gone, every appended row is there, and every snapshot reads as the model.
     """
-    interleaved = [[i for i in range(1200) if i % 4 == j] for j in range(4)]
-    contiguous = list(range(1200, 1300))  # deleted by one range: the whole file is removed
+    interleaved = [[i for i in range(800) if i % 4 == j] for j in range(4)]
+    contiguous = list(range(800, 900))  # deleted by one range: the whole file is removed
     t = create_table([*interleaved, contiguous])
     initial_snapshot = ancestry(t)[-1]
-    initial = sorted(row(i) for i in range(1300))
+    initial = sorted(row(i) for i in range(900))
 
-    ranges = [(lo, lo + 100) for lo in range(0, 1200, 100)]
+    ranges = [(lo, lo + 100) for lo in range(0, 800, 100)]
     # one deleter: every other range and the contiguous file; a second one: the other ranges
-    shares = [[*ranges[::2], (1200, 1300)], ranges[1::2]][:deleters]
+    shares = [[*ranges[::2], (800, 900)], ranges[1::2]][:deleters]
     plans: dict[str, dict[str, Any]] = {}
     for d, share in enumerate(shares):
         ops = [
@@ -385,7 +404,7 @@ def test_range_deletes_and_appends_of_fresh_ids_all_commit(home: Path, deleters:
         ]
         plans[f"delete{d}"] = {"ops": ops}
     base = 1_000_000
-    plans["append"] = {"ops": [append_op([row(base + 100 * n + j) for j in range(25)]) for n in range(10)]}
+    plans["append"] = {"ops": [append_op([row(base + 100 * n + j) for j in range(25)]) for n in range(6)]}
 
     logs = run_workers(home, plans)
 
@@ -400,13 +419,16 @@ def test_range_deletes_and_appends_of_fresh_ids_all_commit(home: Path, deleters:
     model = check_against_model(plans, logs, initial_snapshot, initial)
 
     deleted = {i for share in shares for lo, hi in share for i in range(lo, hi)}
-    appended = {base + 100 * n + j for n in range(10) for j in range(25)}
+    appended = {base + 100 * n + j for n in range(6) for j in range(25)}
     assert set(model) == ({r[0] for r in initial} - deleted) | appended
     # a file whose every row a DELETE matched is removed (the contiguous one; with two deleters, all)
     initial_files = data_files(t, initial_snapshot)
     gone = initial_files - data_files(t.refresh())
     assert len(initial_files) == 5
-    assert gone == initial_files if deleters == 2 else len(gone) == 1
+    if deleters == 2:
+        assert gone == initial_files
+    else:
+        assert len(gone) == 1
     for name, log in logs.items():
         if name.startswith("delete"):
             assert sum(e.get("deleted_rows", 0) for e in log if e["outcome"] == "committed") == 100 * len(
@@ -430,22 +452,39 @@ def test_serializable_delete_races_appends_of_matching_rows(home: Path) -> None:
         k = "x" if n % 2 == 0 else "y"
         return [(base + 100 * n + j, k, j % 7) for j in range(10)]
 
+    done = str(home / "appends-done")
+    x_delete = delete_op("k = 'x'", {"k": "x"})
     plans: dict[str, dict[str, Any]] = {
-        "delete": {"ops": [delete_op("k = 'x'", {"k": "x"}) for _ in range(12)]},
-        "append": {"ops": [append_op(batch(n)) for n in range(12)]},
+        # spread over the appends' time; a last one once they are all committed
+        "delete": {
+            "ops": [
+                *[o for _ in range(8) for o in (x_delete, SLEEP)],
+                {"op": "wait", "path": done},
+                x_delete,
+            ]
+        },
+        "append": {
+            "ops": [
+                *[o for n in range(8) for o in (append_op(batch(n)), SLEEP)],
+                {"op": "touch", "path": done},
+            ]
+        },
     }
     logs = run_workers(home, plans)
 
-    for i in range(12):
-        assert outcomes(logs["append"], i)[-1] == "committed"
+    assert_appends_committed(plans["append"], logs["append"])
     delete_outcomes = [e["outcome"] for e in logs["delete"]]
     assert set(delete_outcomes) <= {"committed", "noop", "conflict"}, logs["delete"]
-    assert "committed" in delete_outcomes  # at least the first one deletes the initial x rows
+    assert delete_outcomes[-1] in ("committed", "noop")  # nothing concurrent any more
+    assert "committed" in delete_outcomes  # the initial x rows went at some point
     for e in logs["delete"]:
         if e["outcome"] == "conflict":
-            assert "serializable" in e["error"] or "no longer" in e["error"], e["error"]
+            assert "serializable" in e["error"], e["error"]
     model = check_against_model(plans, logs, initial_snapshot, initial)
-    assert sorted(model.values()) == read_rows(icemor.load_table(TABLE))
+    # every x row is gone, every y row (initial and appended) is there
+    assert sorted(model.values()) == sorted(
+        [r for r in initial if r[1] != "x"] + [r for n in range(1, 8, 2) for r in batch(n)]
+    )
 
 
 def test_delete_everything_races_appends(home: Path) -> None:
@@ -454,20 +493,47 @@ def test_delete_everything_races_appends(home: Path) -> None:
     initial_snapshot = ancestry(t)[-1]
     initial = sorted(row(i) for i in range(400))
     base = 3_000_000
+    done = str(home / "appends-done")
+    everything = delete_op(None, {})
     plans: dict[str, dict[str, Any]] = {
-        "delete": {"ops": [delete_op(None, {}) for _ in range(6)]},
-        "append": {"ops": [append_op([row(base + 100 * n + j) for j in range(10)]) for n in range(8)]},
+        "delete": {
+            "ops": [
+                *[o for _ in range(4) for o in (everything, SLEEP)],
+                {"op": "wait", "path": done},
+                everything,
+            ]
+        },
+        "append": {
+            "ops": [
+                *[
+                    o
+                    for n in range(5)
+                    for o in (append_op([row(base + 100 * n + j) for j in range(10)]), SLEEP)
+                ],
+                {"op": "touch", "path": done},
+            ]
+        },
     }
     logs = run_workers(home, plans)
+    assert_appends_committed(plans["append"], logs["append"])
     assert {e["outcome"] for e in logs["delete"]} <= {"committed", "noop", "conflict"}, logs["delete"]
-    check_against_model(plans, logs, initial_snapshot, initial)
+    for e in logs["delete"]:
+        if e["outcome"] == "conflict":
+            assert "serializable" in e["error"], e["error"]
+    assert logs["delete"][-1]["outcome"] in ("committed", "noop")
+    model = check_against_model(plans, logs, initial_snapshot, initial)
+    assert model == {}
+    assert data_files(icemor.load_table(TABLE).pyiceberg) == set()
 
 
+# (isolation, DELETE condition, what the other process commits meanwhile, the DELETE's outcome)
 SWAP_RACES = [
-    ("serializable", "k = 'x'", "x", "conflict"),
-    ("serializable", "k = 'x'", "y", "committed"),
-    ("snapshot", "k = 'x'", "x", "committed"),
-    ("serializable", None, "y", "conflict"),
+    ("serializable", "k = 'x'", "append-x", "conflict"),
+    ("serializable", "k = 'x'", "append-y", "committed"),
+    ("snapshot", "k = 'x'", "append-x", "committed"),
+    ("serializable", None, "append-y", "conflict"),
+    # rewrites (removes) the data file of ids 0-149, which the DELETE adds position deletes for
+    ("snapshot", "k = 'x'", "overwrite", "conflict"),
 ]
 
 
@@ -478,25 +544,30 @@ def swap_races(
     """The races of ``SWAP_RACES``, one table each (``db.race<n>``), run by one pair of processes.
 
     For race n, the deleter's DELETE on ``db.race<n>`` pauses inside its first catalog swap; the
-    appender then appends to that table and releases it. Returns the home and both logs.
+    other process then commits to that table (an append of k='x' or k='y' rows, or an overwrite
+    of the rows ``id < 10`` by k='y' rows) and releases it. Returns the home and both logs.
     """
     home = tmp_path_factory.mktemp("swap_races") / "home"
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setenv("ICEMOR_HOME", str(home))
         deleter: list[dict[str, Any]] = []
-        appender: list[dict[str, Any]] = []
-        for n, (isolation, where, appended_k, _) in enumerate(SWAP_RACES):
+        writer: list[dict[str, Any]] = []
+        for n, (isolation, where, concurrent, _) in enumerate(SWAP_RACES):
             name = f"db.race{n}"
             create_table([list(range(150)), list(range(150, 300))], name, **{P_ISOLATION: isolation})
             paused, released = str(home / f"paused{n}"), str(home / f"released{n}")
             op = delete_op(where, {"k": "x"} if where else {})
             deleter.append({**op, "table": name, "pause": {"touch": paused, "wait": released}})
-            appender += [
+            if concurrent == "overwrite":
+                write = {**append_op(race_rows("y"), tries=1), "op": "overwrite", "filter": "id < 10"}
+            else:
+                write = append_op(race_rows(concurrent.removeprefix("append-")), tries=1)
+            writer += [
                 {"op": "wait", "path": paused},
-                {**append_op(race_rows(appended_k), tries=1), "table": name},
+                {**write, "table": name},
                 {"op": "touch", "path": released},
             ]
-        plans = {"delete": {"ops": deleter}, "append": {"ops": appender}}
+        plans = {"delete": {"ops": deleter}, "write": {"ops": writer}}
         logs = run_workers(home, {w: {**plan, "table": "db.race0"} for w, plan in plans.items()})
     yield home, logs
 
@@ -506,39 +577,45 @@ def race_rows(k: str) -> list[Row]:
 
 
 @pytest.mark.parametrize("n", range(len(SWAP_RACES)), ids=["-".join(map(str, r)) for r in SWAP_RACES])
-def test_delete_loses_its_swap_to_an_append(
+def test_delete_loses_its_swap_to_a_concurrent_write(
     swap_races: tuple[Path, dict[str, list[dict[str, Any]]]], monkeypatch: pytest.MonkeyPatch, n: int
 ) -> None:
-    """A DELETE paused inside its first catalog swap while another process appends rows.
+    """A DELETE paused inside its first catalog swap while another process appends or overwrites.
 
-    Its swap then fails (the head moved); the retry validates the append: under serializable
-    isolation an appended file that may match the condition (or any, for ``delete()``) is a
-    conflict (nothing committed, no file left); otherwise the DELETE commits on its second
-    attempt and the appended rows, which its scan did not see, stay.
+    Its swap then fails (the head moved); the retry validates the concurrent commit: under
+    serializable isolation an appended file that may match the condition (any, for
+    ``delete()``) is a conflict, and under any isolation so is the removal of a data file the
+    DELETE references (nothing committed, no file left). Otherwise the DELETE commits on its
+    second attempt and the appended rows, which its scan did not see, stay.
     """
     home, logs = swap_races
     monkeypatch.setenv("ICEMOR_HOME", str(home))
-    _, _, appended_k, expected = SWAP_RACES[n]
-    name = f"db.race{n}"
+    _, _, concurrent, expected = SWAP_RACES[n]
     (entry,) = [e for e in logs["delete"] if e["op"] == n]
-    (append,) = [e for e in logs["append"] if e["op"] == 3 * n + 1]
-    assert append["outcome"] == "committed", append
+    (write,) = [e for e in logs["write"] if e["op"] == 3 * n + 1]
+    assert write["outcome"] == "committed", write
     assert entry["outcome"] == expected, entry
-    table = icemor.load_table(name)
-    history = ancestry(table.pyiceberg)
+
     initial = sorted(row(i) for i in range(300))
-    appended = race_rows(appended_k)
-    assert len(history) == 2 + (expected == "committed") + 1
-    assert history[2] == append["snapshot_id"]
-    if expected == "conflict":
-        assert "serializable" in entry["error"]
-        assert read_rows(table) == sorted([*initial, *appended])
+    if concurrent == "overwrite":
+        written = [r for r in initial if r[0] >= 10] + race_rows("y")
     else:
-        assert history[3] == entry["snapshot_id"]
-        survivors = [r for r in initial if r[1] != "x"]
-        assert entry["deleted_rows"] == len(initial) - len(survivors)
-        assert read_rows(table) == sorted([*survivors, *appended])
-        assert read_rows(table, history[2]) == sorted([*initial, *appended])
+        written = [*initial, *race_rows(concurrent.removeprefix("append-"))]
+    table = icemor.load_table(f"db.race{n}")
+    history = ancestry(table.pyiceberg)
+    write_snapshots = 2 if concurrent == "overwrite" else 1  # pyiceberg: overwrite, then append
+    assert len(history) == 2 + write_snapshots + (expected == "committed")
+    assert history[1 + write_snapshots] == write["snapshot_id"]
+    if expected == "conflict":
+        reason = "removed by concurrent snapshot" if concurrent == "overwrite" else "serializable"
+        assert reason in entry["error"]
+        assert read_rows(table) == sorted(written)
+    else:
+        assert history[-1] == entry["snapshot_id"]
+        survivors = [r for r in written if r not in initial or r[1] != "x"]
+        assert entry["deleted_rows"] == sum(r[1] == "x" for r in initial)
+        assert read_rows(table) == sorted(survivors)
+        assert read_rows(table, write["snapshot_id"]) == sorted(written)
         # the manifest list of the second attempt (attempt number 1 in its name) was committed
         snap = table.pyiceberg.snapshot_by_id(entry["snapshot_id"])
         assert snap is not None

@@ -36,7 +36,7 @@ from pyiceberg.table.update import (
 from icemor.commit.files import to_data_file
 from icemor.commit.manifests import delete_quietly, write_snapshot_manifests
 from icemor.commit.validation import Validation, validate
-from icemor.exceptions import CommitConflictError, CommitFailedError, IcemorError
+from icemor.exceptions import CommitConflictError, CommitFailedError, CommitStateUnknownError, IcemorError
 from icemor.spec import properties as P
 
 if TYPE_CHECKING:
@@ -68,9 +68,13 @@ class RowDelta:
         Raises:
             CommitConflictError: A concurrent commit conflicts (nothing committed).
             CommitFailedError: The catalog refused every attempt (nothing committed).
+            CommitStateUnknownError: The catalog call failed in a way that leaves unknown whether
+                the commit happened; every written file is kept.
         """
         try:
             return self._commit_with_retries()
+        except CommitStateUnknownError:
+            raise  # the commit may have happened: its files must stay
         except IcemorError as e:
             failed = delete_quietly(self.table.io, [f.path for f in self.added_files])
             if failed:
@@ -141,10 +145,19 @@ class RowDelta:
                 summary=self._summary(metadata, parent, added, changes.removed),
                 schema_id=metadata.current_schema_id,
             )
-            self._swap(metadata, parent, snapshot)
         except BaseException:
             delete_quietly(io, written)
             raise
+        try:
+            self._swap(metadata, parent, snapshot)
+        except _LostSwap:
+            delete_quietly(io, written)  # the catalog refused: nothing references these
+            raise
+        except BaseException as e:
+            # the swap may have happened (a timeout after the catalog committed, an interrupt):
+            # removing files now could break a committed snapshot, so keep every one (Java does too)
+            msg = f"commit to {'.'.join(self.table.name())} may or may not have happened: {e}"
+            raise CommitStateUnknownError(msg) from e
         self.table.refresh()
         return snapshot
 
