@@ -513,3 +513,20 @@ def test_readme_lists_every_command() -> None:
     assert names
     for name in names:
         assert f"\n  {name} " in cli_section or f"\n  {name}\n" in cli_section, name
+
+
+@pytest.mark.oracle
+def test_spark_engine_prints_no_warn_lines_unless_debug(table: str, home: Path) -> None:
+    """A plain --engine spark run prints the answer and nothing on stderr; --debug shows Spark's WARN
+    lines (which proves this machine has some to hide)."""
+    import os
+
+    from oracle import load_oracle_env
+
+    env = {**os.environ, "JAVA_HOME": load_oracle_env()["java_home"], "ICEMOR_SPARK_MASTER": "local[1]"}
+    env.pop("SPARK_LOCAL_IP", None)
+    plain = _cli("--engine", "spark", "count", table, env=env)
+    assert (plain.returncode, plain.stdout.decode().strip()) == (0, "4"), plain.stderr
+    assert plain.stderr.decode().strip() == ""
+    debug = _cli("--debug", "--engine", "spark", "count", table, env=env)
+    assert debug.returncode == 0 and " WARN " in debug.stderr.decode()
