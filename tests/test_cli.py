@@ -16,7 +16,23 @@ from icemor.cli import run
 if TYPE_CHECKING:
     from pathlib import Path
 
-COMMANDS = ["create-table", "append", "scan", "count", "files", "delete", "compact", "demo"]
+COMMANDS = [
+    "create-table",
+    "append",
+    "add-files",
+    "scan",
+    "count",
+    "files",
+    "delete",
+    "compact",
+    "namespaces",
+    "tables",
+    "describe",
+    "snapshots",
+    "history",
+    "drop-table",
+    "demo",
+]
 
 
 @pytest.fixture
@@ -90,7 +106,7 @@ def test_create_append_scan_count_files(
             ["create-table", "db.x", "--schema-from", "/does/not/exist.parquet"],
             "cannot read a Parquet schema",
         ),
-        (["append", "db.t", "/does/not/exist.parquet"], "cannot read Parquet file"),
+        (["append", "db.t", "/does/not/exist.parquet"], "no such file: /does/not/exist.parquet"),
         (["scan", "db.t", "--columns", "nope"], "unknown column"),
         (["scan", "db.t", "--where", "nope = 1"], "invalid row filter"),
         (["scan", "db.t", "--where", "id >>> 1"], "cannot parse row filter"),

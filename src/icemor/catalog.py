@@ -11,7 +11,7 @@ from icemor.exceptions import InvalidArgumentError
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-__all__ = ["DEFAULT_CATALOG_NAME", "icemor_home", "load_catalog"]
+__all__ = ["DEFAULT_CATALOG_NAME", "icemor_home", "list_namespaces", "list_tables", "load_catalog"]
 
 # The embedded catalog's name is also the `catalog_name` column of its SQLite tables, so a
 # JDBC catalog of Iceberg Java must use the same name to see the same tables.
@@ -55,3 +55,37 @@ def _configured(name: str) -> bool:
     from pyiceberg.utils.config import Config
 
     return name in (Config().config.get("catalog") or {})
+
+
+def list_namespaces(catalog: Catalog) -> list[str]:
+    """Every namespace of ``catalog`` (nested ones too), dotted, sorted."""
+    out: list[str] = []
+    pending: list[tuple[str, ...]] = [()]
+    while pending:
+        parent = pending.pop()
+        for ns in catalog.list_namespaces(parent):
+            if tuple(ns) == tuple(parent):
+                continue  # some catalogs list the parent itself
+            out.append(".".join(ns))
+            if len(ns) > len(parent):
+                pending.append(tuple(ns))
+    return sorted(set(out))
+
+
+def list_tables(catalog: Catalog, namespace: str | None = None) -> list[str]:
+    """The tables of ``namespace`` (every namespace when None) as ``namespace.table``, sorted.
+
+    Raises:
+        InvalidArgumentError: The namespace does not exist.
+    """
+    from pyiceberg.exceptions import NoSuchNamespaceError
+
+    namespaces = [namespace] if namespace is not None else list_namespaces(catalog)
+    out = []
+    for ns in namespaces:
+        try:
+            out += [".".join(t) for t in catalog.list_tables(ns)]
+        except NoSuchNamespaceError as e:
+            msg = f"namespace {ns!r} does not exist in catalog {catalog.name!r}"
+            raise InvalidArgumentError(msg) from e
+    return sorted(out)

@@ -66,6 +66,12 @@ class Engine(StrEnum):
     spark = "spark"
 
 
+class OutputFormat(StrEnum):
+    parquet = "parquet"
+    csv = "csv"
+    jsonl = "jsonl"
+
+
 @dataclass
 class Options:
     """The global options of one CLI invocation (click's context object, not module state)."""
@@ -90,6 +96,14 @@ def _options() -> Options:
     return opts
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from icemor import __version__
+
+        typer.echo(f"icemor {__version__}")
+        raise typer.Exit
+
+
 @app.callback()
 def _global(
     catalog: Annotated[
@@ -108,7 +122,13 @@ def _global(
     spark_conf: Annotated[
         list[str] | None, typer.Option("--spark-conf", help="Spark configuration k=v (repeatable).")
     ] = None,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show tracebacks on errors, and Spark's log (WARN and up).")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
 ) -> None:
     opts = _options()
     opts.catalog_name = catalog
@@ -178,6 +198,7 @@ def create_table(
         partition_by=partition_by or [],
         format_version=format_version,
         properties=props,
+        note=lambda text: typer.echo(f"icemor: note: {text}", err=True),
     )
     typer.echo(f"created {table} (format-version {format_version}) at {created.metadata.location}")
 
@@ -187,9 +208,36 @@ def append(
     table: Annotated[str, typer.Argument(help="namespace.table")],
     files: Annotated[list[Path], typer.Argument(help="Parquet files to append, committed as one snapshot.")],
 ) -> None:
-    """Append Parquet files to a table in one commit."""
-    rows = _table(table).append_files(files)
+    """Append Parquet files to a table in one commit, streamed batch by batch (new data files).
+
+    The files' schema must fit the table's (missing optional columns are NULL); nanosecond
+    timestamps are stored as microseconds on v2 tables. A progress bar shows on a terminal.
+    """
+    t = _table(table)
+    if not sys.stderr.isatty():
+        rows = t.append_files(files)
+    else:
+        from icemor.output import append_progress
+
+        with append_progress(files) as advance:
+            rows = t.append_files(files, progress=advance)
     typer.echo(f"appended {rows} rows to {table}")
+
+
+@app.command("add-files")
+def add_files(
+    table: Annotated[str, typer.Argument(help="namespace.table")],
+    files: Annotated[
+        list[str], typer.Argument(help="Parquet files (paths or URIs) to register where they lie.")
+    ],
+) -> None:
+    """Register existing Parquet files as data files without copying them, in one commit.
+
+    Their schema is checked against the table's (as pyiceberg's add_files). The table then
+    references the files where they are: keep them there; drop-table --purge deletes them.
+    """
+    rows = _table(table).add_files(files)
+    typer.echo(f"added {len(files)} files ({rows} rows) to {table}")
 
 
 _WhereOpt = Annotated[str | None, typer.Option("--where", help="Row filter, e.g. \"id > 5 and k2 = 'a'\".")]
@@ -211,6 +259,8 @@ def _scan(
     metadata_columns: bool = False,
     include_deleted: bool = False,
 ) -> Scan:
+    if sum(x is not None for x in (snapshot_id, as_of_timestamp, ref)) > 1:
+        _fail("give at most one of --snapshot-id, --as-of-timestamp and --ref")
     fields: tuple[str, ...] = ("*",)
     if columns:
         fields = tuple(c.strip() for c in columns.split(",") if c.strip())
@@ -230,7 +280,9 @@ def _spark() -> SparkSession:
     from icemor.engines.spark import session
 
     opts = _options()
-    return session(master=opts.spark_master, conf=_kv(list(opts.spark_conf), "--spark-conf"))
+    return session(
+        master=opts.spark_master, conf=_kv(list(opts.spark_conf), "--spark-conf"), quiet=not opts.debug
+    )
 
 
 def _spark_batches(scan: Scan) -> Iterator[pa.RecordBatch]:
@@ -253,21 +305,72 @@ def scan(
     include_deleted: Annotated[
         bool, typer.Option("--include-deleted", help="Keep deleted rows, marked by a _deleted column.")
     ] = False,
-    limit: Annotated[int | None, typer.Option("--limit", min=0, help="At most N rows.")] = None,
-    output: Annotated[
-        Path | None, typer.Option("--output", help="Write rows to a .parquet, .csv or .jsonl file instead.")
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            min=0,
+            help="At most N rows. Without it the terminal display stops at 1,000 rows (files and "
+            "--output - get every row).",
+        ),
     ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            help="Write rows to a .parquet, .csv or .jsonl file instead; '-' streams to stdout "
+            "(with --format).",
+        ),
+    ] = None,
+    fmt: Annotated[
+        OutputFormat | None,
+        typer.Option("--format", help="Format of --output (default: by the file's extension)."),
+    ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an existing --output file.")
+    ] = False,
 ) -> None:
-    """Read a table with every delete file applied (merge-on-read)."""
-    from icemor.output import print_table, write_batches
+    """Read a table with every delete file applied (merge-on-read).
 
-    if output is not None and output.suffix.lower() not in (".parquet", ".csv", ".jsonl"):
-        _fail(f"--output must end in .parquet, .csv or .jsonl: {output}")
+    Timestamps are ISO-8601 in csv and jsonl output (2024-02-01T10:00:00.000000, +00:00 when
+    zoned).
+    """
+    from icemor.output import print_table, stream_batches, write_batches
+
+    to_stdout = output is not None and str(output) == "-"
+    fmt_name = fmt.value if fmt is not None else None
+    if output is None and fmt is not None:
+        _fail("--format needs --output FILE or --output -")
+    if to_stdout and fmt_name is None:
+        _fail("--output - needs --format csv, jsonl or parquet")
+    if to_stdout and fmt_name == "parquet" and sys.stdout.isatty():
+        _fail("refusing to write Parquet to a terminal: pipe or redirect stdout")
+    if (
+        output is not None
+        and not to_stdout
+        and fmt_name is None
+        and output.suffix.lower() not in (".parquet", ".csv", ".jsonl")
+    ):
+        _fail(f"--output must end in .parquet, .csv or .jsonl (or give --format): {output}")
+    if output is not None and not to_stdout:
+        # checked before the scan runs: a long scan must not end in "file exists"
+        if output.exists() and not overwrite:
+            _fail(f"{output} exists: give --overwrite to replace it")
+        if not output.parent.is_dir():
+            _fail(f"cannot write {output}: no such folder {output.parent}")
     s = _scan(table, where, columns, snapshot_id, as_of_timestamp, ref, metadata_columns, include_deleted)
     spark = _options().engine == Engine.spark
     batches = _spark_batches(s) if spark else s.to_arrow_batch_reader()
-    if output is not None:
-        n = write_batches(batches, s.arrow_schema, output, limit=limit)
+    if to_stdout:
+        assert fmt_name is not None
+        try:
+            stream_batches(batches, s.arrow_schema, sys.stdout.buffer, fmt=fmt_name, limit=limit)
+        except BrokenPipeError:
+            # the reader (head, less) left: not an error; keep Python's exit flush quiet too
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+    elif output is not None:
+        n = write_batches(batches, s.arrow_schema, output, limit=limit, fmt=fmt_name, overwrite=overwrite)
         typer.echo(f"wrote {n} rows to {output}")
     else:
         print_table(batches, s.arrow_schema, limit=limit, title=table)
@@ -327,6 +430,82 @@ def delete(
         f"{m.data_files_removed} data files and {m.delete_files_removed} delete files removed, "
         f"snapshot {m.snapshot_id} ({m.seconds:.3f} s)"
     )
+
+
+_JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+
+
+@app.command()
+def namespaces(as_json: _JsonOpt = False) -> None:
+    """List the catalog's namespaces (nested ones dotted), one a line."""
+    from icemor.catalog import list_namespaces
+    from icemor.output import print_names
+
+    print_names(list_namespaces(_catalog()), as_json=as_json)
+
+
+@app.command()
+def tables(
+    namespace: Annotated[
+        str | None, typer.Argument(help="List this namespace's tables (default: every namespace).")
+    ] = None,
+    as_json: _JsonOpt = False,
+) -> None:
+    """List tables as namespace.table, one a line."""
+    from icemor.catalog import list_tables
+    from icemor.output import print_names
+
+    print_names(list_tables(_catalog(), namespace), as_json=as_json)
+
+
+@app.command()
+def describe(
+    table: Annotated[str, typer.Argument(help="namespace.table")], as_json: _JsonOpt = False
+) -> None:
+    """Show a table: schema with field ids, partition specs, sort order, properties, format
+    version, current snapshot, refs and location."""
+    from icemor.output import print_description
+
+    print_description(_table(table).describe(), as_json=as_json)
+
+
+@app.command()
+def snapshots(
+    table: Annotated[str, typer.Argument(help="namespace.table")], as_json: _JsonOpt = False
+) -> None:
+    """List every snapshot: id (for --snapshot-id), parent, time (ms for --as-of-timestamp),
+    operation, row/data-file/delete-file counts, and the branches and tags at it."""
+    from icemor.output import print_snapshots
+
+    print_snapshots(_table(table).snapshots(), title=f"{table}: snapshots", as_json=as_json)
+
+
+@app.command()
+def history(table: Annotated[str, typer.Argument(help="namespace.table")], as_json: _JsonOpt = False) -> None:
+    """List each change of the current snapshot, oldest first: time, snapshot id, parent,
+    operation, whether it is an ancestor of the current snapshot, and refs."""
+    from icemor.output import print_history
+
+    print_history(_table(table).history(), title=f"{table}: history", as_json=as_json)
+
+
+@app.command("drop-table")
+def drop_table(
+    table: Annotated[str, typer.Argument(help="namespace.table")],
+    purge: Annotated[
+        bool,
+        typer.Option(
+            "--purge",
+            help="Also delete the table's data, delete and metadata files (including files added "
+            "with add-files).",
+        ),
+    ] = False,
+) -> None:
+    """Remove a table from the catalog; its files stay unless --purge is given."""
+    from icemor.ops.drop import drop_table as _drop
+
+    _drop(_catalog(), table, purge=purge)
+    typer.echo(f"dropped {table}" + (" and deleted its files" if purge else " (its files are kept)"))
 
 
 @app.command()

@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pyarrow as pa
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator, Sequence
     from pathlib import Path
 
+    from icemor.spec.describe import HistoryEntry, SnapshotInfo, TableDescription
     from icemor.spec.tasks import PlannedFile
 
-__all__ = ["print_plan", "print_table", "write_batches"]
+__all__ = [
+    "FORMATS",
+    "append_progress",
+    "print_description",
+    "print_history",
+    "print_names",
+    "print_plan",
+    "print_snapshots",
+    "print_table",
+    "stream_batches",
+    "write_batches",
+]
 
 
 def _limited(batches: Iterable[pa.RecordBatch], limit: int | None) -> Iterator[pa.RecordBatch]:
@@ -28,35 +41,37 @@ def _limited(batches: Iterable[pa.RecordBatch], limit: int | None) -> Iterator[p
         yield b
 
 
+FORMATS = ("parquet", "csv", "jsonl")
+
+
 def write_batches(
-    batches: Iterable[pa.RecordBatch], schema: pa.Schema, path: Path, *, limit: int | None
+    batches: Iterable[pa.RecordBatch],
+    schema: pa.Schema,
+    path: Path,
+    *,
+    limit: int | None,
+    fmt: str | None = None,
+    overwrite: bool = False,
 ) -> int:
-    """Stream batches to ``path`` by extension; the file appears only when complete."""
+    """Stream batches to ``path`` (format by ``fmt``, else by extension); the file appears only when complete.
+
+    Raises:
+        InvalidArgumentError: ``path`` exists and ``overwrite`` is False, or its folder does not exist.
+    """
     import os
 
-    suffix = path.suffix.lower()
+    from icemor.exceptions import InvalidArgumentError
+
+    if path.exists() and not overwrite:
+        msg = f"{path} exists: give --overwrite to replace it"
+        raise InvalidArgumentError(msg)
+    if not path.parent.is_dir():
+        msg = f"cannot write {path}: no such folder {path.parent}"
+        raise InvalidArgumentError(msg)
     tmp = path.with_name(f".{path.name}.icemor-tmp")
-    n = 0
     try:
-        if suffix == ".parquet":
-            import pyarrow.parquet as pq
-
-            with pq.ParquetWriter(tmp, schema) as w:
-                for b in _limited(batches, limit):
-                    w.write_batch(b)
-                    n += b.num_rows
-        elif suffix == ".csv":
-            import pyarrow.csv as pacsv
-
-            with pacsv.CSVWriter(tmp, schema) as w:
-                for b in _limited(batches, limit):
-                    w.write_batch(b)
-                    n += b.num_rows
-        else:
-            with open(tmp, "w", encoding="utf-8") as f:
-                for b in _limited(batches, limit):
-                    f.writelines(json.dumps(row, default=_json_default) + "\n" for row in b.to_pylist())
-                    n += b.num_rows
+        with open(tmp, "wb") as f:
+            n = stream_batches(batches, schema, f, fmt=fmt or path.suffix.lower().lstrip("."), limit=limit)
         os.replace(tmp, path)
     finally:
         if tmp.exists():
@@ -64,10 +79,79 @@ def write_batches(
     return n
 
 
+def stream_batches(
+    batches: Iterable[pa.RecordBatch], schema: pa.Schema, sink: BinaryIO, *, fmt: str, limit: int | None
+) -> int:
+    """Write batches to a binary stream (a file, or stdout for pipes) as parquet, csv or jsonl.
+
+    Timestamps are ISO-8601 (``2024-02-01T10:00:00.000000``, ``+00:00`` when zoned) in both
+    csv and jsonl.
+    """
+    n = 0
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        with pq.ParquetWriter(sink, schema) as w:
+            for b in _limited(batches, limit):
+                w.write_batch(b)
+                n += b.num_rows
+    elif fmt == "csv":
+        import pyarrow.csv as pacsv
+
+        with pacsv.CSVWriter(sink, _iso_schema(schema)) as w:
+            for b in _limited(batches, limit):
+                w.write_batch(_iso_timestamps(b))
+                n += b.num_rows
+    elif fmt == "jsonl":
+        for b in _limited(batches, limit):
+            rows = _iso_timestamps(b).to_pylist()
+            sink.write("".join(json.dumps(row, default=_json_default) + "\n" for row in rows).encode())
+            n += b.num_rows
+    else:
+        from icemor.exceptions import InvalidArgumentError
+
+        msg = f"unknown output format {fmt!r}: use parquet, csv or jsonl"
+        raise InvalidArgumentError(msg)
+    sink.flush()
+    return n
+
+
+def _iso_schema(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f.with_type(pa.string()) if pa.types.is_timestamp(f.type) else f for f in schema])
+
+
+def _iso_timestamps(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Top-level timestamp columns as ISO-8601 strings, the same in csv and jsonl."""
+    import pyarrow.compute as pc
+
+    if not any(pa.types.is_timestamp(t) for t in batch.schema.types):
+        return batch
+    columns = []
+    for col in batch.columns:
+        if pa.types.is_timestamp(col.type):
+            if col.type.tz is None:
+                col = pc.strftime(col, format="%Y-%m-%dT%H:%M:%S")
+            else:
+                col = pc.replace_substring_regex(
+                    pc.strftime(col, format="%Y-%m-%dT%H:%M:%S%z"),
+                    pattern=r"([+-]\d\d)(\d\d)$",
+                    replacement=r"\1:\2",
+                )
+        columns.append(col)
+    return pa.RecordBatch.from_arrays(columns, schema=_iso_schema(batch.schema))
+
+
 def _json_default(value: Any) -> Any:
+    import datetime
+
     if isinstance(value, bytes):
         return value.hex()
+    if isinstance(value, datetime.datetime):  # nested in a struct or list
+        return value.isoformat(timespec="microseconds")
     return str(value)
+
+
+DISPLAY_ROWS = 1000  # rows a terminal display shows when no --limit is given
 
 
 def print_table(
@@ -76,22 +160,41 @@ def print_table(
     *,
     limit: int | None,
     title: str,
-    max_rows: int = 1000,
+    max_rows: int = DISPLAY_ROWS,
 ) -> None:
+    """Print rows as a table: ``limit`` rows if given, else at most ``max_rows`` (says when cut)."""
     from rich.console import Console
     from rich.table import Table
 
-    shown = max_rows if limit is None else min(limit, max_rows)
-    rows = pa.Table.from_batches(list(_limited(batches, shown)), schema=schema)
-    t = Table(
-        title=title,
-        caption=f"{rows.num_rows} rows" + (" (display limit)" if rows.num_rows == max_rows else ""),
-    )
+    shown = max_rows if limit is None else limit
+    # one row more than shown tells whether the display was cut
+    rows = pa.Table.from_batches(list(_limited(batches, shown + 1)), schema=schema)
+    cut = rows.num_rows > shown
+    rows = rows.slice(0, shown)
+    t = Table(title=title, caption=f"{rows.num_rows} rows")
     for name in schema.names:
         t.add_column(name)
     for row in rows.to_pylist():
         t.add_row(*("NULL" if v is None else str(v) for v in row.values()))
-    Console().print(t)
+    console = Console()
+    console.print(t)
+    if cut:  # on a line of its own: a caption wraps in narrow tables
+        console.print(
+            f"showing the first {shown} rows (display limit {max_rows}): --limit N shows more, "
+            "--output FILE writes every row"
+            if limit is None
+            else f"showing the first {shown} rows (--limit {limit}): more rows match",
+            soft_wrap=True,
+        )
+
+
+def _uri(path: str) -> str:
+    """Local paths in one form, ``file:///abs/path`` (Java writes ``file:/``, some writers bare paths)."""
+    if path.startswith("/"):
+        return "file://" + path
+    if path.startswith("file:/") and not path.startswith("file://"):
+        return "file:///" + path[len("file:/") :]
+    return path
 
 
 def print_plan(planned: list[PlannedFile]) -> None:
@@ -104,19 +207,188 @@ def print_plan(planned: list[PlannedFile]) -> None:
     for pf in planned:
         f = pf.data_file
         if not pf.delete_files:
-            t.add_row(f.path, str(f.data_sequence_number), str(f.record_count), "-", "", "", "")
+            t.add_row(_uri(f.path), str(f.data_sequence_number), str(f.record_count), "-", "", "", "")
         for i, d in enumerate(pf.delete_files):
             kind = d.kind + (f" {list(d.equality_ids)}" if d.equality_ids else "")
             first = i == 0
             t.add_row(
-                f.path if first else "",
+                _uri(f.path) if first else "",
                 str(f.data_sequence_number) if first else "",
                 str(f.record_count) if first else "",
                 kind,
-                d.path,
+                _uri(d.path),
                 str(d.data_sequence_number),
                 str(d.record_count),
             )
     Console(width=250).print(t)
     n_del = len({d.path for pf in planned for d in pf.delete_files})
     Console().print(f"{len(planned)} data files, {n_del} delete files")
+
+
+def print_names(names: list[str], *, as_json: bool) -> None:
+    """One name a line (namespaces, tables), or a JSON list."""
+    import typer
+
+    if as_json:
+        typer.echo(json.dumps(names))
+    else:
+        for name in names:
+            typer.echo(name)
+
+
+def _when(ms: int | None) -> str:
+    import datetime
+
+    if ms is None:
+        return ""
+    t = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def print_description(d: TableDescription, *, as_json: bool) -> None:
+    """``icemor describe``: the table's state, schema, partitioning, sort order, properties."""
+    import dataclasses
+
+    import typer
+
+    if as_json:
+        typer.echo(json.dumps(dataclasses.asdict(d), indent=2))
+        return
+    echo = typer.echo
+    echo(f"table            {d.name}")
+    echo(f"location         {d.location}")
+    echo(f"uuid             {d.table_uuid}")
+    echo(f"format version   {d.format_version}")
+    current = "none (empty table)" if d.current_snapshot_id is None else str(d.current_snapshot_id)
+    echo(f"current snapshot {current}")
+    echo(f"last updated     {_when(d.last_updated_ms)} ({d.last_updated_ms} ms)")
+    if d.refs:
+        echo("refs             " + ", ".join(f"{name} ({what})" for name, what in d.refs.items()))
+    echo(f"\nschema (id {d.schema_id}):")
+    width = max((len(f.name) + 2 * f.depth for f in d.fields), default=0)
+    for f in d.fields:
+        name = "  " * f.depth + f.name
+        req = "required" if f.required else "optional"
+        doc = f"  -- {f.doc}" if f.doc else ""
+        echo(f"  {f.field_id:>5}  {name:<{width}}  {req} {f.type}{doc}")
+    echo("\npartition spec" + ("s:" if len(d.partition_specs) > 1 else ":"))
+    for spec_id, fields in sorted(d.partition_specs.items()):
+        mark = " (default)" if spec_id == d.default_spec_id and len(d.partition_specs) > 1 else ""
+        echo(f"  [{spec_id}]{mark} " + (", ".join(fields) if fields else "unpartitioned"))
+    echo("\nsort order:")
+    echo("  " + (", ".join(d.sort_order) if d.sort_order else "unsorted"))
+    echo("\nproperties:")
+    if not d.properties:
+        echo("  (none)")
+    for key, value in sorted(d.properties.items()):
+        echo(f"  {key}={value}")
+
+
+def _n(v: int | None) -> str:
+    return "" if v is None else str(v)
+
+
+def print_snapshots(snaps: list[SnapshotInfo], *, title: str, as_json: bool) -> None:
+    """``icemor snapshots``: every snapshot with its summary counts and refs."""
+    import dataclasses
+
+    from rich.console import Console
+    from rich.table import Table
+
+    if as_json:
+        import typer
+
+        for s in snaps:
+            typer.echo(json.dumps(dataclasses.asdict(s)))
+        return
+    t = Table(title=title, caption=f"{len(snaps)} snapshots; * = current")
+    for col in (
+        "committed at (UTC)",
+        "ms",
+        "snapshot id",
+        "parent id",
+        "operation",
+        "+rows",
+        "-rows",
+        "+data files",
+        "-data files",
+        "+delete files",
+        "-delete files",
+        "total rows",
+        "data files",
+        "delete files",
+        "refs",
+    ):
+        t.add_column(col, no_wrap=col in ("snapshot id", "parent id", "committed at (UTC)"))
+    for s in snaps:
+        t.add_row(
+            _when(s.timestamp_ms),
+            str(s.timestamp_ms),
+            str(s.snapshot_id) + (" *" if s.is_current else ""),
+            _n(s.parent_id),
+            s.operation or "",
+            _n(s.added_records),
+            _n(s.deleted_records),
+            _n(s.added_data_files),
+            _n(s.deleted_data_files),
+            _n(s.added_delete_files),
+            _n(s.removed_delete_files),
+            _n(s.total_records),
+            _n(s.total_data_files),
+            _n(s.total_delete_files),
+            ", ".join(s.refs),
+        )
+    Console(width=250).print(t)
+
+
+def print_history(entries: list[HistoryEntry], *, title: str, as_json: bool) -> None:
+    """``icemor history``: each change of the current snapshot, oldest first."""
+    import dataclasses
+
+    from rich.console import Console
+    from rich.table import Table
+
+    if as_json:
+        import typer
+
+        for e in entries:
+            typer.echo(json.dumps(dataclasses.asdict(e)))
+        return
+    t = Table(title=title, caption=f"{len(entries)} entries")
+    for col in ("made current at (UTC)", "ms", "snapshot id", "parent id", "operation", "ancestor", "refs"):
+        t.add_column(col, no_wrap=col != "refs")
+    for e in entries:
+        t.add_row(
+            _when(e.made_current_at_ms),
+            str(e.made_current_at_ms),
+            str(e.snapshot_id),
+            _n(e.parent_id),
+            e.operation or "",
+            "yes" if e.is_current_ancestor else "no (rolled back)",
+            ", ".join(e.refs),
+        )
+    Console(width=250).print(t)
+
+
+@contextlib.contextmanager
+def append_progress(files: Sequence[Path]) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar (on stderr) over the rows of ``files``; yields the advance function."""
+    import pyarrow.parquet as pq
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    total = 0
+    for f in files:
+        with contextlib.suppress(OSError, pa.ArrowInvalid):  # append_files reports it
+            total += pq.read_metadata(f).num_rows
+    with Progress(
+        TextColumn("appending"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("rows"),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
+        task = bar.add_task("append", total=total)
+        yield lambda n: bar.advance(task, n)

@@ -17,9 +17,16 @@ __all__ = ["session"]
 
 
 def session(
-    *, master: str | None = None, conf: Mapping[str, str] | None = None, app_name: str = "icemor"
+    *,
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    app_name: str = "icemor",
+    quiet: bool = True,
 ) -> SparkSession:
-    """Return the active SparkSession, or build one (master ``local[*]`` or ``$ICEMOR_SPARK_MASTER``)."""
+    """Return the active SparkSession, or build one (master ``local[*]`` or ``$ICEMOR_SPARK_MASTER``).
+
+    ``quiet`` (default) logs errors only; False keeps Spark's WARN lines.
+    """
     from icemor.engines.spark import session as _session
 
-    return _session(master=master, conf=conf, app_name=app_name)
+    return _session(master=master, conf=conf, app_name=app_name, quiet=quiet)

@@ -1,4 +1,4 @@
-"""The public table facade: load a table, scan it merge-on-read, append to it."""
+"""The public table facade: load a table, describe it, scan it merge-on-read, append to it, delete rows."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pyiceberg.exceptions import NoSuchTableError as _PyIcebergNoSuchTable
 from icemor.exceptions import InvalidArgumentError, NoSuchTableError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from pathlib import Path
 
     from pyiceberg.catalog import Catalog
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from icemor.maintenance.equality_to_position import ConversionMetrics
     from icemor.ops.delete import DeleteMetrics
     from icemor.scan import Scan
+    from icemor.spec.describe import HistoryEntry, SnapshotInfo, TableDescription
 
 __all__ = ["Maintenance", "Table"]
 
@@ -122,17 +123,74 @@ class Table:
         )
         return Scan(job)
 
-    def append_files(self, files: Sequence[Path]) -> int:
+    def describe(self) -> TableDescription:
+        """Schema with field ids, partition specs, sort order, properties, format version,
+        current snapshot, refs and location."""
+        from icemor.spec.describe import describe
+
+        return describe(self.metadata, self.name)
+
+    def snapshots(self) -> list[SnapshotInfo]:
+        """Every snapshot, oldest first: id, parent, time, operation, summary counts, refs."""
+        from icemor.spec.describe import snapshots
+
+        return snapshots(self.metadata)
+
+    def history(self) -> list[HistoryEntry]:
+        """Each change of the current snapshot, oldest first (Spark's ``history`` table)."""
+        from icemor.spec.describe import history
+
+        return history(self.metadata)
+
+    def append_files(
+        self, files: Sequence[Path | str], *, progress: Callable[[int], None] | None = None
+    ) -> int:
         """Append Parquet files as one snapshot; nothing is committed if any file is bad.
+
+        The rows are streamed ``icemor.ops.append.BATCH_ROWS`` at a time (memory is bounded
+        by that, not by the input) and written as new data files; ``timestamp[ns]`` columns are
+        stored as microseconds on v2 tables.
+
+        Args:
+            files: Local Parquet files.
+            progress: Called with the number of rows written after each chunk.
 
         Returns:
             The number of rows appended.
+
+        Raises:
+            InvalidArgumentError: A missing or unreadable file, or a schema that does not fit
+                (the message names the differing fields).
         """
         from icemor.ops.append import append_files
 
-        rows = append_files(self._table, files)
+        rows = append_files(self._table, files, progress=progress)
         self.refresh()
         return rows
+
+    def add_files(self, files: Sequence[Path | str]) -> int:
+        """Register existing Parquet files as data files, without copying, in one snapshot.
+
+        The files must stay where they are; their schema is checked as pyiceberg's
+        ``add_files`` does.
+
+        Returns:
+            The number of rows added.
+
+        Raises:
+            InvalidArgumentError: Missing or unreadable file, schema mismatch, duplicate file.
+        """
+        from icemor.ops.add_files import add_files
+
+        rows = add_files(self._table, files)
+        self.refresh()
+        return rows
+
+    def drop(self, *, purge: bool = False) -> None:
+        """Remove the table from its catalog; ``purge`` also deletes every file it references."""
+        from icemor.ops.drop import drop_table
+
+        drop_table(self.catalog, self.name, purge=purge)
 
     def delete(
         self, where: str | BooleanExpression | None = None, *, spark: SparkSession | None = None

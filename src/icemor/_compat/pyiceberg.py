@@ -15,22 +15,27 @@ from pyiceberg.io import pyarrow as _pyarrow_io
 from pyiceberg.manifest import DATA_FILE_TYPE, ManifestContent, ManifestWriterV2
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    import uuid
+    from collections.abc import Callable, Iterator
 
     import pyarrow as pa
     from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.io import FileIO
     from pyiceberg.manifest import DataFile
     from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.schema import Schema
+    from pyiceberg.table.metadata import TableMetadata
 
 __all__ = [
     "BORROWED",
     "V3_DATA_FILE_POSITIONS",
     "DeleteManifestWriterV2",
     "arrow_schema_to_iceberg_without_ids",
+    "check_arrow_schema_compatible",
     "inclusive_metrics_evaluator",
     "partition_constants",
     "to_requested_schema",
+    "write_data_files",
 ]
 
 # (module, name) of every private attribute used below; the compat test imports each one.
@@ -40,6 +45,8 @@ BORROWED: tuple[tuple[str, str], ...] = (
     ("pyiceberg.io.pyarrow", "_pyarrow_to_schema_without_ids"),
     ("pyiceberg.expressions.visitors", "_InclusiveMetricsEvaluator"),
     ("pyiceberg.manifest", "ManifestWriter._meta"),
+    ("pyiceberg.io.pyarrow", "_dataframe_to_data_files"),
+    ("pyiceberg.io.pyarrow", "_check_pyarrow_schema_compatible"),
 )
 
 
@@ -89,6 +96,47 @@ def arrow_schema_to_iceberg_without_ids(schema: pa.Schema, *, downcast_ns_timest
     return _pyarrow_io._pyarrow_to_schema_without_ids(
         schema, downcast_ns_timestamp_to_us=downcast_ns_timestamp_to_us
     )
+
+
+def write_data_files(
+    metadata: TableMetadata, data: pa.Table, io: FileIO, *, write_uuid: uuid.UUID, counter: Iterator[int]
+) -> list[DataFile]:
+    """Write ``data`` as Parquet data files of the table (partitioned, target-sized, with metrics).
+
+    Why: ``Table.append`` writes and commits in one call; icemor streams its input in bounded
+    chunks and commits every chunk's files in one snapshot, so it needs the writer alone.
+    """
+    return list(
+        _pyarrow_io._dataframe_to_data_files(
+            table_metadata=metadata,
+            df=data,
+            io=io,
+            write_uuid=write_uuid,
+            counter=counter,  # type: ignore[arg-type]
+        )
+    )
+
+
+def check_arrow_schema_compatible(
+    table_schema: Schema, arrow_schema: pa.Schema, *, format_version: int
+) -> None:
+    """Raise ValueError unless Arrow data with ``arrow_schema`` can be written to ``table_schema``.
+
+    Why: the rules (missing optional columns, promotions, name mapping) are pyiceberg's
+    ``append``/``add_files`` check; icemor applies them before it writes anything. On a
+    mismatch pyiceberg prints its explanation table to stdout as well as into the error: the
+    print is swallowed here, the error keeps it.
+    """
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        _pyarrow_io._check_pyarrow_schema_compatible(
+            table_schema,
+            arrow_schema,
+            downcast_ns_timestamp_to_us=False,
+            format_version=format_version,  # type: ignore[arg-type]
+        )
 
 
 def inclusive_metrics_evaluator(

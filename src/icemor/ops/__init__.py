@@ -1,5 +1,5 @@
-"""Row-level operations: append, delete (and next update, merge, apply-changes).
+"""Table operations: create, append, add-files, drop, merge-on-read DELETE (no UPDATE/MERGE yet).
 
-Each finds its target rows with a planning-layer scan, writes files through ``io/`` and
+DELETE finds its target rows with a planning-layer scan, writes files through ``io/`` and
 commits through ``commit/``; the engines only schedule the per-file work.
 """

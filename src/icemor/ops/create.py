@@ -8,10 +8,11 @@ import pyarrow as pa
 
 from icemor._compat.pyiceberg import arrow_schema_to_iceberg_without_ids
 from icemor.exceptions import InvalidArgumentError, UnsupportedFeatureError
+from icemor.ops.append import downcast_ns_timestamps
 from icemor.spec.partitioning import parse_partition_spec
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from pathlib import Path
 
     from pyiceberg.catalog import Catalog
@@ -30,8 +31,12 @@ def create_table(
     partition_by: Sequence[str] = (),
     format_version: int = 2,
     properties: dict[str, str] | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> PyIcebergTable:
     """Create ``identifier`` with the schema of a Parquet file (its namespace too, if missing).
+
+    ``timestamp[ns]`` columns (pandas' default) become microsecond timestamps: format version 2
+    has no nanoseconds. ``note`` is then told which columns, in one line.
 
     Raises:
         InvalidArgumentError: Unreadable schema file, bad partition field, bad format version,
@@ -57,8 +62,11 @@ def create_table(
     except (OSError, pa.ArrowInvalid) as e:
         msg = f"cannot read a Parquet schema from {schema_from}: {e}"
         raise InvalidArgumentError(msg) from e
+    # Downcast here rather than by pyiceberg's flag, which logs a warning per column.
+    downcast = downcast_ns_timestamps(arrow_schema)
+    nanos = [f.name for f, d in zip(arrow_schema, downcast, strict=True) if f.type != d.type]
     schema = assign_fresh_schema_ids(
-        arrow_schema_to_iceberg_without_ids(arrow_schema, downcast_ns_timestamp_to_us=False)
+        arrow_schema_to_iceberg_without_ids(downcast, downcast_ns_timestamp_to_us=False)
     )
     spec = parse_partition_spec(partition_by, schema)
     namespace, _, name = identifier.rpartition(".")
@@ -68,7 +76,13 @@ def create_table(
     catalog.create_namespace_if_not_exists(namespace)
     props = {"format-version": str(format_version), **(properties or {})}
     try:
-        return catalog.create_table(identifier, schema=schema, partition_spec=spec, properties=props)
+        created = catalog.create_table(identifier, schema=schema, partition_spec=spec, properties=props)
     except TableAlreadyExistsError as e:
         msg = f"table {identifier!r} already exists"
         raise InvalidArgumentError(msg) from e
+    if nanos and note is not None:
+        note(
+            f"nanosecond timestamps stored as microseconds (format-version {format_version} has no "
+            f"nanoseconds): {', '.join(nanos)}"
+        )
+    return created

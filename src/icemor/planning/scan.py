@@ -161,11 +161,13 @@ def parse_filter(
     if isinstance(row_filter, str):
         from pyiceberg.expressions import parser
 
+        from icemor.planning.filter_text import dates_as_midnight, explain_parse_error
+
         try:
             expr = parser.parse(row_filter)
         except Exception as e:  # pyparsing raises its own ParseException family
-            msg = f"cannot parse row filter {row_filter!r}: {e}"
-            raise InvalidArgumentError(msg) from e
+            raise InvalidArgumentError(explain_parse_error(row_filter)) from e
+        expr = dates_as_midnight(expr, schema, case_sensitive=case_sensitive)
     else:
         expr = row_filter
     try:

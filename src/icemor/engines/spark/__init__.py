@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
@@ -36,9 +37,21 @@ __all__ = ["collect_arrow", "runner", "scan_to_dataframe", "session"]
 
 
 def session(
-    *, master: str | None = None, conf: Mapping[str, str] | None = None, app_name: str = "icemor"
+    *,
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    app_name: str = "icemor",
+    quiet: bool = True,
 ) -> SparkSession:
-    """Return the active SparkSession, or build one whose Python workers run this interpreter."""
+    """Return the active SparkSession, or build one whose Python workers run this interpreter.
+
+    Args:
+        master: Spark master URL (default ``$ICEMOR_SPARK_MASTER`` or ``local[*]``).
+        conf: Extra Spark configuration.
+        app_name: The application name.
+        quiet: Log errors only (no WARN lines about loopback addresses or native Hadoop); False
+            keeps Spark's default logging. Applies when this call starts the JVM.
+    """
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -47,6 +60,17 @@ def session(
     # PySpark 3.5 picks the worker interpreter from PYSPARK_PYTHON when the context starts
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    conf = dict(conf or {})
+    if quiet:
+        # Local work needs no network: binding to loopback spares the "hostname resolves to a
+        # loopback address" warnings; the log4j2 file silences the rest (native Hadoop, etc.).
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        log_conf = Path(__file__).with_name("log4j2-quiet.properties").as_uri()
+        java_opts = conf.get("spark.driver.extraJavaOptions", "")
+        if "log4j2.configurationFile" not in java_opts:
+            conf["spark.driver.extraJavaOptions"] = (
+                f"{java_opts} -Dlog4j2.configurationFile={log_conf}".strip()
+            )
     builder = (
         SparkSession.builder.master(master or os.environ.get("ICEMOR_SPARK_MASTER", "local[*]"))
         .appName(app_name)
@@ -57,9 +81,12 @@ def session(
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")
     )
-    for key, value in (conf or {}).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    if quiet:
+        spark.sparkContext.setLogLevel("ERROR")
+    return spark
 
 
 def _arrow_schema(schema: StructType) -> pa.Schema:

@@ -1,0 +1,202 @@
+"""The text of row filters: plain-words parse errors, and date literals on timestamp columns.
+
+pyiceberg parses filters with pyparsing, whose error for a typo is the whole grammar (2,900
+characters) at column 1. :func:`explain_parse_error` walks the tokens instead and says where the
+filter went wrong and what was expected there.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from pyiceberg.expressions import And, LiteralPredicate, Not, Or, SetPredicate
+from pyiceberg.expressions.literals import StringLiteral
+from pyiceberg.types import TimestampNanoType, TimestampType, TimestamptzNanoType, TimestamptzType
+
+if TYPE_CHECKING:
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.schema import Schema
+
+__all__ = ["dates_as_midnight", "explain_parse_error"]
+
+_TOKEN = re.compile(
+    r"""\s*(?:
+      (?P<string>'(?:[^']|'')*'?)
+    | (?P<number>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)
+    | (?P<name>[A-Za-z_][A-Za-z0-9_$]*(?:\.[A-Za-z_][A-Za-z0-9_$]*)*|"[^"]*"?)
+    | (?P<op><=|>=|!=|<>|==|=|<|>)
+    | (?P<punct>[(),])
+    | (?P<other>\S)
+    )""",
+    re.VERBOSE,
+)
+_VALUE = "a value (a number, a 'quoted string', true or false)"
+_COMPARISON = "a comparison (=, !=, <, <=, >, >=, in, not in, like, between, is null)"
+_KEYWORDS = {"and", "or", "not", "in", "like", "between", "is", "null", "nan", "true", "false"}
+
+
+def explain_parse_error(text: str) -> str:
+    """Where ``text`` stops being a valid filter and what was expected there, in under 200 chars."""
+    shown = text if len(text) <= 60 else text[:57] + "..."
+    problem = _first_problem(text)
+    if problem is None:
+        return f"cannot parse row filter {shown!r}"
+    return f"cannot parse row filter {shown!r}: {problem}"[:199]
+
+
+def _tokens(text: str) -> list[tuple[str, str, int]]:
+    out = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            break
+        kind = m.lastgroup or "other"
+        out.append((kind, m.group(kind), m.start(kind) + 1))
+        pos = m.end()
+    return out
+
+
+def _first_problem(text: str) -> str | None:
+    """A small walk of the grammar (condition (and|or condition)*), reporting the first misstep."""
+    toks = _tokens(text)
+    i = 0
+    depth = 0
+
+    def at(j: int) -> str:
+        if j >= len(toks):
+            return "at the end"
+        return f"at column {toks[j][2]} ({toks[j][1]!r})"
+
+    def word(j: int) -> str:
+        return toks[j][1].lower() if j < len(toks) and toks[j][0] == "name" else ""
+
+    def value(j: int, after: str) -> tuple[int, str | None]:
+        if j < len(toks) and (toks[j][0] in ("number", "string") or word(j) in ("true", "false")):
+            if toks[j][0] == "string" and (len(toks[j][1]) < 2 or not toks[j][1].endswith("'")):
+                return j, f"{at(j)}: the string has no closing quote"
+            return j + 1, None
+        if j < len(toks) and toks[j][0] == "name" and word(j) not in _KEYWORDS:
+            return j, f"{at(j)}: expected {_VALUE} after {after!r}; strings need quotes: '{toks[j][1]}'"
+        return j, f"{at(j)}: expected {_VALUE} after {after!r}"
+
+    while True:
+        # a condition
+        while word(i) == "not":
+            i += 1
+        if i < len(toks) and toks[i][1] == "(":
+            depth += 1
+            i += 1
+            continue
+        if i >= len(toks) or toks[i][0] != "name" or word(i) in _KEYWORDS - {"true", "false"}:
+            if i < len(toks) and toks[i][0] in ("number", "string"):
+                return f"{at(i)}: expected a column name (write the column first: col = value)"
+            return f"{at(i)}: expected a column name"
+        column = toks[i][1]
+        i += 1
+        if i < len(toks) and toks[i][0] == "op":
+            op = toks[i][1]
+            i, problem = value(i + 1, op)
+            if problem:
+                return problem
+        elif word(i) == "is":
+            i += 1
+            if word(i) == "not":
+                i += 1
+            if word(i) not in ("null", "nan"):
+                return f"{at(i)}: expected null or nan after 'is'"
+            i += 1
+        elif word(i) in ("in", "not", "like", "between"):
+            if word(i) == "not":
+                i += 1
+                if word(i) not in ("in", "like"):
+                    return f"{at(i)}: expected 'in' or 'like' after '{column} not'"
+            kw = word(i)
+            i += 1
+            if kw == "in":
+                if i >= len(toks) or toks[i][1] != "(":
+                    return f"{at(i)}: expected '(' after 'in'"
+                i += 1
+                while True:
+                    i, problem = value(i, "in (")
+                    if problem:
+                        return problem
+                    if i < len(toks) and toks[i][1] == ",":
+                        i += 1
+                        continue
+                    if i < len(toks) and toks[i][1] == ")":
+                        i += 1
+                        break
+                    return f"{at(i)}: expected ',' or ')' in the 'in' list"
+            elif kw == "like":
+                if i >= len(toks) or toks[i][0] != "string":
+                    return f"{at(i)}: expected a 'quoted pattern' after 'like'"
+                i += 1
+            else:
+                i, problem = value(i, "between")
+                if problem:
+                    return problem
+                if word(i) != "and":
+                    return f"{at(i)}: expected 'and' in 'between ... and ...'"
+                i, problem = value(i + 1, "and")
+                if problem:
+                    return problem
+        else:
+            return f"{at(i)}: expected {_COMPARISON} after {column!r}"
+        # after a condition
+        while i < len(toks) and toks[i][1] == ")":
+            if depth == 0:
+                return f"{at(i)}: ')' without '('"
+            depth -= 1
+            i += 1
+        if i >= len(toks):
+            return "at the end: expected ')'" if depth else None
+        if word(i) in ("and", "or"):
+            i += 1
+            continue
+        return f"{at(i)}: expected 'and', 'or' or the end of the filter"
+
+
+def dates_as_midnight(expr: BooleanExpression, schema: Schema, *, case_sensitive: bool) -> BooleanExpression:
+    """``expr`` with each 'YYYY-MM-DD' string compared to a timestamp column read as that midnight.
+
+    Spark SQL casts a date literal to a timestamp the same way; the zone of a ``timestamptz``
+    midnight is UTC (icemor's session zone).
+    """
+    if isinstance(expr, And):
+        return And(
+            dates_as_midnight(expr.left, schema, case_sensitive=case_sensitive),
+            dates_as_midnight(expr.right, schema, case_sensitive=case_sensitive),
+        )
+    if isinstance(expr, Or):
+        return Or(
+            dates_as_midnight(expr.left, schema, case_sensitive=case_sensitive),
+            dates_as_midnight(expr.right, schema, case_sensitive=case_sensitive),
+        )
+    if isinstance(expr, Not):
+        return Not(dates_as_midnight(expr.child, schema, case_sensitive=case_sensitive))
+    if not isinstance(expr, (LiteralPredicate, SetPredicate)):
+        return expr
+    name = getattr(expr.term, "name", None)
+    if name is None:
+        return expr
+    try:
+        field = schema.find_field(name, case_sensitive=case_sensitive)
+    except ValueError:
+        return expr  # bind reports the unknown column
+    if isinstance(field.field_type, (TimestamptzType, TimestamptzNanoType)):
+        suffix = "T00:00:00+00:00"
+    elif isinstance(field.field_type, (TimestampType, TimestampNanoType)):
+        suffix = "T00:00:00"
+    else:
+        return expr
+
+    def fix(lit: object) -> object:
+        if isinstance(lit, StringLiteral) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", lit.value):
+            return StringLiteral(lit.value + suffix)
+        return lit
+
+    if isinstance(expr, LiteralPredicate):
+        return type(expr)(expr.term, fix(expr.literal))
+    return type(expr)(expr.term, {fix(lit) for lit in expr.literals})
