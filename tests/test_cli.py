@@ -288,3 +288,18 @@ def test_delete_bad_input_is_one_line_and_changes_nothing(
     assert len(lines) == 1 and needle in lines[0], lines
     assert run(["count", "db.t"]) == 0
     assert capsys.readouterr().out.strip() == "4"
+
+
+def test_files_json_lists_data_and_delete_files(
+    home: Path, parquet: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(["create-table", "db.t", "--schema-from", str(parquet)]) == 0
+    assert run(["append", "db.t", str(parquet)]) == 0
+    assert run(["delete", "db.t", "--where", "id = 2"]) == 0
+    capsys.readouterr()
+    assert run(["files", "db.t", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert len(plan) == 1 and plan[0]["record_count"] == 4 and plan[0]["path"].startswith("file:///")
+    [delete] = plan[0]["deletes"]
+    assert delete["kind"] == "position" and delete["record_count"] == 1
+    assert delete["sequence_number"] > plan[0]["sequence_number"]

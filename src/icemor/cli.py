@@ -376,6 +376,9 @@ def scan(
         print_table(batches, s.arrow_schema, limit=limit, title=table)
 
 
+_JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+
+
 @app.command()
 def count(
     table: Annotated[str, typer.Argument(help="namespace.table")],
@@ -395,6 +398,7 @@ def count(
 @app.command()
 def files(
     table: Annotated[str, typer.Argument(help="namespace.table")],
+    as_json: _JsonOpt = False,
     where: _WhereOpt = None,
     snapshot_id: _SnapshotOpt = None,
     as_of_timestamp: _AsOfOpt = None,
@@ -403,7 +407,7 @@ def files(
     """List data files with the delete files that apply to them: the scan plan."""
     from icemor.output import print_plan
 
-    print_plan(_scan(table, where, None, snapshot_id, as_of_timestamp, ref).plan_files())
+    print_plan(_scan(table, where, None, snapshot_id, as_of_timestamp, ref).plan_files(), as_json=as_json)
 
 
 @app.command()
@@ -430,9 +434,6 @@ def delete(
         f"{m.data_files_removed} data files and {m.delete_files_removed} delete files removed, "
         f"snapshot {m.snapshot_id} ({m.seconds:.3f} s)"
     )
-
-
-_JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
 
 
 @app.command()

@@ -197,9 +197,34 @@ def _uri(path: str) -> str:
     return path
 
 
-def print_plan(planned: list[PlannedFile]) -> None:
+def print_plan(planned: list[PlannedFile], *, as_json: bool = False) -> None:
+    """The scan plan as a table, or as JSON: one object per data file with its delete files."""
     from rich.console import Console
     from rich.table import Table
+
+    if as_json:
+        import typer
+
+        plan = [
+            {
+                "path": _uri(pf.data_file.path),
+                "sequence_number": pf.data_file.data_sequence_number,
+                "record_count": pf.data_file.record_count,
+                "deletes": [
+                    {
+                        "kind": d.kind,
+                        "path": _uri(d.path),
+                        "sequence_number": d.data_sequence_number,
+                        "record_count": d.record_count,
+                        "equality_ids": list(d.equality_ids),
+                    }
+                    for d in pf.delete_files
+                ],
+            }
+            for pf in planned
+        ]
+        typer.echo(json.dumps(plan))
+        return
 
     t = Table(title="scan plan: data files and the delete files that apply")
     for col in ("data file", "seq", "rows", "delete kind", "delete file", "delete seq", "delete rows"):
