@@ -669,3 +669,45 @@ def test_duplicate_positions_in_a_delete_file_count_once(tmp_path: Path) -> None
     rows = read(whole(data, [dupes]))  # read() also asserts count_task == len(rows)
     assert [r["id"] - 100 for r in rows] == [0, 2, 3, 5]
     assert count_task(IO, whole(data, [dupes]), options()) == 4
+
+
+def _flip_in_id_pages(path: Path) -> None:
+    """XOR one byte well inside the ``id`` column chunk's pages (not a header, not the footer)."""
+    col = pq.read_metadata(path).row_group(0).column(0)
+    start = col.dictionary_page_offset or col.data_page_offset
+    raw = bytearray(path.read_bytes())
+    raw[start + col.total_compressed_size * 3 // 4] ^= 0x55
+    path.write_bytes(bytes(raw))
+
+
+def test_byte_flip_in_a_page_with_a_checksum_is_a_corrupt_file(tmp_path: Path) -> None:
+    """A flipped byte once gave the right row count with wrong sums; the page CRC catches it."""
+    path = tmp_path / "crc.parquet"
+    pq.write_table(numbered_table(5000), path, write_page_checksum=True, use_dictionary=False, compression="none")
+    ref = data_ref(str(path))
+    _flip_in_id_pages(path)
+    with pytest.raises(CorruptFileError, match=re.escape(ref.path)):
+        list(read_task(IO, whole(ref), options()))
+    # the equality-delete path reads the same pages through the same reader
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [101])})
+    with pytest.raises(CorruptFileError, match=re.escape(ref.path)):
+        count_task(IO, whole(ref, [eq]), options())
+
+
+def test_byte_flip_in_a_delete_file_with_a_checksum_is_a_corrupt_file(
+    tmp_path: Path, ten_rows: DataFileRef
+) -> None:
+    schema = pa.schema([field("id", pa.int64(), 1)])
+    path = tmp_path / "eq.parquet"
+    pq.write_table(
+        pa.table({"id": list(range(100, 3000))}, schema=schema),
+        path,
+        write_page_checksum=True,
+        use_dictionary=False,
+        compression="none",
+    )
+    d = delete_ref(FileContent.EQUALITY_DELETES, str(path), 2900, equality_ids=(1,))
+    _flip_in_id_pages(path)
+    with pytest.raises(CorruptFileError, match=re.escape(d.path)):
+        list(read_task(IO, whole(ten_rows, [d]), options()))
+
