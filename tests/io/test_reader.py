@@ -711,3 +711,24 @@ def test_byte_flip_in_a_delete_file_with_a_checksum_is_a_corrupt_file(
     with pytest.raises(CorruptFileError, match=re.escape(d.path)):
         list(read_task(IO, whole(ten_rows, [d]), options()))
 
+
+@pytest.mark.parametrize("damage", ["missing", "truncated", "grown"])
+def test_count_without_reading_still_checks_the_data_file_is_there(
+    tmp_path: Path, ten_rows: DataFileRef, damage: str
+) -> None:
+    """count reads no data where only position deletes apply; it once counted a missing file."""
+    deletes = position_delete_file(tmp_path, "pos.parquet", [(ten_rows.path, 1)])
+    task = whole(ten_rows, [deletes])
+    assert count_task(IO, task, options()) == 9
+    path = tmp_path / os.path.basename(ten_rows.path)
+    if damage == "missing":
+        path.unlink()
+        expected: type[Exception] = MissingFileError
+    else:
+        raw = path.read_bytes()
+        path.write_bytes(raw[: len(raw) // 2] if damage == "truncated" else raw + b"\0")
+        expected = CorruptFileError
+    with pytest.raises(expected, match=re.escape(ten_rows.path)):
+        count_task(IO, task, options())
+    with pytest.raises(expected, match=re.escape(ten_rows.path)):
+        count_task(IO, whole(ten_rows), options())  # no deletes at all: same check

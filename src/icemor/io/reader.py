@@ -24,7 +24,7 @@ from pyiceberg.schema import Schema, prune_columns
 from pyiceberg.typedef import Record
 
 from icemor._compat.pyiceberg import partition_constants, to_requested_schema
-from icemor.exceptions import CorruptFileError, UnsupportedFeatureError
+from icemor.exceptions import CorruptFileError, MissingFileError, UnsupportedFeatureError
 from icemor.io.columns import equality_key_columns, top_level_names
 from icemor.io.deletes import deleted_positions, equality_delete_sets, open_parquet
 from icemor.spec.files import FileContent
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from pyiceberg.table.name_mapping import NameMapping
     from pyiceberg.types import IcebergType
 
+    from icemor.spec.files import DataFileRef
     from icemor.spec.tasks import FileScanTask
 
 __all__ = ["ReadOptions", "count_task", "output_schema", "read_task"]
@@ -350,10 +351,39 @@ def _filter_mask(batch: pa.RecordBatch, expr: pc.Expression) -> npt.NDArray[np.b
     return mask
 
 
+def _check_present(io: FileIO, data_file: DataFileRef) -> None:
+    """One stat: the data file exists and has the size its manifest entry records.
+
+    Raises:
+        MissingFileError: The file does not exist or cannot be reached.
+        CorruptFileError: Its size differs from the manifest's ``file_size_in_bytes``.
+    """
+    try:
+        size = len(io.new_input(data_file.path))
+    except FileNotFoundError as e:
+        msg = f"data file not found: {data_file.path}"
+        raise MissingFileError(msg) from e
+    except OSError as e:
+        msg = f"cannot open data file {data_file.path}: {e}"
+        raise MissingFileError(msg) from e
+    if size != data_file.file_size_in_bytes:
+        msg = (
+            f"data file {data_file.path} is {size} bytes, its manifest entry says "
+            f"{data_file.file_size_in_bytes}: truncated or replaced"
+        )
+        raise CorruptFileError(msg)
+
+
 def count_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> int:
-    """Live rows of one task; reads no data when only position deletes and no filter apply."""
+    """Live rows of one task; reads no data when only position deletes and no filter apply.
+
+    Without reading, the count still checks (one stat) that the data file exists with its
+    recorded size: Iceberg Java's ``count(*)`` reads files that have deletes, so a missing or
+    truncated file fails there, and it must not give a number here either.
+    """
     has_eq = any(d.content == FileContent.EQUALITY_DELETES for d in task.delete_files)
     if not has_eq and isinstance(opts.row_filter, AlwaysTrue) and task.is_whole_file:
+        _check_present(io, task.data_file)
         positions = deleted_positions(io, task.data_file.path, task.delete_files)
         n = task.data_file.record_count
         return n - int(np.count_nonzero(positions < n))
