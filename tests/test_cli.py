@@ -272,3 +272,37 @@ def test_delete_bad_input_is_one_line_and_changes_nothing(
     assert len(lines) == 1 and needle in lines[0], lines
     assert run(["count", "db.t"]) == 0
     assert capsys.readouterr().out.strip() == "4"
+
+
+def _metadata_file(home: Path, table: str) -> Path:
+    from pathlib import Path as _Path
+
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    cat = SqlCatalog("icemor", uri=f"sqlite:///{home}/catalog.db", warehouse=(home / "warehouse").as_uri())
+    location = cat.load_table(table).metadata_location
+    return _Path(location.removeprefix("file://"))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not utf-8", "deleted"])
+def test_damaged_metadata_file_is_one_line_naming_it(
+    home: Path, parquet: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    """A truncated metadata JSON gave "1 validation error for TableMetadataWrapper", no file name."""
+    assert run(["create-table", "db.t", "--schema-from", str(parquet)]) == 0
+    assert run(["append", "db.t", str(parquet)]) == 0
+    path = _metadata_file(home, "db.t")
+    raw = path.read_bytes()
+    if damage == "truncated":
+        path.write_bytes(raw[: len(raw) // 2])
+    elif damage == "not utf-8":
+        path.write_bytes(raw[:40] + b"\xff\xfe" + raw[42:])
+    else:
+        path.unlink()
+    capsys.readouterr()
+    for command in ("count", "scan"):
+        assert run([command, "db.t"]) == 2
+        lines = _err_lines(capsys)
+        assert len(lines) == 1, lines
+        assert str(path) in lines[0] and "metadata" in lines[0], lines[0]
+
