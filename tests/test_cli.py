@@ -306,3 +306,24 @@ def test_damaged_metadata_file_is_one_line_naming_it(
         assert len(lines) == 1, lines
         assert str(path) in lines[0] and "metadata" in lines[0], lines[0]
 
+
+@pytest.mark.parametrize("where", ["under a regular file", "missing directory", "a directory"])
+def test_bad_output_path_is_one_line_naming_it(
+    home: Path, parquet: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    """--output under a regular file gave a NotADirectoryError traceback."""
+    assert run(["create-table", "db.t", "--schema-from", str(parquet)]) == 0
+    assert run(["append", "db.t", str(parquet)]) == 0
+    if where == "under a regular file":
+        out = parquet / "out.parquet"
+    elif where == "missing directory":
+        out = tmp_path / "nope" / "out.csv"
+    else:
+        out = tmp_path / "dir.jsonl"
+        out.mkdir()
+    capsys.readouterr()
+    assert run(["scan", "db.t", "--output", str(out)]) == 2
+    lines = _err_lines(capsys)
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("icemor: error: ") and str(out) in lines[0], lines[0]
+    assert not list(tmp_path.glob("**/.*icemor-tmp"))

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
-from typing import TYPE_CHECKING, Any
+import os
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
+from icemor.exceptions import InvalidArgumentError
+
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
     from pathlib import Path
 
     from icemor.spec.tasks import PlannedFile
@@ -31,37 +37,71 @@ def _limited(batches: Iterable[pa.RecordBatch], limit: int | None) -> Iterator[p
 def write_batches(
     batches: Iterable[pa.RecordBatch], schema: pa.Schema, path: Path, *, limit: int | None
 ) -> int:
-    """Stream batches to ``path`` by extension; the file appears only when complete."""
-    import os
+    """Stream batches to ``path`` by extension; the file appears only when complete.
 
-    suffix = path.suffix.lower()
+    Raises:
+        InvalidArgumentError: ``path`` cannot be written (a directory, a missing parent, a
+            regular file where a directory should be, no permission, disk full): every
+            ``OSError`` of the output, naming the user's path. Errors of reading the table
+            pass through unchanged.
+    """
+    if path.is_dir():
+        raise _output_error(path, IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)))
     tmp = path.with_name(f".{path.name}.icemor-tmp")
     n = 0
     try:
-        if suffix == ".parquet":
-            import pyarrow.parquet as pq
-
-            with pq.ParquetWriter(tmp, schema) as w:
-                for b in _limited(batches, limit):
-                    w.write_batch(b)
-                    n += b.num_rows
-        elif suffix == ".csv":
-            import pyarrow.csv as pacsv
-
-            with pacsv.CSVWriter(tmp, schema) as w:
-                for b in _limited(batches, limit):
-                    w.write_batch(b)
-                    n += b.num_rows
-        else:
-            with open(tmp, "w", encoding="utf-8") as f:
-                for b in _limited(batches, limit):
-                    f.writelines(json.dumps(row, default=_json_default) + "\n" for row in b.to_pylist())
-                    n += b.num_rows
-        os.replace(tmp, path)
+        write, close = _guarded(path, lambda: _open_sink(tmp, path.suffix.lower(), schema))
+        try:
+            for b in _limited(batches, limit):
+                _guarded(path, partial(write, b))
+                n += b.num_rows
+        except BaseException:
+            with contextlib.suppress(Exception):
+                close()
+            raise
+        _guarded(path, close)
+        _guarded(path, lambda: os.replace(tmp, path))
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
     return n
+
+
+_T = TypeVar("_T")
+
+
+def _guarded(path: Path, fn: Callable[[], _T]) -> _T:
+    try:
+        return fn()
+    except OSError as e:
+        raise _output_error(path, e) from e
+
+
+def _output_error(path: Path, e: OSError) -> InvalidArgumentError:
+    reason = os.strerror(e.errno) if e.errno else (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return InvalidArgumentError(f"cannot write --output {path}: {reason}")
+
+
+def _open_sink(
+    tmp: Path, suffix: str, schema: pa.Schema
+) -> tuple[Callable[[pa.RecordBatch], None], Callable[[], None]]:
+    """(write one batch, close) of a new file ``tmp`` in the format ``suffix`` names."""
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        pw = pq.ParquetWriter(tmp, schema)
+        return pw.write_batch, pw.close
+    if suffix == ".csv":
+        import pyarrow.csv as pacsv
+
+        cw = pacsv.CSVWriter(tmp, schema)
+        return cw.write_batch, cw.close
+    f = open(tmp, "w", encoding="utf-8")  # noqa: SIM115 (closed by the returned close)
+
+    def write_jsonl(b: pa.RecordBatch) -> None:
+        f.writelines(json.dumps(row, default=_json_default) + "\n" for row in b.to_pylist())
+
+    return write_jsonl, f.close
 
 
 def _json_default(value: Any) -> Any:
