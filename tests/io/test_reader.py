@@ -683,7 +683,9 @@ def _flip_in_id_pages(path: Path) -> None:
 def test_byte_flip_in_a_page_with_a_checksum_is_a_corrupt_file(tmp_path: Path) -> None:
     """A flipped byte once gave the right row count with wrong sums; the page CRC catches it."""
     path = tmp_path / "crc.parquet"
-    pq.write_table(numbered_table(5000), path, write_page_checksum=True, use_dictionary=False, compression="none")
+    pq.write_table(
+        numbered_table(5000), path, write_page_checksum=True, use_dictionary=False, compression="none"
+    )
     ref = data_ref(str(path))
     _flip_in_id_pages(path)
     with pytest.raises(CorruptFileError, match=re.escape(ref.path)):
@@ -732,3 +734,31 @@ def test_count_without_reading_still_checks_the_data_file_is_there(
         count_task(IO, task, options())
     with pytest.raises(expected, match=re.escape(ten_rows.path)):
         count_task(IO, whole(ten_rows), options())  # no deletes at all: same check
+
+
+@pytest.mark.parametrize(
+    "row_filter",
+    [
+        "not (category = 'a' or id > 105 or id < 101) or name = 'r3'",
+        "category != 'b' and not (category is null) and id != 104 and id != 102",
+        "not (category = 'a' and (id = 100 or name = 'r4' or id > 108))",
+    ],
+)
+def test_filter_evaluated_in_pieces_keeps_kleene_logic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, row_filter: str
+) -> None:
+    """Filters beyond MAX_ARROW_PREDICATES are split (a 10,000-term one crashed Arrow); NULLs and
+    NOT must give exactly what one Arrow expression gives."""
+    from icemor.io import reader
+    from icemor.planning.scan import parse_filter
+
+    data = data_ref(write(tmp_path / "data.parquet", numbered_table(12), row_group_size=5))
+    opts = options(row_filter=parse_filter(row_filter, SCHEMA))
+    whole_expr = ids(read(whole(data), opts))
+    monkeypatch.setattr(reader, "MAX_ARROW_PREDICATES", 1)
+    from pyiceberg.expressions.visitors import bind
+
+    split = reader.arrow_filter(bind(SCHEMA, opts.row_filter, case_sensitive=True), SCHEMA)
+    assert isinstance(split, tuple)
+    assert ids(read(whole(data), opts)) == whole_expr
+    assert 0 < len(whole_expr) < 12
