@@ -303,3 +303,58 @@ def test_files_json_lists_data_and_delete_files(
     [delete] = plan[0]["deletes"]
     assert delete["kind"] == "position" and delete["record_count"] == 1
     assert delete["sequence_number"] > plan[0]["sequence_number"]
+
+
+def _metadata_file(home: Path, table: str) -> Path:
+    from pathlib import Path as _Path
+
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    cat = SqlCatalog("icemor", uri=f"sqlite:///{home}/catalog.db", warehouse=(home / "warehouse").as_uri())
+    location = cat.load_table(table).metadata_location
+    return _Path(location.removeprefix("file://"))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not utf-8", "deleted"])
+def test_damaged_metadata_file_is_one_line_naming_it(
+    home: Path, parquet: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    """A truncated metadata JSON gave "1 validation error for TableMetadataWrapper", no file name."""
+    assert run(["create-table", "db.t", "--schema-from", str(parquet)]) == 0
+    assert run(["append", "db.t", str(parquet)]) == 0
+    path = _metadata_file(home, "db.t")
+    raw = path.read_bytes()
+    if damage == "truncated":
+        path.write_bytes(raw[: len(raw) // 2])
+    elif damage == "not utf-8":
+        path.write_bytes(raw[:40] + b"\xff\xfe" + raw[42:])
+    else:
+        path.unlink()
+    capsys.readouterr()
+    for command in ("count", "scan"):
+        assert run([command, "db.t"]) == 2
+        lines = _err_lines(capsys)
+        assert len(lines) == 1, lines
+        assert str(path) in lines[0] and "metadata" in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("where", ["under a regular file", "missing directory", "a directory"])
+def test_bad_output_path_is_one_line_naming_it(
+    home: Path, parquet: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    """--output under a regular file gave a NotADirectoryError traceback."""
+    assert run(["create-table", "db.t", "--schema-from", str(parquet)]) == 0
+    assert run(["append", "db.t", str(parquet)]) == 0
+    if where == "under a regular file":
+        out = parquet / "out.parquet"
+    elif where == "missing directory":
+        out = tmp_path / "nope" / "out.csv"
+    else:
+        out = tmp_path / "dir.jsonl"
+        out.mkdir()
+    capsys.readouterr()
+    assert run(["scan", "db.t", "--output", str(out)]) == 2
+    lines = _err_lines(capsys)
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("icemor: error: ") and str(out) in lines[0], lines[0]
+    assert not list(tmp_path.glob("**/.*icemor-tmp"))

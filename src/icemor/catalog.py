@@ -11,7 +11,14 @@ from icemor.exceptions import InvalidArgumentError
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-__all__ = ["DEFAULT_CATALOG_NAME", "icemor_home", "list_namespaces", "list_tables", "load_catalog"]
+__all__ = [
+    "DEFAULT_CATALOG_NAME",
+    "icemor_home",
+    "list_namespaces",
+    "list_tables",
+    "load_catalog",
+    "metadata_location",
+]
 
 # The embedded catalog's name is also the `catalog_name` column of its SQLite tables, so a
 # JDBC catalog of Iceberg Java must use the same name to see the same tables.
@@ -89,3 +96,32 @@ def list_tables(catalog: Catalog, namespace: str | None = None) -> list[str]:
             msg = f"namespace {ns!r} does not exist in catalog {catalog.name!r}"
             raise InvalidArgumentError(msg) from e
     return sorted(out)
+
+
+def metadata_location(catalog: Catalog, identifier: str) -> str | None:
+    """The current metadata file of a table as the catalog records it, without reading the file.
+
+    Names the file when it cannot be parsed. Known for SQL catalogs (the embedded one
+    included); None for others, whose ``load_table`` offers no way to ask.
+    """
+    from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+
+    if not isinstance(catalog, SqlCatalog):
+        return None
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    try:
+        namespace = catalog.namespace_to_string(catalog.namespace_from(identifier))
+        name = catalog.table_name_from(identifier)
+        with Session(catalog.engine) as session:
+            location = session.scalar(
+                select(IcebergTables.metadata_location).where(
+                    IcebergTables.catalog_name == catalog.name,
+                    IcebergTables.table_namespace == namespace,
+                    IcebergTables.table_name == name,
+                )
+            )
+    except Exception:  # only a better message is at stake: never mask the original error
+        return None
+    return location if isinstance(location, str) else None

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import os
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pyarrow as pa
+
+from icemor.exceptions import InvalidArgumentError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -56,27 +60,56 @@ def write_batches(
     """Stream batches to ``path`` (format by ``fmt``, else by extension); the file appears only when complete.
 
     Raises:
-        InvalidArgumentError: ``path`` exists and ``overwrite`` is False, or its folder does not exist.
+        InvalidArgumentError: ``path`` exists and ``overwrite`` is False, or it cannot be written
+            (a directory, a missing folder, a regular file where a folder should be, no
+            permission, disk full): every ``OSError`` of the output, naming the user's path.
+            Errors of reading the table pass through unchanged.
     """
-    import os
-
-    from icemor.exceptions import InvalidArgumentError
-
+    if path.is_dir():
+        raise _output_error(path, IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)))
     if path.exists() and not overwrite:
         msg = f"{path} exists: give --overwrite to replace it"
-        raise InvalidArgumentError(msg)
-    if not path.parent.is_dir():
-        msg = f"cannot write {path}: no such folder {path.parent}"
         raise InvalidArgumentError(msg)
     tmp = path.with_name(f".{path.name}.icemor-tmp")
     try:
         with open(tmp, "wb") as f:
-            n = stream_batches(batches, schema, f, fmt=fmt or path.suffix.lower().lstrip("."), limit=limit)
+            n = stream_batches(
+                _reading(batches), schema, f, fmt=fmt or path.suffix.lower().lstrip("."), limit=limit
+            )
         os.replace(tmp, path)
+    except OSError as e:
+        raise _output_error(path, e) from e
+    except _ReadError as e:
+        raise e.error from e.error.__cause__
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
     return n
+
+
+class _ReadError(Exception):
+    """An OSError of reading the table, carried past the output's OSError handling."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _reading(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    it = iter(batches)
+    while True:
+        try:
+            batch = next(it)
+        except StopIteration:
+            return
+        except OSError as e:
+            raise _ReadError(e) from e
+        yield batch
+
+
+def _output_error(path: Path, e: OSError) -> InvalidArgumentError:
+    reason = os.strerror(e.errno) if e.errno else (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return InvalidArgumentError(f"cannot write --output {path}: {reason}")
 
 
 def stream_batches(

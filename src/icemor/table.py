@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError as PydanticValidationError
 from pyiceberg.exceptions import NoSuchNamespaceError
 from pyiceberg.exceptions import NoSuchTableError as _PyIcebergNoSuchTable
+from pyiceberg.exceptions import ValidationError as _PyIcebergValidationError
 
-from icemor.exceptions import InvalidArgumentError, NoSuchTableError
+from icemor.exceptions import CorruptFileError, InvalidArgumentError, MissingFileError, NoSuchTableError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -52,6 +54,16 @@ class Table:
         except (_PyIcebergNoSuchTable, NoSuchNamespaceError) as e:
             msg = f"table {identifier!r} does not exist in catalog {cat.name!r}"
             raise NoSuchTableError(msg) from e
+        except FileNotFoundError as e:
+            msg = f"metadata file of table {identifier!r} not found: {_metadata_file(cat, identifier, e)}"
+            raise MissingFileError(msg) from e
+        except (_PyIcebergValidationError, PydanticValidationError, UnicodeDecodeError) as e:
+            # unparsable metadata JSON (truncated, damaged): pydantic's message names no file
+            msg = (
+                f"metadata file of table {identifier!r} is truncated or corrupt: "
+                f"{_metadata_file(cat, identifier, e)} ({_first_problem(e)})"
+            )
+            raise CorruptFileError(msg) from e
         except ValueError as e:
             msg = f"invalid table identifier {identifier!r}: {e}"
             raise InvalidArgumentError(msg) from e
@@ -260,3 +272,21 @@ class Maintenance:
         metrics = rewrite_equality_deletes(t.pyiceberg, run=t._runner(spark))
         t.refresh()
         return metrics
+
+
+def _metadata_file(catalog: Catalog, identifier: str, error: Exception) -> str:
+    from icemor.catalog import metadata_location
+
+    location = metadata_location(catalog, identifier)
+    if location is not None:
+        return location
+    return getattr(error, "filename", None) or "(location unknown to this catalog)"
+
+
+def _first_problem(e: BaseException) -> str:
+    if isinstance(e, _PyIcebergValidationError) and e.__cause__ is not None:
+        return _first_problem(e.__cause__)  # pyiceberg wraps pydantic's error
+    if isinstance(e, PydanticValidationError) and e.errors():
+        return str(e.errors()[0]["msg"])
+    lines = str(e).strip().splitlines()
+    return lines[0] if lines else type(e).__name__

@@ -669,3 +669,96 @@ def test_duplicate_positions_in_a_delete_file_count_once(tmp_path: Path) -> None
     rows = read(whole(data, [dupes]))  # read() also asserts count_task == len(rows)
     assert [r["id"] - 100 for r in rows] == [0, 2, 3, 5]
     assert count_task(IO, whole(data, [dupes]), options()) == 4
+
+
+def _flip_in_id_pages(path: Path) -> None:
+    """XOR one byte well inside the ``id`` column chunk's pages (not a header, not the footer)."""
+    col = pq.read_metadata(path).row_group(0).column(0)
+    start = col.dictionary_page_offset or col.data_page_offset
+    raw = bytearray(path.read_bytes())
+    raw[start + col.total_compressed_size * 3 // 4] ^= 0x55
+    path.write_bytes(bytes(raw))
+
+
+def test_byte_flip_in_a_page_with_a_checksum_is_a_corrupt_file(tmp_path: Path) -> None:
+    """A flipped byte once gave the right row count with wrong sums; the page CRC catches it."""
+    path = tmp_path / "crc.parquet"
+    pq.write_table(
+        numbered_table(5000), path, write_page_checksum=True, use_dictionary=False, compression="none"
+    )
+    ref = data_ref(str(path))
+    _flip_in_id_pages(path)
+    with pytest.raises(CorruptFileError, match=re.escape(ref.path)):
+        list(read_task(IO, whole(ref), options()))
+    # the equality-delete path reads the same pages through the same reader
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [101])})
+    with pytest.raises(CorruptFileError, match=re.escape(ref.path)):
+        count_task(IO, whole(ref, [eq]), options())
+
+
+def test_byte_flip_in_a_delete_file_with_a_checksum_is_a_corrupt_file(
+    tmp_path: Path, ten_rows: DataFileRef
+) -> None:
+    schema = pa.schema([field("id", pa.int64(), 1)])
+    path = tmp_path / "eq.parquet"
+    pq.write_table(
+        pa.table({"id": list(range(100, 3000))}, schema=schema),
+        path,
+        write_page_checksum=True,
+        use_dictionary=False,
+        compression="none",
+    )
+    d = delete_ref(FileContent.EQUALITY_DELETES, str(path), 2900, equality_ids=(1,))
+    _flip_in_id_pages(path)
+    with pytest.raises(CorruptFileError, match=re.escape(d.path)):
+        list(read_task(IO, whole(ten_rows, [d]), options()))
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated", "grown"])
+def test_count_without_reading_still_checks_the_data_file_is_there(
+    tmp_path: Path, ten_rows: DataFileRef, damage: str
+) -> None:
+    """count reads no data where only position deletes apply; it once counted a missing file."""
+    deletes = position_delete_file(tmp_path, "pos.parquet", [(ten_rows.path, 1)])
+    task = whole(ten_rows, [deletes])
+    assert count_task(IO, task, options()) == 9
+    path = tmp_path / os.path.basename(ten_rows.path)
+    if damage == "missing":
+        path.unlink()
+        expected: type[Exception] = MissingFileError
+    else:
+        raw = path.read_bytes()
+        path.write_bytes(raw[: len(raw) // 2] if damage == "truncated" else raw + b"\0")
+        expected = CorruptFileError
+    with pytest.raises(expected, match=re.escape(ten_rows.path)):
+        count_task(IO, task, options())
+    with pytest.raises(expected, match=re.escape(ten_rows.path)):
+        count_task(IO, whole(ten_rows), options())  # no deletes at all: same check
+
+
+@pytest.mark.parametrize(
+    "row_filter",
+    [
+        "not (category = 'a' or id > 105 or id < 101) or name = 'r3'",
+        "category != 'b' and not (category is null) and id != 104 and id != 102",
+        "not (category = 'a' and (id = 100 or name = 'r4' or id > 108))",
+    ],
+)
+def test_filter_evaluated_in_pieces_keeps_kleene_logic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, row_filter: str
+) -> None:
+    """Filters beyond MAX_ARROW_PREDICATES are split (a 10,000-term one crashed Arrow); NULLs and
+    NOT must give exactly what one Arrow expression gives."""
+    from icemor.io import reader
+    from icemor.planning.scan import parse_filter
+
+    data = data_ref(write(tmp_path / "data.parquet", numbered_table(12), row_group_size=5))
+    opts = options(row_filter=parse_filter(row_filter, SCHEMA))
+    whole_expr = ids(read(whole(data), opts))
+    monkeypatch.setattr(reader, "MAX_ARROW_PREDICATES", 1)
+    from pyiceberg.expressions.visitors import bind
+
+    split = reader.arrow_filter(bind(SCHEMA, opts.row_filter, case_sensitive=True), SCHEMA)
+    assert isinstance(split, tuple)
+    assert ids(read(whole(data), opts)) == whole_expr
+    assert 0 < len(whole_expr) < 12

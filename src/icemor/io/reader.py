@@ -10,13 +10,13 @@ identity-partition values, metadata columns).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.expressions import AlwaysTrue, And, Not, Or
 from pyiceberg.expressions.visitors import bind, translate_column_names
 from pyiceberg.io.pyarrow import expression_to_pyarrow, pyarrow_to_schema
 from pyiceberg.manifest import DataFile
@@ -24,7 +24,7 @@ from pyiceberg.schema import Schema, prune_columns
 from pyiceberg.typedef import Record
 
 from icemor._compat.pyiceberg import partition_constants, to_requested_schema
-from icemor.exceptions import CorruptFileError, UnsupportedFeatureError
+from icemor.exceptions import CorruptFileError, MissingFileError, UnsupportedFeatureError
 from icemor.io.columns import equality_key_columns, top_level_names
 from icemor.io.deletes import deleted_positions, equality_delete_sets, open_parquet
 from icemor.spec.files import FileContent
@@ -41,9 +41,18 @@ if TYPE_CHECKING:
     from pyiceberg.table.name_mapping import NameMapping
     from pyiceberg.types import IcebergType
 
+    from icemor.spec.files import DataFileRef
     from icemor.spec.tasks import FileScanTask
 
-__all__ = ["ReadOptions", "count_task", "output_schema", "read_task"]
+__all__ = [
+    "MAX_ARROW_PREDICATES",
+    "ArrowFilter",
+    "ReadOptions",
+    "arrow_filter",
+    "count_task",
+    "output_schema",
+    "read_task",
+]
 
 DEFAULT_BATCH_SIZE = 1 << 17
 
@@ -127,7 +136,7 @@ class _FilePlan:
     file_project_schema: Schema
     row_groups: list[int]
     rg_first_row: list[int]
-    pyarrow_filter: pc.Expression | None
+    pyarrow_filter: ArrowFilter | None
     missing_fields: dict[int, Any]
 
 
@@ -171,7 +180,7 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
             bound, file_schema, opts.case_sensitive, projected_field_values=missing
         )
         bound_file = bind(file_schema, translated, case_sensitive=opts.case_sensitive)
-        pyarrow_filter = expression_to_pyarrow(bound_file, file_schema)
+        pyarrow_filter = arrow_filter(bound_file, file_schema)
         from pyiceberg.expressions.visitors import extract_field_ids
 
         filter_ids = extract_field_ids(bound_file)
@@ -338,8 +347,58 @@ def _process_batch(
     return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
 
 
-def _filter_mask(batch: pa.RecordBatch, expr: pc.Expression) -> npt.NDArray[np.bool_] | None:
+# Arrow evaluates (canonicalises) an expression recursively on its native stack: an ``and``
+# or ``or`` of ~10,000 predicates overflowed it (a segfault). Bigger filters are evaluated in
+# pieces of at most this many predicates, combined with Kleene logic in Python.
+MAX_ARROW_PREDICATES = 512
+
+ArrowFilter: TypeAlias = "pc.Expression | tuple[str, list[ArrowFilter]]"
+"""A dataset expression, or ``("and" | "or" | "not", parts)`` of pieces evaluated separately."""
+
+
+def _predicates(expr: BooleanExpression) -> int:
+    if isinstance(expr, And | Or):
+        return _predicates(expr.left) + _predicates(expr.right)
+    if isinstance(expr, Not):
+        return _predicates(expr.child)
+    return 1
+
+
+def arrow_filter(bound: BooleanExpression, file_schema: Schema) -> ArrowFilter:
+    """The bound filter as dataset expressions of at most ``MAX_ARROW_PREDICATES`` predicates each.
+
+    The tree is balanced (``parse_filter`` flattens chains), so the recursion here is shallow.
+    """
+    if _predicates(bound) <= MAX_ARROW_PREDICATES:
+        return expression_to_pyarrow(bound, file_schema)
+    if isinstance(bound, And | Or):
+        kind = "and" if isinstance(bound, And) else "or"
+        return (kind, [arrow_filter(bound.left, file_schema), arrow_filter(bound.right, file_schema)])
+    if isinstance(bound, Not):
+        return ("not", [arrow_filter(bound.child, file_schema)])
+    return expression_to_pyarrow(bound, file_schema)
+
+
+def _evaluate(table: pa.Table, f: ArrowFilter) -> pa.ChunkedArray:
+    """Kleene truth values (NULL = unknown) of a split filter, so NOT stays exact."""
+    if isinstance(f, pc.Expression):
+        return ds.dataset(table).to_table(columns={"m": f}).column(0)
+    kind, parts = f
+    if kind == "not":
+        return pc.invert(_evaluate(table, parts[0]))
+    combine = pc.and_kleene if kind == "and" else pc.or_kleene
+    out = _evaluate(table, parts[0])
+    for part in parts[1:]:
+        out = combine(out, _evaluate(table, part))
+    return out
+
+
+def _filter_mask(batch: pa.RecordBatch, expr: ArrowFilter) -> npt.NDArray[np.bool_] | None:
     """Evaluate a dataset expression on a batch; None when every row matches."""
+    if not isinstance(expr, pc.Expression):
+        truth = _evaluate(pa.Table.from_batches([batch]), expr)
+        mask = pc.fill_null(truth, False).to_numpy(zero_copy_only=False)
+        return None if mask.all() else mask
     idx = "__icemor_idx"
     with_idx = batch.append_column(idx, pa.array(np.arange(batch.num_rows, dtype=np.int64)))
     kept = ds.dataset(pa.Table.from_batches([with_idx])).to_table(filter=expr, columns=[idx])
@@ -350,10 +409,39 @@ def _filter_mask(batch: pa.RecordBatch, expr: pc.Expression) -> npt.NDArray[np.b
     return mask
 
 
+def _check_present(io: FileIO, data_file: DataFileRef) -> None:
+    """One stat: the data file exists and has the size its manifest entry records.
+
+    Raises:
+        MissingFileError: The file does not exist or cannot be reached.
+        CorruptFileError: Its size differs from the manifest's ``file_size_in_bytes``.
+    """
+    try:
+        size = len(io.new_input(data_file.path))
+    except FileNotFoundError as e:
+        msg = f"data file not found: {data_file.path}"
+        raise MissingFileError(msg) from e
+    except OSError as e:
+        msg = f"cannot open data file {data_file.path}: {e}"
+        raise MissingFileError(msg) from e
+    if size != data_file.file_size_in_bytes:
+        msg = (
+            f"data file {data_file.path} is {size} bytes, its manifest entry says "
+            f"{data_file.file_size_in_bytes}: truncated or replaced"
+        )
+        raise CorruptFileError(msg)
+
+
 def count_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> int:
-    """Live rows of one task; reads no data when only position deletes and no filter apply."""
+    """Live rows of one task; reads no data when only position deletes and no filter apply.
+
+    Without reading, the count still checks (one stat) that the data file exists with its
+    recorded size: Iceberg Java's ``count(*)`` reads files that have deletes, so a missing or
+    truncated file fails there, and it must not give a number here either.
+    """
     has_eq = any(d.content == FileContent.EQUALITY_DELETES for d in task.delete_files)
     if not has_eq and isinstance(opts.row_filter, AlwaysTrue) and task.is_whole_file:
+        _check_present(io, task.data_file)
         positions = deleted_positions(io, task.data_file.path, task.delete_files)
         n = task.data_file.record_count
         return n - int(np.count_nonzero(positions < n))

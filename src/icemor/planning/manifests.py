@@ -30,8 +30,9 @@ from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.manifest import ManifestFile
+    from pyiceberg.table.snapshots import Snapshot
 
-__all__ = ["ManifestFileEntry", "read_manifest_entries"]
+__all__ = ["ManifestFileEntry", "read_manifest_entries", "read_manifest_list"]
 
 _REFERENCED_DATA_FILE = V3_DATA_FILE_POSITIONS["referenced_data_file"]
 _CONTENT_OFFSET = V3_DATA_FILE_POSITIONS["content_offset"]
@@ -106,6 +107,35 @@ def _format_name(file_format: FileFormat | str) -> str:
     return file_format.value if isinstance(file_format, FileFormat) else str(file_format)
 
 
+def _corrupt(what: str, path: str, e: Exception) -> CorruptFileError:
+    """The error for an Avro file that does not decode.
+
+    Avro files carry no checksum; damaged bytes surface as whatever the decoder trips over
+    (``UnicodeDecodeError``, ``EOFError``, ``ValueError``, ``KeyError``, ``zlib.error``…), so
+    every exception of the decoding becomes one error naming the file.
+    """
+    detail = str(e).strip().splitlines()
+    reason = f"{type(e).__name__}: {detail[0]}" if detail else type(e).__name__
+    return CorruptFileError(f"{what} {path} is truncated or corrupt ({reason[:200]})")
+
+
+def read_manifest_list(io: FileIO, snapshot: Snapshot) -> list[ManifestFile]:
+    """The manifests of ``snapshot``, read from its manifest list with one clear error when unreadable.
+
+    Raises:
+        MissingFileError: The manifest list does not exist.
+        CorruptFileError: It does not decode (truncated or damaged).
+    """
+    path = snapshot.manifest_list
+    try:
+        return snapshot.manifests(io)
+    except FileNotFoundError as e:
+        msg = f"manifest list not found: {path}"
+        raise MissingFileError(msg) from e
+    except Exception as e:
+        raise _corrupt("manifest list", path, e) from e
+
+
 def read_manifest_entries(io: FileIO, manifest: ManifestFile) -> list[ManifestFileEntry]:
     """Read the live (ADDED or EXISTING) entries of one manifest, inheriting sequence numbers.
 
@@ -125,6 +155,8 @@ def read_manifest_entries(io: FileIO, manifest: ManifestFile) -> list[ManifestFi
     except FileNotFoundError as e:
         msg = f"manifest file not found: {manifest.manifest_path}"
         raise MissingFileError(msg) from e
+    except Exception as e:
+        raise _corrupt("manifest", manifest.manifest_path, e) from e
 
     out: list[ManifestFileEntry] = []
     manifest_seq = manifest.sequence_number or 0

@@ -14,7 +14,7 @@ from pyiceberg.types import PrimitiveType, StructType
 
 from icemor._compat.pyiceberg import inclusive_metrics_evaluator
 from icemor.planning.delete_index import DeleteFileIndex
-from icemor.planning.manifests import ManifestFileEntry, read_manifest_entries
+from icemor.planning.manifests import ManifestFileEntry, read_manifest_entries, read_manifest_list
 from icemor.spec.files import FileContent
 from icemor.spec.tasks import PlannedFile
 
@@ -51,7 +51,7 @@ def plan_files(
         return []
     row_filter = AlwaysTrue() if row_filter is None else row_filter
     specs = metadata.specs()
-    manifests = snapshot.manifests(io)
+    manifests = read_manifest_list(io, snapshot)
 
     partition_filters: dict[int, BooleanExpression] = {}
     for spec_id, spec in specs.items():

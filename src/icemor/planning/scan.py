@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
-from pyiceberg.expressions import AlwaysTrue, BooleanExpression
+from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, EqualTo, In, Not, Or, Reference
 from pyiceberg.expressions.visitors import bind
 from pyiceberg.table.refs import SnapshotRefType
 
@@ -24,7 +24,7 @@ from icemor.planning.tasks import SplitOptions, plan_tasks
 from icemor.spec.metadata_columns import METADATA_COLUMNS
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     import pyarrow as pa
     from pyiceberg.io import FileIO
@@ -34,7 +34,14 @@ if TYPE_CHECKING:
 
     from icemor.spec.tasks import CombinedScanTask, PlannedFile
 
-__all__ = ["ScanJob", "SnapshotSelection", "parse_filter", "prepare_scan", "resolve_snapshot"]
+__all__ = [
+    "ScanJob",
+    "SnapshotSelection",
+    "flatten_filter",
+    "parse_filter",
+    "prepare_scan",
+    "resolve_snapshot",
+]
 
 
 @dataclass
@@ -165,17 +172,94 @@ def parse_filter(
 
         try:
             expr = parser.parse(row_filter)
+        except RecursionError as e:
+            msg = f"row filter {_shown(row_filter)} nests too deeply: simplify its parentheses or NOTs"
+            raise InvalidArgumentError(msg) from e
         except Exception as e:  # pyparsing raises its own ParseException family
             raise InvalidArgumentError(explain_parse_error(row_filter)) from e
-        expr = dates_as_midnight(expr, schema, case_sensitive=case_sensitive)
     else:
         expr = row_filter
     try:
+        expr = flatten_filter(expr)
+        if isinstance(row_filter, str):  # balanced by now: the rewrite recurses log(n) deep
+            expr = dates_as_midnight(expr, schema, case_sensitive=case_sensitive)
         bind(schema, expr, case_sensitive=case_sensitive)
+    except RecursionError as e:
+        msg = f"row filter {_shown(row_filter)} nests too deeply: simplify its parentheses or NOTs"
+        raise InvalidArgumentError(msg) from e
     except ValueError as e:
-        msg = f"invalid row filter {row_filter!r}: {e}"
+        msg = f"invalid row filter {_shown(row_filter)}: {_first_line(e)}"
         raise InvalidArgumentError(msg) from e
     return expr
+
+
+def _shown(row_filter: object) -> str:
+    try:
+        text = repr(row_filter) if isinstance(row_filter, str) else str(row_filter)
+    except RecursionError:  # str() of a too-deep expression recurses as deeply
+        text = type(row_filter).__name__
+    return text if len(text) <= 200 else f"{text[:200]}… ({len(text)} characters)"
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[0] if lines else type(e).__name__
+
+
+def flatten_filter(expr: BooleanExpression) -> BooleanExpression:
+    """Flatten ``and``/``or`` chains into balanced trees, merging ``col = v or col = w…`` into ``IN``.
+
+    Equalities and ``IN`` on the same column under one ``or`` become one ``IN`` (the same rows,
+    NULLs included: neither matches NULL). Chains are collected without recursion and rebuilt
+    balanced, so a left-deep tree of any length (``functools.reduce(Or, …)``) binds and
+    evaluates at logarithmic depth. A 10,000-term ``or`` of equalities is then one ``IN``,
+    which Arrow evaluates as one hash lookup instead of a 10,000-node expression (such a
+    tree overflowed Arrow's native stack: a segfault).
+    """
+    if isinstance(expr, Not):
+        return Not(flatten_filter(expr.child))
+    if not isinstance(expr, And | Or):
+        return expr
+    op = type(expr)
+    operands: list[BooleanExpression] = []
+    stack: list[BooleanExpression] = [expr]
+    while stack:  # depth-first, left to right, without recursion along the chain
+        node = stack.pop()
+        if type(node) is op:
+            stack.extend((node.right, node.left))
+        else:
+            operands.append(flatten_filter(node))
+    if op is Or:
+        operands = _merge_equalities(operands)
+    if len(operands) == 1:
+        return operands[0]
+    return op(*operands)  # pyiceberg builds three or more operands as a balanced tree
+
+
+# In's pydantic model hides its (term, literals) constructor from mypy
+_in = cast("Callable[[str, set[Any]], BooleanExpression]", In)
+
+
+def _merge_equalities(operands: list[BooleanExpression]) -> list[BooleanExpression]:
+    """``or`` operands with every ``col = v`` / ``col IN (…)`` on one column merged into one ``IN``."""
+    literals: dict[str, set[Any]] = {}
+    first: dict[str, int] = {}
+    out: list[BooleanExpression | None] = []
+    for e in operands:
+        if isinstance(e, EqualTo | In) and isinstance(e.term, Reference):
+            name = e.term.name
+            values = {e.literal} if isinstance(e, EqualTo) else set(e.literals)
+            if name in literals:
+                literals[name] |= values
+                continue
+            literals[name] = values
+            first[name] = len(out)
+            out.append(None)  # placeholder, keeps the operands' order
+        else:
+            out.append(e)
+    for name, i in first.items():
+        out[i] = _in(name, literals[name])  # one value: pyiceberg makes it EqualTo again
+    return [e for e in out if e is not None]
 
 
 def resolve_snapshot(
