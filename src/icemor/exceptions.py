@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 __all__ = [
     "CommitConflictError",
     "CommitFailedError",
@@ -13,6 +19,7 @@ __all__ = [
     "NoSuchSnapshotError",
     "NoSuchTableError",
     "UnsupportedFeatureError",
+    "table_lookup_errors",
 ]
 
 
@@ -54,3 +61,19 @@ class CommitFailedError(IcemorError):
 
 class CommitStateUnknownError(IcemorError):
     """The catalog call failed after it may have committed; files are kept, check the table."""
+
+
+@contextmanager
+def table_lookup_errors(identifier: str, catalog_name: str) -> Iterator[None]:
+    """Map the catalog's errors for a table that is missing or misnamed to one clear error each."""
+    from pyiceberg.exceptions import NoSuchNamespaceError
+    from pyiceberg.exceptions import NoSuchTableError as _PyIcebergNoSuchTable
+
+    try:
+        yield
+    except (_PyIcebergNoSuchTable, NoSuchNamespaceError) as e:
+        msg = f"table {identifier!r} does not exist in catalog {catalog_name!r}"
+        raise NoSuchTableError(msg) from e
+    except ValueError as e:
+        msg = f"invalid table identifier {identifier!r}: {e}"
+        raise InvalidArgumentError(msg) from e

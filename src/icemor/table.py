@@ -5,11 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError as PydanticValidationError
-from pyiceberg.exceptions import NoSuchNamespaceError
-from pyiceberg.exceptions import NoSuchTableError as _PyIcebergNoSuchTable
 from pyiceberg.exceptions import ValidationError as _PyIcebergValidationError
 
-from icemor.exceptions import CorruptFileError, InvalidArgumentError, MissingFileError, NoSuchTableError
+from icemor.exceptions import CorruptFileError, MissingFileError, table_lookup_errors
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -49,24 +47,20 @@ class Table:
         from icemor.catalog import load_catalog
 
         cat = catalog if catalog is not None and not isinstance(catalog, str) else load_catalog(catalog)
-        try:
-            return cls(cat.load_table(identifier), cat)
-        except (_PyIcebergNoSuchTable, NoSuchNamespaceError) as e:
-            msg = f"table {identifier!r} does not exist in catalog {cat.name!r}"
-            raise NoSuchTableError(msg) from e
-        except FileNotFoundError as e:
-            msg = f"metadata file of table {identifier!r} not found: {_metadata_file(cat, identifier, e)}"
-            raise MissingFileError(msg) from e
-        except (_PyIcebergValidationError, PydanticValidationError, UnicodeDecodeError) as e:
-            # unparsable metadata JSON (truncated, damaged): pydantic's message names no file
-            msg = (
-                f"metadata file of table {identifier!r} is truncated or corrupt: "
-                f"{_metadata_file(cat, identifier, e)} ({_first_problem(e)})"
-            )
-            raise CorruptFileError(msg) from e
-        except ValueError as e:
-            msg = f"invalid table identifier {identifier!r}: {e}"
-            raise InvalidArgumentError(msg) from e
+        # the metadata file's own problems first: its decode errors are ValueErrors too
+        with table_lookup_errors(identifier, cat.name):
+            try:
+                return cls(cat.load_table(identifier), cat)
+            except FileNotFoundError as e:
+                msg = f"metadata file of table {identifier!r} not found: {_metadata_file(cat, identifier, e)}"
+                raise MissingFileError(msg) from e
+            except (_PyIcebergValidationError, PydanticValidationError, UnicodeDecodeError) as e:
+                # unparsable metadata JSON (truncated, damaged): pydantic's message names no file
+                msg = (
+                    f"metadata file of table {identifier!r} is truncated or corrupt: "
+                    f"{_metadata_file(cat, identifier, e)} ({_first_problem(e)})"
+                )
+                raise CorruptFileError(msg) from e
 
     @property
     def pyiceberg(self) -> PyIcebergTable:

@@ -24,6 +24,8 @@ from pyiceberg.table.snapshots import Operation
 
 from icemor._compat.pyiceberg import inclusive_metrics_evaluator
 from icemor.exceptions import CommitConflictError
+from icemor.spec.files import FileContent
+from icemor.spec.rules import file_path_bounds_contain, file_path_bounds_scope
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -151,14 +153,10 @@ def validate(metadata: TableMetadata, io: FileIO, v: Validation) -> None:
 
 
 def _may_apply(delete: DataFile, data_paths: set[str]) -> bool:
-    """Whether a new delete file may apply to one of ``data_paths`` (file-scoped ones by path)."""
-    from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID
-
-    if int(delete.content) == 1:
-        lo = (delete.lower_bounds or {}).get(DELETE_FILE_PATH_FIELD_ID)
-        hi = (delete.upper_bounds or {}).get(DELETE_FILE_PATH_FIELD_ID)
-        if lo is not None and lo == hi:
-            return lo.decode("utf-8") in data_paths
-        if lo is not None and hi is not None:
-            return any(lo <= p.encode("utf-8") <= hi for p in data_paths)
-    return True
+    """Whether a new delete file may apply to one of ``data_paths`` (position deletes by path)."""
+    if int(delete.content) != FileContent.POSITION_DELETES:
+        return True
+    scope = file_path_bounds_scope(delete.lower_bounds, delete.upper_bounds)
+    if scope is not None:
+        return scope in data_paths
+    return any(file_path_bounds_contain(p, delete.lower_bounds, delete.upper_bounds) for p in data_paths)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,7 @@ from icemor.spec.files import DataFileRef, DeleteFileRef, FileContent
 from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID, DELETE_FILE_POS_FIELD_ID
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
     import numpy.typing as npt
     from pyiceberg.io import FileIO
@@ -27,9 +28,22 @@ if TYPE_CHECKING:
     from pyiceberg.table.name_mapping import NameMapping
     from pyiceberg.types import IcebergType
 
-__all__ = ["deleted_positions", "equality_delete_sets", "fully_deleted", "open_parquet"]
+__all__ = ["deleted_positions", "equality_delete_sets", "fully_deleted", "open_parquet", "reaching"]
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+
+
+@contextmanager
+def reaching(what: str, path: str) -> Iterator[None]:
+    """Turn a FileIO failure to reach ``path`` into one MissingFileError naming it."""
+    try:
+        yield
+    except FileNotFoundError as e:
+        msg = f"{what} not found: {path}"
+        raise MissingFileError(msg) from e
+    except OSError as e:
+        msg = f"cannot open {what} {path}: {e}"
+        raise MissingFileError(msg) from e
 
 
 def open_parquet(io: FileIO, path: str, *, what: str = "data file") -> pq.ParquetFile:
@@ -39,14 +53,8 @@ def open_parquet(io: FileIO, path: str, *, what: str = "data file") -> pq.Parque
     and icemor's delete writer do): a flipped byte in a page is then a ``CorruptFileError``
     when the page is decoded, not silently wrong values. Pages without a CRC read as before.
     """
-    try:
+    with reaching(what, path):
         stream = io.new_input(path).open()
-    except FileNotFoundError as e:
-        msg = f"{what} not found: {path}"
-        raise MissingFileError(msg) from e
-    except OSError as e:
-        msg = f"cannot open {what} {path}: {e}"
-        raise MissingFileError(msg) from e
     try:
         return pq.ParquetFile(stream, pre_buffer=True, page_checksum_verification=True)
     except (pa.ArrowInvalid, OSError) as e:
@@ -112,13 +120,9 @@ def _deletion_vector(io: FileIO, ref: DeleteFileRef) -> tuple[npt.NDArray[np.int
     if ref.content_offset is None or ref.content_size_in_bytes is None:
         msg = f"deletion vector {ref.path} has no content_offset/content_size_in_bytes"
         raise CorruptFileError(msg)
-    try:
-        with io.new_input(ref.path).open() as f:
-            f.seek(ref.content_offset)
-            blob = f.read(ref.content_size_in_bytes)
-    except FileNotFoundError as e:
-        msg = f"deletion vector file not found: {ref.path}"
-        raise MissingFileError(msg) from e
+    with reaching("deletion vector file", ref.path), io.new_input(ref.path).open() as f:
+        f.seek(ref.content_offset)
+        blob = f.read(ref.content_size_in_bytes)
     if len(blob) != ref.content_size_in_bytes:
         msg = f"deletion vector {ref.path} is truncated at offset {ref.content_offset}"
         raise CorruptFileError(msg)

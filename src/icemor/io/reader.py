@@ -24,9 +24,9 @@ from pyiceberg.schema import Schema, prune_columns
 from pyiceberg.typedef import Record
 
 from icemor._compat.pyiceberg import partition_constants, to_requested_schema
-from icemor.exceptions import CorruptFileError, MissingFileError, UnsupportedFeatureError
+from icemor.exceptions import CorruptFileError, UnsupportedFeatureError
 from icemor.io.columns import equality_key_columns, top_level_names
-from icemor.io.deletes import deleted_positions, equality_delete_sets, open_parquet
+from icemor.io.deletes import deleted_positions, equality_delete_sets, open_parquet, reaching
 from icemor.spec.files import FileContent
 from icemor.spec.metadata_columns import DELETED, FILE_PATH, ROW_POSITION
 
@@ -416,14 +416,8 @@ def _check_present(io: FileIO, data_file: DataFileRef) -> None:
         MissingFileError: The file does not exist or cannot be reached.
         CorruptFileError: Its size differs from the manifest's ``file_size_in_bytes``.
     """
-    try:
+    with reaching("data file", data_file.path):
         size = len(io.new_input(data_file.path))
-    except FileNotFoundError as e:
-        msg = f"data file not found: {data_file.path}"
-        raise MissingFileError(msg) from e
-    except OSError as e:
-        msg = f"cannot open data file {data_file.path}: {e}"
-        raise MissingFileError(msg) from e
     if size != data_file.file_size_in_bytes:
         msg = (
             f"data file {data_file.path} is {size} bytes, its manifest entry says "

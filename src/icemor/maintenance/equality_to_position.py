@@ -22,14 +22,13 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from pyiceberg.manifest import ManifestContent
 from pyiceberg.schema import Schema
 from pyiceberg.table.snapshots import Operation
 
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
 from icemor.ops.delete import check_writable, delete_units, run_units
-from icemor.planning.manifests import read_manifest_entries
+from icemor.planning.manifests import live_delete_files
 from icemor.planning.scan import prepare_scan
 from icemor.spec.files import FileContent
 
@@ -72,11 +71,7 @@ def rewrite_equality_deletes(table: PyIcebergTable, *, run: Runner) -> Conversio
     if snapshot is None:
         return replace(nothing, seconds=time.monotonic() - started)
     equality = {
-        e.data_file.file_path
-        for m in snapshot.manifests(table.io)
-        if m.content == ManifestContent.DELETES
-        for e in read_manifest_entries(table.io, m)
-        if e.content == FileContent.EQUALITY_DELETES
+        d.path for d in live_delete_files(table.io, snapshot) if d.content == FileContent.EQUALITY_DELETES
     }
     if not equality:
         return replace(nothing, seconds=time.monotonic() - started)

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.manifest import ManifestContent
 from pyiceberg.schema import Schema
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.typedef import Record
@@ -324,17 +323,12 @@ def delete_rows(
 def _delete_everything(table: PyIcebergTable, job: ScanJob, started: float) -> DeleteMetrics:
     """No condition: one snapshot that removes every data and delete file (no row is read)."""
     from icemor.engines.local import count_rows
-    from icemor.planning.manifests import read_manifest_entries
+    from icemor.planning.manifests import live_delete_files
 
     assert job.snapshot is not None
     deleted = count_rows(job)
     data = {p.data_file.path for p in job.planned}
-    deletes = {
-        e.data_file.file_path
-        for m in job.snapshot.manifests(table.io)
-        if m.content == ManifestContent.DELETES
-        for e in read_manifest_entries(table.io, m)
-    }
+    deletes = {d.path for d in live_delete_files(table.io, job.snapshot)}
     if not data and not deletes:
         return DeleteMetrics(0, 0, 0, 0, None, time.monotonic() - started)
     delta = RowDelta(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from icemor.exceptions import InvalidArgumentError, NoSuchTableError
+from icemor.exceptions import table_lookup_errors
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -21,17 +21,8 @@ def drop_table(catalog: Catalog, identifier: str, *, purge: bool = False) -> Non
     Raises:
         NoSuchTableError: The table does not exist.
     """
-    from pyiceberg.exceptions import NoSuchNamespaceError
-    from pyiceberg.exceptions import NoSuchTableError as _PyIcebergNoSuchTable
-
-    try:
+    with table_lookup_errors(identifier, catalog.name):
         if purge:
             catalog.purge_table(identifier)
         else:
             catalog.drop_table(identifier)
-    except (_PyIcebergNoSuchTable, NoSuchNamespaceError) as e:
-        msg = f"table {identifier!r} does not exist in catalog {catalog.name!r}"
-        raise NoSuchTableError(msg) from e
-    except ValueError as e:
-        msg = f"invalid table identifier {identifier!r}: {e}"
-        raise InvalidArgumentError(msg) from e

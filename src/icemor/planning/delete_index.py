@@ -37,7 +37,7 @@ from pyiceberg.types import (
 
 from icemor.exceptions import CorruptFileError
 from icemor.spec.files import DeleteFileRef, FileContent
-from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID, equality_delete_applies, position_delete_applies
+from icemor.spec.rules import equality_delete_applies, file_path_bounds_contain, position_delete_applies
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -179,7 +179,7 @@ class DeleteFileIndex:
                 out.extend(
                     i.ref
                     for i in bucket.applicable(seq, position_delete_applies)
-                    if _path_in_bounds(path, i.stats)
+                    if file_path_bounds_contain(path, i.stats.lower, i.stats.upper)
                 )
         data_stats = _Stats(lower_bounds, upper_bounds, null_counts, value_counts)
         candidates = self._eq_global.applicable(seq, equality_delete_applies)
@@ -230,10 +230,3 @@ def _all_null(stats: _Stats, field_id: int) -> bool:
         return False
     nulls, values = stats.null_counts.get(field_id), stats.value_counts.get(field_id)
     return nulls is not None and values is not None and nulls == values
-
-
-def _path_in_bounds(path: str, stats: _Stats) -> bool:
-    lo = stats.lower.get(DELETE_FILE_PATH_FIELD_ID) if stats.lower else None
-    hi = stats.upper.get(DELETE_FILE_PATH_FIELD_ID) if stats.upper else None
-    encoded = path.encode("utf-8")
-    return (lo is None or lo <= encoded) and (hi is None or encoded <= hi)

@@ -18,6 +18,7 @@ from pyiceberg.manifest import (
     DataFile,
     DataFileContent,
     FileFormat,
+    ManifestContent,
     ManifestEntry,
     ManifestEntryStatus,
 )
@@ -25,14 +26,14 @@ from pyiceberg.manifest import (
 from icemor._compat.pyiceberg import V3_DATA_FILE_POSITIONS
 from icemor.exceptions import CorruptFileError, MissingFileError
 from icemor.spec.files import DataFileRef, DeleteFileRef, FileContent
-from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID
+from icemor.spec.rules import file_path_bounds_scope
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.manifest import ManifestFile
     from pyiceberg.table.snapshots import Snapshot
 
-__all__ = ["ManifestFileEntry", "read_manifest_entries", "read_manifest_list"]
+__all__ = ["ManifestFileEntry", "live_delete_files", "read_manifest_entries", "read_manifest_list"]
 
 _REFERENCED_DATA_FILE = V3_DATA_FILE_POSITIONS["referenced_data_file"]
 _CONTENT_OFFSET = V3_DATA_FILE_POSITIONS["content_offset"]
@@ -91,16 +92,9 @@ class ManifestFileEntry:
 
 
 def _path_bounds_scope(f: DataFile) -> str | None:
-    """The one data file a v2 position delete file references: equal ``file_path`` bounds.
-
-    As Iceberg Java's ``ContentFileUtil.referencedDataFile``; v2 manifests have no
-    ``referenced_data_file`` field.
-    """
     if int(f.content) != FileContent.POSITION_DELETES:
         return None
-    lo = (f.lower_bounds or {}).get(DELETE_FILE_PATH_FIELD_ID)
-    hi = (f.upper_bounds or {}).get(DELETE_FILE_PATH_FIELD_ID)
-    return lo.decode("utf-8") if lo is not None and lo == hi else None
+    return file_path_bounds_scope(f.lower_bounds, f.upper_bounds)
 
 
 def _format_name(file_format: FileFormat | str) -> str:
@@ -186,3 +180,13 @@ def read_manifest_entries(io: FileIO, manifest: ManifestFile) -> list[ManifestFi
             )
         )
     return out
+
+
+def live_delete_files(io: FileIO, snapshot: Snapshot) -> list[DeleteFileRef]:
+    """Every live delete file of ``snapshot`` (whether or not it still applies to a data file)."""
+    return [
+        e.to_delete_ref()
+        for m in read_manifest_list(io, snapshot)
+        if m.content == ManifestContent.DELETES
+        for e in read_manifest_entries(io, m)
+    ]
