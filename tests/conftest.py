@@ -71,6 +71,33 @@ def spark(oracle: IcebergJava) -> SparkSession:
 
 
 @pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh icemor home for one test, exported as ``ICEMOR_HOME`` (the embedded catalog's)."""
+    monkeypatch.setenv("ICEMOR_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def parquet(tmp_path: Path) -> Path:
+    """A four-row Parquet file (id, cat with a NULL, ts) that CLI tests create tables from."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "rows.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "id": pa.array([1, 2, 3, 4], pa.int64()),
+                "cat": ["a", "b", None, "a"],
+                "ts": pa.array([0, 86_400_000_000, 2 * 86_400_000_000, 3], pa.timestamp("us")),
+            }
+        ),
+        path,
+    )
+    return path
+
+
+@pytest.fixture
 def ns(request: pytest.FixtureRequest, catalog: SqlCatalog) -> str:
     """A namespace of its own for the test, created in the catalog; named after the test."""
     base = re.sub(r"[^a-z0-9_]+", "_", request.node.name.lower()).strip("_")[:48]

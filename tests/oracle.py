@@ -119,6 +119,24 @@ def sorted_rows(rows: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
     return sorted((tuple(row) for row in rows), key=sort_key)
 
 
+def icemor_rows(catalog: Any, name: str, **scan: Any) -> list[tuple[Any, ...]]:
+    """The rows icemor's local engine reads from table ``name`` (scan arguments as ``Table.scan``)."""
+    import icemor
+
+    table = icemor.load_table(name, catalog=catalog)
+    return sorted_rows(tuple(r.values()) for r in table.scan(**scan).to_arrow().to_pylist())
+
+
+def assert_same_at_every_snapshot(java: IcebergJava, catalog: Any, name: str) -> None:
+    """icemor and Iceberg Java read the same rows (as multisets) at every snapshot of ``name``."""
+    from collections import Counter
+
+    for snapshot_id in java.snapshot_ids(name):
+        expected = java.rows(name, snapshot_id=snapshot_id)
+        got = icemor_rows(catalog, name, snapshot_id=snapshot_id)
+        assert Counter(got) == Counter(expected), f"snapshot {snapshot_id}"
+
+
 class IcebergJava:
     """Iceberg Java 1.10.2 on Spark 3.5 with a JDBC catalog shared with icemor's pyiceberg SqlCatalog.
 

@@ -35,28 +35,6 @@ COMMANDS = [
 ]
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("ICEMOR_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
-
-
-@pytest.fixture
-def parquet(tmp_path: Path) -> Path:
-    path = tmp_path / "rows.parquet"
-    pq.write_table(
-        pa.table(
-            {
-                "id": pa.array([1, 2, 3, 4], pa.int64()),
-                "cat": ["a", "b", None, "a"],
-                "ts": pa.array([0, 86_400_000_000, 2 * 86_400_000_000, 3], pa.timestamp("us")),
-            }
-        ),
-        path,
-    )
-    return path
-
-
 def _err_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
     return [line for line in capsys.readouterr().err.splitlines() if line.strip()]
 

@@ -19,33 +19,11 @@ import icemor
 from icemor.cli import run
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("ICEMOR_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
-
-
 def _pyiceberg_catalog(home: Path) -> SqlCatalog:
     """The embedded catalog opened directly with pyiceberg: the independent view of the truth."""
     return SqlCatalog(
         "icemor", uri=f"sqlite:///{home / 'catalog.db'}", warehouse=(home / "warehouse").as_uri()
     )
-
-
-@pytest.fixture
-def parquet(tmp_path: Path) -> Path:
-    path = tmp_path / "rows.parquet"
-    pq.write_table(
-        pa.table(
-            {
-                "id": pa.array([1, 2, 3, 4], pa.int64()),
-                "cat": ["a", "b", None, "a"],
-                "ts": pa.array([0, 86_400_000_000, 2 * 86_400_000_000, 3], pa.timestamp("us")),
-            }
-        ),
-        path,
-    )
-    return path
 
 
 @pytest.fixture

@@ -4,13 +4,13 @@ delete left, and the sequence-number trap (rows added after, or with, an equalit
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pytest
 
 import icemor
-from oracle import sorted_rows
+from oracle import assert_same_at_every_snapshot
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.sql import SqlCatalog
@@ -18,17 +18,6 @@ if TYPE_CHECKING:
     from oracle import IcebergJava
 
 pytestmark = pytest.mark.oracle
-
-
-def _icemor_rows(catalog: SqlCatalog, name: str, **scan: Any) -> list[tuple[Any, ...]]:
-    table = icemor.load_table(name, catalog=catalog)
-    return sorted_rows(tuple(r.values()) for r in table.scan(**scan).to_arrow().to_pylist())
-
-
-def _assert_same_everywhere(oracle: IcebergJava, catalog: SqlCatalog, name: str) -> None:
-    for snapshot_id in oracle.snapshot_ids(name):
-        java = oracle.rows(name, snapshot_id=snapshot_id)
-        assert Counter(_icemor_rows(catalog, name, snapshot_id=snapshot_id)) == Counter(java), snapshot_id
 
 
 def _delete_contents(oracle: IcebergJava, name: str) -> Counter[int]:
@@ -77,7 +66,7 @@ def test_conversion_keeps_rows_and_rows_added_after_the_delete(
     assert Counter(oracle.rows(name)) == Counter(before)
     assert _ids(oracle, name) == expected_ids
     assert str(oracle.java_table(name).currentSnapshot().operation()) == "replace"
-    _assert_same_everywhere(oracle, catalog, name)
+    assert_same_at_every_snapshot(oracle, catalog, name)
     # nothing left to convert: a second run commits nothing
     assert table.maintenance.rewrite_equality_deletes().snapshot_id is None
 
@@ -100,7 +89,7 @@ def test_rows_committed_with_the_equality_delete_stay(
     m = icemor.load_table(name, catalog=catalog).maintenance.rewrite_equality_deletes()
     assert m.data_files_converted == 1 and m.positions_written == 2
     assert Counter(oracle.rows(name)) == Counter(before)
-    _assert_same_everywhere(oracle, catalog, name)
+    assert_same_at_every_snapshot(oracle, catalog, name)
 
 
 def test_data_file_left_empty_is_removed(oracle: IcebergJava, catalog: SqlCatalog, ns: str) -> None:
@@ -115,4 +104,4 @@ def test_data_file_left_empty_is_removed(oracle: IcebergJava, catalog: SqlCatalo
     assert m.data_files_removed == 1 and m.positions_written == 1
     assert len(oracle.sql(f"SELECT * FROM {q}.data_files")) == 1
     assert _ids(oracle, name) == [i for i in range(10, 20) if i != 15]
-    _assert_same_everywhere(oracle, catalog, name)
+    assert_same_at_every_snapshot(oracle, catalog, name)

@@ -7,7 +7,6 @@ must read the same on both sides at every snapshot.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -15,7 +14,7 @@ import pytest
 
 import icemor
 from icemor.exceptions import IcemorError, InvalidArgumentError
-from oracle import local_path, sorted_rows
+from oracle import assert_same_at_every_snapshot, icemor_rows, local_path
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -25,19 +24,6 @@ if TYPE_CHECKING:
     from oracle import IcebergJava
 
 pytestmark = pytest.mark.oracle
-
-
-def icemor_rows(catalog: SqlCatalog, name: str, **scan: Any) -> list[tuple[Any, ...]]:
-    table = icemor.load_table(name, catalog=catalog)
-    return sorted_rows(tuple(r.values()) for r in table.scan(**scan).to_arrow().to_pylist())
-
-
-def assert_same_everywhere(oracle: IcebergJava, catalog: SqlCatalog, name: str) -> None:
-    """icemor and Java read the same rows at every snapshot of the table."""
-    for snapshot_id in oracle.snapshot_ids(name):
-        java = oracle.rows(name, snapshot_id=snapshot_id)
-        ours = icemor_rows(catalog, name, snapshot_id=snapshot_id)
-        assert Counter(ours) == Counter(java), f"snapshot {snapshot_id}"
 
 
 def delete_files(oracle: IcebergJava, name: str) -> list[tuple[int, int, int]]:
@@ -91,7 +77,7 @@ def test_delete_read_by_java_then_mixed_history(
     assert m2.deleted_rows == len([i for i in range(50, 260) if i % 10 != 3 and i % 4 == 1])
     assert _ids(oracle.rows(name)) == expected
     assert _ids(icemor_rows(catalog, name)) == expected
-    assert_same_everywhere(oracle, catalog, name)
+    assert_same_at_every_snapshot(oracle, catalog, name)
     snapshot = oracle.java_table(name).currentSnapshot()
     assert str(snapshot.operation()) == "delete"
     summary = dict(snapshot.summary())
@@ -112,7 +98,7 @@ def test_delete_after_partition_evolution(oracle: IcebergJava, catalog: SqlCatal
     assert m.snapshot_id is not None
     assert _ids(oracle.rows(name)) == [i for i in range(400) if i % 10 not in (0, 7)]
     assert {spec for _, _, spec in delete_files(oracle, name)} == {0, 1}
-    assert_same_everywhere(oracle, catalog, name)
+    assert_same_at_every_snapshot(oracle, catalog, name)
 
 
 def test_whole_file_is_removed_with_its_file_scoped_deletes(
@@ -129,7 +115,7 @@ def test_whole_file_is_removed_with_its_file_scoped_deletes(
     assert data_file_count(oracle, name) == 2
     assert delete_files(oracle, name) == []
     assert _ids(oracle.rows(name)) == [*range(100), *range(200, 300)]
-    assert_same_everywhere(oracle, catalog, name)
+    assert_same_at_every_snapshot(oracle, catalog, name)
 
 
 def test_file_granularity_merges_older_deletes_partition_granularity_does_not(
@@ -143,7 +129,7 @@ def test_file_granularity_merges_older_deletes_partition_granularity_does_not(
         table.delete("m = 1")
         table.delete("m = 2")
         assert _ids(oracle.rows(name)) == [i for i in range(300) if i % 10 not in (1, 2)]
-        assert_same_everywhere(oracle, catalog, name)
+        assert_same_at_every_snapshot(oracle, catalog, name)
     # file: one delete file per data file, holding both deletes; partition: one per commit (unpartitioned)
     assert delete_files(oracle, name_f) == [(1, 20, 0)] * 3
     assert delete_files(oracle, name_p) == [(1, 30, 0), (1, 30, 0)]
@@ -171,7 +157,7 @@ def test_delete_over_equality_deletes_does_not_double_delete(
     # rows already deleted by the equality delete are not deleted again
     assert m.deleted_rows == len([i for i in range(300) if i % 2 == 0 and i % 3 != 0])
     assert _ids(oracle.rows(name)) == [i for i in range(300) if i % 2 and i % 3]
-    assert_same_everywhere(oracle, catalog, name)
+    assert_same_at_every_snapshot(oracle, catalog, name)
 
 
 def test_delete_without_condition_removes_every_file(
@@ -184,7 +170,7 @@ def test_delete_without_condition_removes_every_file(
     assert m.deleted_rows == 240
     assert oracle.rows(name) == []
     assert data_file_count(oracle, name) == 0 and delete_files(oracle, name) == []
-    assert_same_everywhere(oracle, catalog, name)
+    assert_same_at_every_snapshot(oracle, catalog, name)
 
 
 def test_condition_matching_nothing_commits_nothing(
@@ -205,7 +191,7 @@ def test_delete_on_spark_executors(oracle: IcebergJava, catalog: SqlCatalog, ns:
     m = table.delete("m = 3 or id < 7", spark=oracle.spark)
     assert m.deleted_rows == len([i for i in range(300) if i % 10 == 3 or i < 7])
     assert _ids(oracle.rows(name)) == [i for i in range(300) if not (i % 10 == 3 or i < 7)]
-    assert_same_everywhere(oracle, catalog, name)
+    assert_same_at_every_snapshot(oracle, catalog, name)
 
 
 def _files_under(location: str) -> set[Path]:
