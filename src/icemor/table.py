@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from icemor.engines import Runner
     from icemor.maintenance.equality_to_position import ConversionMetrics
+    from icemor.maintenance.position_deletes import PositionDeleteMetrics
     from icemor.ops.delete import DeleteMetrics
     from icemor.scan import Scan
     from icemor.spec.describe import HistoryEntry, SnapshotInfo, TableDescription
@@ -227,14 +228,16 @@ class Table:
         """Maintenance actions of merge-on-read tables (``table.maintenance.rewrite_equality_deletes()``)."""
         return Maintenance(self)
 
-    def _runner(self, spark: SparkSession | None) -> Runner:
+    def _runner(
+        self, spark: SparkSession | None, progress: Callable[[int, int], None] | None = None
+    ) -> Runner:
         if spark is None:
             from icemor.engines.local import runner
 
-            return runner(self.io)
+            return runner(self.io, progress=progress)
         from icemor.engines.spark import runner as spark_runner
 
-        return spark_runner(spark, self.io, self.metadata.location)
+        return spark_runner(spark, self.io, self.metadata.location, progress=progress)
 
     def to_spark(self, spark: SparkSession, *, strategy: str = "auto", **scan_kwargs: Any) -> DataFrame:
         """The scan as a PySpark DataFrame whose reading runs on Spark executors.
@@ -264,6 +267,29 @@ class Maintenance:
 
         t = self._table
         metrics = rewrite_equality_deletes(t.pyiceberg, run=t._runner(spark))
+        t.refresh()
+        return metrics
+
+    def rewrite_position_deletes(
+        self,
+        *,
+        spark: SparkSession | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> PositionDeleteMetrics:
+        """Minor compaction: merge the position-delete files of each partition (``write.delete.
+        granularity=partition``) or data file (``file``) into one sorted file; drop dangling deletes.
+
+        Rows are unchanged; the new files keep the largest data sequence number of the files
+        they replace (as Iceberg Java). One ``replace`` snapshot, or none when nothing is to do.
+
+        Args:
+            spark: Run the per-group work on this SparkSession's executors instead of local threads.
+            progress: Called with (groups done, groups) as the work proceeds.
+        """
+        from icemor.maintenance.position_deletes import rewrite_position_deletes
+
+        t = self._table
+        metrics = rewrite_position_deletes(t.pyiceberg, run=t._runner(spark, progress))
         t.refresh()
         return metrics
 

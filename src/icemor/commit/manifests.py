@@ -22,7 +22,7 @@ from pyiceberg.manifest import (
 from icemor._compat.pyiceberg import DeleteManifestWriterV2
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
     from pyiceberg.avro.codecs import AvroCompressionCodec
     from pyiceberg.io import FileIO
@@ -63,12 +63,17 @@ def write_snapshot_manifests(
     snapshot_id: int,
     added: Iterable[DataFile],
     removed_paths: set[str],
+    data_sequence_numbers: Mapping[str, int] | None = None,
 ) -> ManifestChanges:
     """Manifests of a snapshot that adds ``added`` and removes ``removed_paths`` from the parent's.
 
     Paths of ``removed_paths`` not found live in the parent are left out of ``changes.removed``;
-    the caller decides whether that is a conflict.
+    the caller decides whether that is a conflict. An added file named in
+    ``data_sequence_numbers`` gets that data sequence number explicitly in its ADDED entry (a
+    rewrite keeping the rewritten files' number, as Java's ``RewriteFiles``); the others inherit
+    the commit's. Their file sequence number is always the commit's (inherited).
     """
+    explicit = data_sequence_numbers or {}
     commit_id = uuid.uuid4().hex
     changes = ManifestChanges()
 
@@ -87,7 +92,10 @@ def write_snapshot_manifests(
                 for f in files:
                     w.add_entry(
                         ManifestEntry.from_args(
-                            status=ManifestEntryStatus.ADDED, snapshot_id=snapshot_id, data_file=f
+                            status=ManifestEntryStatus.ADDED,
+                            snapshot_id=snapshot_id,
+                            sequence_number=explicit.get(f.file_path),
+                            data_file=f,
                         )
                     )
             changes.manifests.append(w.to_manifest_file())

@@ -58,6 +58,8 @@ class RowDelta:
     added_files: list[WrittenFile] = field(default_factory=list)
     removed_paths: set[str] = field(default_factory=set)
     """Data and delete files to remove; each must still be live at the head."""
+    data_sequence_numbers: dict[str, int] = field(default_factory=dict)
+    """Explicit data sequence numbers of added files by path (rewrites); others get the commit's."""
     snapshot_properties: dict[str, str] = field(default_factory=dict)
     operation: Operation | None = None
     """Default: ``delete`` when no data file is added, else ``overwrite`` (as Java's RowDelta)."""
@@ -117,6 +119,7 @@ class RowDelta:
             snapshot_id=snapshot_id,
             added=added,
             removed_paths=self.removed_paths,
+            data_sequence_numbers=self.data_sequence_numbers,
         )
         written = list(changes.written_paths)
         try:

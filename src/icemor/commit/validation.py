@@ -53,6 +53,10 @@ class Validation:
     """Removed data files whose rows are rewritten (update, compaction): deletes that a
     concurrent commit adds for them would be lost. A DELETE leaves this empty: the rows of a
     file it removes are all deleted anyway."""
+    ignore_equality_deletes: bool = False
+    """The rewritten rows' new data files keep the starting snapshot's sequence number, so an
+    equality delete committed concurrently still applies to them: not a conflict (Java's
+    ``validateNoNewDeletesForDataFiles(..., ignoreEqualityDeletes)``)."""
 
 
 def history(metadata: TableMetadata, start_snapshot_id: int | None) -> list[Snapshot]:
@@ -144,6 +148,8 @@ def validate(metadata: TableMetadata, io: FileIO, v: Validation) -> None:
                 raise CommitConflictError(msg)
         if v.no_new_deletes_for and op in (Operation.OVERWRITE, Operation.DELETE):
             for e in _entries(io, snap, ManifestContent.DELETES):
+                if v.ignore_equality_deletes and int(e.data_file.content) == FileContent.EQUALITY_DELETES:
+                    continue
                 if e.status == ManifestEntryStatus.ADDED and _may_apply(e.data_file, v.no_new_deletes_for):
                     msg = (
                         f"concurrent snapshot {snap.snapshot_id} added delete file {e.data_file.file_path} "

@@ -122,10 +122,27 @@ def count_rows(job: ScanJob, *, workers: int | None = None) -> int:
     return sum(map_ordered(pieces, lambda t: count_task(io, t, opts), workers=workers))
 
 
-def runner(io: FileIO, *, workers: int | None = None) -> Runner:
-    """Run per-item work ``fn(io, item)`` on the thread pool, results in item order."""
+def runner(
+    io: FileIO, *, workers: int | None = None, progress: Callable[[int, int], None] | None = None
+) -> Runner:
+    """Run per-item work ``fn(io, item)`` on the thread pool, results in item order.
+
+    ``progress(done, total)`` is called (from the workers, serialised) as each item finishes.
+    """
 
     def run(fn: Callable[[FileIO, Any], Any], items: Sequence[Any]) -> list[Any]:
-        return map_ordered(items, lambda item: fn(io, item), workers=workers)
+        if progress is None:
+            return map_ordered(items, lambda item: fn(io, item), workers=workers)
+        lock = threading.Lock()
+        done = [0]
+
+        def one(item: Any) -> Any:
+            result = fn(io, item)
+            with lock:
+                done[0] += 1
+                progress(done[0], len(items))
+            return result
+
+        return map_ordered(items, one, workers=workers)
 
     return run

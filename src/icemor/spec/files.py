@@ -87,3 +87,5 @@ class WrittenFile:
     referenced_data_file: str | None = None
     equality_ids: tuple[int, ...] = ()
     split_offsets: tuple[int, ...] | None = None
+    nan_value_counts: dict[int, int] | None = None
+    """Data files written by pyiceberg's writer carry them; delete files have no float column."""

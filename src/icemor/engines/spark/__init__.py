@@ -174,13 +174,20 @@ def collect_arrow(df: DataFrame) -> pa.Table:
     return pa.Table.from_batches(batches)
 
 
-def runner(spark: SparkSession, io: FileIO, location: str) -> Runner:
+def runner(
+    spark: SparkSession,
+    io: FileIO,
+    location: str,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> Runner:
     """Run per-item work ``fn(io, item)`` on the executors, one Spark partition per item.
 
     ``fn`` and the items are pickled to the executors (``fn`` by reference: a module-level
     function of icemor); each executor builds its FileIO from ``io``'s properties. Only the
     pickled results come back to the driver. A failed Spark job raises here, before anything
-    is committed.
+    is committed. ``progress(done, total)`` is told when the job starts and when it ends (the
+    items finish on the executors, where the driver cannot count them).
     """
     spec = io_spec(io, location)
 
@@ -191,6 +198,8 @@ def runner(spark: SparkSession, io: FileIO, location: str) -> Runner:
 
         if not items:
             return []
+        if progress is not None:
+            progress(0, len(items))
         rows = [(item_blob(spec, fn, item),) for item in items]
         schema = StructType([StructField("task", BinaryType(), nullable=False)])
         tasks = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), schema)
@@ -199,6 +208,8 @@ def runner(spark: SparkSession, io: FileIO, location: str) -> Runner:
             return run_items(iter(batches))
 
         results = tasks.mapInArrow(work, "result binary").collect()
+        if progress is not None:
+            progress(len(items), len(items))
         return [pickle.loads(r["result"]) for r in results]
 
     return run

@@ -1,0 +1,93 @@
+"""What the rewriting maintenance actions share: the table check, and units of work that never lose files.
+
+A unit of work runs on a local thread or a Spark executor and writes files. If one unit fails
+while others succeed, a runner that raises would drop the successful units' results, and with
+them the only record of the files they wrote. So each unit runs guarded: an error is returned,
+not raised (after the unit removed what it wrote itself), the driver sees every result,
+removes the files of the successful units and raises the first error.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from icemor.commit.manifests import delete_quietly
+from icemor.exceptions import IcemorError, InvalidArgumentError, UnsupportedFeatureError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+
+    from pyiceberg.io import FileIO
+    from pyiceberg.table import Table as PyIcebergTable
+
+    from icemor.engines import Runner
+
+__all__ = ["check_rewritable", "run_guarded"]
+
+R = TypeVar("R")
+
+
+def check_rewritable(table: PyIcebergTable) -> None:
+    """Refuse tables whose files icemor cannot rewrite: v1 (no sequence numbers) and v3 (pyiceberg 0.12
+    cannot write v3 metadata). Copy-on-write tables are fine: a rewrite changes no row."""
+    version = table.metadata.format_version
+    if version < 2:
+        msg = (
+            f"{'.'.join(table.name())} is a format-version 1 table: rewrites keep data sequence numbers, "
+            "which need format version 2 (set the table property format-version=2)"
+        )
+        raise InvalidArgumentError(msg)
+    if version > 2:
+        msg = "rewriting format-version 3 tables is not supported yet (pyiceberg 0.12 cannot write v3)"
+        raise UnsupportedFeatureError(msg)
+
+
+@dataclass(frozen=True)
+class _Failed:
+    error: BaseException
+
+
+def _picklable(e: Exception) -> Exception:
+    try:
+        pickle.loads(pickle.dumps(e))
+    except Exception:
+        return IcemorError(f"{type(e).__name__}: {e}")
+    return e
+
+
+def guarded(io: FileIO, item: tuple[Callable[[FileIO, Any], Any], Any]) -> Any:
+    """Run ``fn(io, unit)``; return its error instead of raising it (module level: Spark pickles it)."""
+    fn, unit = item
+    try:
+        return fn(io, unit)
+    except Exception as e:
+        return _Failed(_picklable(e))
+
+
+def run_guarded(
+    io: FileIO,
+    run: Runner,
+    fn: Callable[[FileIO, Any], R],
+    units: Sequence[Any],
+    written: Callable[[R], Iterable[str]],
+    *,
+    lost: Callable[[], None] | None = None,
+) -> list[R]:
+    """Run every unit; if any failed, remove what the others wrote and raise the first error.
+
+    ``fn`` must remove what it wrote itself before it raises. If the runner itself fails (a
+    Spark job lost), the results are gone: ``lost`` removes what it can find, best effort.
+    """
+    try:
+        outcomes = run(guarded, [(fn, u) for u in units])
+    except BaseException:
+        if lost is not None:
+            lost()
+        raise
+    failed = [o.error for o in outcomes if isinstance(o, _Failed)]
+    if failed:
+        delete_quietly(io, [p for o in outcomes if not isinstance(o, _Failed) for p in written(o)])
+        raise failed[0]
+    return outcomes
