@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from icemor.engines import Runner
+    from icemor.maintenance.data_files import DataRewriteMetrics
     from icemor.maintenance.equality_to_position import ConversionMetrics
     from icemor.maintenance.position_deletes import PositionDeleteMetrics
     from icemor.ops.delete import DeleteMetrics
@@ -290,6 +291,57 @@ class Maintenance:
 
         t = self._table
         metrics = rewrite_position_deletes(t.pyiceberg, run=t._runner(spark, progress))
+        t.refresh()
+        return metrics
+
+    def rewrite_data_files(
+        self,
+        delete_ratio_threshold: float = 0.3,
+        delete_file_threshold: int | None = None,
+        target_file_size_bytes: int | None = None,
+        where: str | BooleanExpression | None = None,
+        *,
+        use_starting_sequence_number: bool = True,
+        spark: SparkSession | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> DataRewriteMetrics:
+        """Major compaction: rewrite data files with every delete applied, and bin-pack small ones.
+
+        Iceberg Java's selection and defaults: a file whose deleted fraction reaches
+        ``delete_ratio_threshold``, or to which ``delete_file_threshold`` or more delete files
+        apply (None: never), or whose size is outside 75-180 % of the target, is a candidate;
+        a partition's candidates are rewritten when one has too many deletes, or there are 5
+        or more, or more than the target's bytes. One ``replace`` snapshot removes the old data
+        files and the delete files that then apply to nothing.
+
+        Args:
+            delete_ratio_threshold: Java's ``delete-ratio-threshold`` (position deletes, counted exactly).
+            delete_file_threshold: Java's ``delete-file-threshold``.
+            target_file_size_bytes: Default: the table's ``write.target-file-size-bytes`` (512 MiB).
+                pyiceberg's writer sizes files by in-memory Arrow bytes: files on disk are smaller.
+            where: Only data files that may hold rows matching this filter (whole files).
+            use_starting_sequence_number: Java's ``use-starting-sequence-number``: the new files
+                keep the starting snapshot's sequence number, so equality deletes committed
+                meanwhile still apply to them.
+            spark: Run the per-unit work on this SparkSession's executors instead of local threads.
+            progress: Called with (units done, units) as the work proceeds.
+
+        Raises:
+            CommitConflictError: A concurrent commit removed a file being rewritten or added
+                deletes for one (nothing committed, no file left).
+        """
+        from icemor.maintenance.data_files import rewrite_data_files
+
+        t = self._table
+        metrics = rewrite_data_files(
+            t.pyiceberg,
+            run=t._runner(spark, progress),
+            delete_ratio_threshold=delete_ratio_threshold,
+            delete_file_threshold=delete_file_threshold,
+            target_file_size_bytes=target_file_size_bytes,
+            where=where,
+            use_starting_sequence_number=use_starting_sequence_number,
+        )
         t.refresh()
         return metrics
 

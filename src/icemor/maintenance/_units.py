@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from icemor.engines import Runner
 
-__all__ = ["check_rewritable", "run_guarded"]
+__all__ = ["check_rewritable", "partition_directory", "run_guarded"]
 
 R = TypeVar("R")
 
@@ -42,6 +42,17 @@ def check_rewritable(table: PyIcebergTable) -> None:
     if version > 2:
         msg = "rewriting format-version 3 tables is not supported yet (pyiceberg 0.12 cannot write v3)"
         raise UnsupportedFeatureError(msg)
+
+
+def partition_directory(table: PyIcebergTable, spec_id: int, partition: tuple[Any, ...]) -> str:
+    """The data directory of a partition as the table lays it out (``write.data.path`` etc.)."""
+    from pyiceberg.typedef import Record
+
+    data_dir = table.location_provider().new_data_location("x").rsplit("/", 1)[0]
+    spec = table.metadata.specs()[spec_id]
+    if spec.is_unpartitioned():
+        return data_dir
+    return f"{data_dir}/{spec.partition_to_path(Record(*partition), table.metadata.schema())}"
 
 
 @dataclass(frozen=True)

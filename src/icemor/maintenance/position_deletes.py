@@ -35,14 +35,13 @@ from typing import TYPE_CHECKING, Any
 from pyiceberg.conversions import from_bytes
 from pyiceberg.manifest import ManifestContent
 from pyiceberg.table.snapshots import Operation
-from pyiceberg.typedef import Record
 from pyiceberg.types import LongType
 
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
 from icemor.io.deletes import deleted_positions
 from icemor.io.writers import DeleteFileTarget, remove_written, write_position_deletes
-from icemor.maintenance._units import check_rewritable, run_guarded
+from icemor.maintenance._units import check_rewritable, partition_directory, run_guarded
 from icemor.planning.manifests import read_manifest_entries, read_manifest_list
 from icemor.planning.scan import prepare_scan
 from icemor.spec import properties as P
@@ -285,21 +284,14 @@ class _Targets:
             props, P.DELETE_TARGET_FILE_SIZE_BYTES, P.DELETE_TARGET_FILE_SIZE_BYTES_DEFAULT
         )
         self._compression = props.get(P.PARQUET_COMPRESSION, P.PARQUET_COMPRESSION_DEFAULT)
-        # the data directory as the table's location provider lays it out (write.data.path etc.)
-        self._data_dir = table.location_provider().new_data_location("x").rsplit("/", 1)[0]
-        self._schema = table.metadata.schema()
-        self._specs = table.metadata.specs()
+        self._table = table
         self._commit_id = uuid.uuid4().hex[:12]
         self._n = 0
 
     def output(self, pairs: list[_Pair]) -> _Output:
         first = pairs[0][0]
-        spec = self._specs[first.spec_id]
-        directory = self._data_dir
-        if not spec.is_unpartitioned():
-            directory = f"{self._data_dir}/{spec.partition_to_path(Record(*first.partition), self._schema)}"
         target = DeleteFileTarget(
-            directory=directory,
+            directory=partition_directory(self._table, first.spec_id, first.partition),
             prefix=f"{self._n:05d}-{self._commit_id}-compacted",
             spec_id=first.spec_id,
             partition=first.partition,

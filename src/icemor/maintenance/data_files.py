@@ -1,0 +1,343 @@
+"""Major compaction: rewrite data files with every delete applied, and bin-pack small ones.
+
+The file selection is Iceberg Java's (``BinPackRewriteFilePlanner``, 1.10), with its option
+names and defaults:
+
+- a data file is a candidate when its deleted fraction reaches ``delete-ratio-threshold``
+  (0.3), when ``delete-file-threshold`` or more delete files apply to it (default: never), or
+  when its size is outside [75 %, 180 %] of the target (``write.target-file-size-bytes``,
+  512 MiB, or ``target_file_size_bytes``);
+- candidates are grouped by partition, and a group is rewritten when one of its files has
+  too many deletes, or it has at least 5 files (``min-input-files``), or more than one file
+  and more bytes than the target.
+
+The deleted fraction counts position deletes exactly (Java counts the record counts of
+file-scoped delete files only); equality deletes cannot be counted without reading the data,
+so they count through ``delete-file-threshold`` only, as in Java.
+
+Each group is split into units of about the target size; a unit reads its files with every
+delete applied (the read path's own verdict) and writes the rows with pyiceberg's Parquet
+writer (field ids, metrics), rolling to a new file once the bytes written reach the target,
+locally or on Spark executors. Files of an older partition spec are written by pyiceberg's
+``append`` writer instead, which partitions rows by the current spec but sizes files by
+in-memory Arrow bytes (they come out smaller). One ``replace`` commit removes the rewritten
+data files and every delete file that then applies to no data file.
+
+Sequence numbers (Java's ``rewrite.use-starting-sequence-number``, default true): the new
+data files get the sequence number of the snapshot the rewrite started from. An equality
+delete committed concurrently has a higher number, so it still applies to the rewritten rows
+(and is not a conflict); deletes that existed at the start (<= that number) were applied
+while rewriting and do not apply again. A concurrent commit that added position deletes (or,
+with the option off, any deletes) for a file being rewritten would lose them: a conflict, as
+Java's ``validateNoNewDeletesForDataFiles``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+import pyarrow as pa
+from pyiceberg.table.snapshots import Operation
+
+from icemor._compat.pyiceberg import write_data_files
+from icemor.commit.files import to_written_file
+from icemor.commit.manifests import delete_quietly
+from icemor.commit.row_delta import RowDelta
+from icemor.commit.validation import Validation
+from icemor.engines.local import stream
+from icemor.exceptions import InvalidArgumentError
+from icemor.io.deletes import deleted_positions
+from icemor.io.reader import output_schema, read_task
+from icemor.io.writers import DataFileTarget, remove_written, write_data_rows
+from icemor.maintenance._units import check_rewritable, partition_directory, run_guarded
+from icemor.planning.manifests import live_delete_files
+from icemor.planning.scan import prepare_scan
+from icemor.spec import properties as P
+from icemor.spec.files import FileContent
+from icemor.spec.tasks import FileScanTask
+
+if TYPE_CHECKING:
+    from collections.abc import Generator, Iterator
+
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.io import FileIO
+    from pyiceberg.table import Table as PyIcebergTable
+    from pyiceberg.table.metadata import TableMetadata
+
+    from icemor.engines import Runner
+    from icemor.io.reader import ReadOptions
+    from icemor.spec.files import WrittenFile
+    from icemor.spec.tasks import PlannedFile
+
+__all__ = ["DataRewriteMetrics", "RewriteUnit", "rewrite_data_files", "rewrite_data_unit"]
+
+# Iceberg Java's SizeBasedFileRewritePlanner defaults
+MIN_FILE_SIZE_RATIO = 0.75
+MAX_FILE_SIZE_RATIO = 1.8
+MIN_INPUT_FILES = 5
+MAX_FILE_GROUP_SIZE_BYTES = 100 * 1024**3
+
+
+@dataclass(frozen=True)
+class DataRewriteMetrics:
+    """What a major compaction did."""
+
+    data_files_rewritten: int
+    data_files_added: int
+    delete_files_removed: int
+    rows_written: int
+    bytes_rewritten: int
+    bytes_added: int
+    snapshot_id: int | None
+    """None when no file needed rewriting (nothing committed)."""
+    seconds: float
+
+
+@dataclass(frozen=True)
+class RewriteUnit:
+    """Data files of one partition whose live rows become new data files; picklable for executors."""
+
+    files: tuple[PlannedFile, ...]
+    options: ReadOptions
+    target: DataFileTarget | None
+    """None: files of an older partition spec, whose rows pyiceberg's writer partitions anew."""
+    metadata: TableMetadata
+    """The table's metadata, with ``write.target-file-size-bytes`` as the rewrite's target."""
+    write_uuid: str
+
+
+@dataclass(frozen=True)
+class _UnitResult:
+    written: tuple[WrittenFile, ...]
+    rows: int
+
+
+def _chunks(batches: Iterator[pa.RecordBatch], schema: pa.Schema, limit: int) -> Iterator[pa.Table]:
+    """Tables of about ``limit`` in-memory bytes: what pyiceberg's writer turns into one file each."""
+    held: list[pa.RecordBatch] = []
+    size = 0
+    for b in batches:
+        held.append(b)
+        size += b.nbytes
+        if size >= limit:
+            yield pa.Table.from_batches(held, schema=schema)
+            held, size = [], 0
+    if held:
+        yield pa.Table.from_batches(held, schema=schema)
+
+
+def _repartitioned(io: FileIO, unit: RewriteUnit, batches: Iterator[pa.RecordBatch]) -> list[WrittenFile]:
+    """Rows of an older spec: pyiceberg's writer partitions them by the current spec (in Arrow-byte
+    chunks of the target size, so these files come out smaller than the target on disk)."""
+    import itertools
+
+    counter = itertools.count()
+    metadata = unit.metadata
+    limit = P.int_property(metadata.properties, P.WRITE_TARGET_FILE_SIZE_BYTES, 0)
+    written: list[WrittenFile] = []
+    try:
+        for table in _chunks(batches, output_schema(unit.options), limit):
+            files = write_data_files(
+                metadata, table, io, write_uuid=uuid.UUID(unit.write_uuid), counter=counter
+            )
+            written.extend(to_written_file(f, spec_id=metadata.default_spec_id) for f in files)
+    except BaseException:
+        delete_quietly(io, [w.path for w in written])
+        raise
+    return written
+
+
+def rewrite_data_unit(io: FileIO, unit: RewriteUnit) -> _UnitResult:
+    """Read the unit's files with every delete applied and write their rows as new data files.
+
+    The files are read on threads; memory stays at a few batches and one row group. On
+    failure, the files written so far are removed.
+    """
+    opts = unit.options
+    tasks = [FileScanTask(p.data_file, p.delete_files, 0, p.data_file.file_size_in_bytes) for p in unit.files]
+    batches = cast("Generator[pa.RecordBatch]", stream(tasks, lambda t: read_task(io, t, opts)))
+    try:
+        if unit.target is None:
+            written = _repartitioned(io, unit, batches)
+        else:
+            written = write_data_rows(io, unit.target, opts.schema, unit.metadata.properties, batches)
+    finally:
+        batches.close()  # stops the readers when writing failed
+    return _UnitResult(tuple(written), sum(w.record_count for w in written))
+
+
+def _too_high_delete_ratio(io: FileIO, planned: PlannedFile, threshold: float) -> bool:
+    """Whether position deletes remove at least ``threshold`` of the file's rows (counted exactly)."""
+    f = planned.data_file
+    pos = [d for d in planned.delete_files if d.content == FileContent.POSITION_DELETES]
+    if not pos or f.record_count <= 0:
+        return False
+    if sum(d.record_count for d in pos) < threshold * f.record_count:
+        return False  # the delete files' rows bound the count from above: no need to decode
+    positions = deleted_positions(io, f.path, pos)
+    return int((positions < f.record_count).sum()) >= threshold * f.record_count
+
+
+def _bins(files: list[PlannedFile], target: int) -> list[list[PlannedFile]]:
+    """First-fit decreasing by size: units of about ``target`` bytes (a bigger file alone)."""
+    bins: list[tuple[int, list[PlannedFile]]] = []
+    for p in sorted(files, key=lambda p: -p.data_file.file_size_in_bytes):
+        size = p.data_file.file_size_in_bytes
+        for i, (used, members) in enumerate(bins):
+            if used + size <= target:
+                members.append(p)
+                bins[i] = (used + size, members)
+                break
+        else:
+            bins.append((size, [p]))
+    return [members for _, members in bins]
+
+
+def _check_options(ratio: float, file_threshold: int | None, target: int | None) -> None:
+    if not 0 < ratio <= 1:
+        msg = f"delete_ratio_threshold is {ratio} but must be > 0 and <= 1"
+        raise InvalidArgumentError(msg)
+    if file_threshold is not None and file_threshold < 0:
+        msg = f"delete_file_threshold is {file_threshold} but must be >= 0"
+        raise InvalidArgumentError(msg)
+    if target is not None and target <= 0:
+        msg = f"target_file_size_bytes is {target} but must be > 0"
+        raise InvalidArgumentError(msg)
+
+
+def rewrite_data_files(
+    table: PyIcebergTable,
+    *,
+    run: Runner,
+    delete_ratio_threshold: float = 0.3,
+    delete_file_threshold: int | None = None,
+    target_file_size_bytes: int | None = None,
+    where: str | BooleanExpression | None = None,
+    use_starting_sequence_number: bool = True,
+) -> DataRewriteMetrics:
+    """Rewrite the data files of the current snapshot that need it (see the module doc), one commit.
+
+    Args:
+        table: The pyiceberg table (refreshed here).
+        run: Where the per-unit work runs (local threads or Spark executors).
+        delete_ratio_threshold: Java's ``delete-ratio-threshold``.
+        delete_file_threshold: Java's ``delete-file-threshold`` (None: never).
+        target_file_size_bytes: Java's ``target-file-size-bytes`` (None: the table's
+            ``write.target-file-size-bytes``).
+        where: Consider only data files that may hold rows matching this filter (whole files
+            are rewritten).
+        use_starting_sequence_number: Java's ``use-starting-sequence-number``.
+
+    Raises:
+        InvalidArgumentError: Bad option or filter; a v1 table.
+        CommitConflictError: A concurrent commit removed a file being rewritten, or added deletes
+            that apply to one.
+    """
+    started = time.monotonic()
+    _check_options(delete_ratio_threshold, delete_file_threshold, target_file_size_bytes)
+    table = table.refresh()
+    check_rewritable(table)
+    metadata, io = table.metadata, table.io
+    props = metadata.properties
+    target = target_file_size_bytes or P.int_property(
+        props, P.WRITE_TARGET_FILE_SIZE_BYTES, P.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT
+    )
+    job = prepare_scan(metadata, io)
+    snapshot = job.snapshot
+    if snapshot is None:
+        return DataRewriteMetrics(0, 0, 0, 0, 0, 0, None, time.monotonic() - started)
+    considered = job.planned
+    if where is not None:
+        chosen = {p.data_file.path for p in prepare_scan(metadata, io, row_filter=where).planned}
+        considered = [p for p in job.planned if p.data_file.path in chosen]
+
+    min_size, max_size = target * MIN_FILE_SIZE_RATIO, target * MAX_FILE_SIZE_RATIO
+    file_threshold = delete_file_threshold if delete_file_threshold is not None else 2**31 - 1
+    groups: dict[tuple[int, tuple[Any, ...]], list[PlannedFile]] = defaultdict(list)
+    troubled: set[str] = set()
+    for p in considered:
+        f = p.data_file
+        too_many = len(p.delete_files) >= file_threshold  # as Java: 0 selects every file
+        if too_many or _too_high_delete_ratio(io, p, delete_ratio_threshold):
+            troubled.add(f.path)
+        elif not min_size <= f.file_size_in_bytes <= max_size:
+            pass  # a size outlier: a candidate for bin-packing only
+        else:
+            continue
+        groups[(f.spec_id, f.partition)].append(p)
+
+    rewrite: list[list[PlannedFile]] = []
+    for files in groups.values():
+        size = sum(p.data_file.file_size_in_bytes for p in files)
+        if (
+            any(p.data_file.path in troubled for p in files)
+            or (len(files) > 1 and len(files) >= MIN_INPUT_FILES)
+            or (len(files) > 1 and size > target)
+            or size > MAX_FILE_GROUP_SIZE_BYTES
+        ):
+            rewrite.append(files)
+    if not rewrite:
+        return DataRewriteMetrics(0, 0, 0, 0, 0, 0, None, time.monotonic() - started)
+
+    # the writer sizes its files by this property (in Arrow bytes): the rewrite's target
+    write_metadata = metadata.model_copy(
+        update={"properties": {**props, P.WRITE_TARGET_FILE_SIZE_BYTES: str(target)}}
+    )
+    commit_id = uuid.uuid4().hex[:12]
+    units: list[RewriteUnit] = []
+    for files in rewrite:
+        f = files[0].data_file
+        for b in _bins(files, target):
+            data_target = None
+            if f.spec_id == metadata.default_spec_id:
+                data_target = DataFileTarget(
+                    directory=partition_directory(table, f.spec_id, f.partition),
+                    prefix=f"{len(units):05d}-{commit_id}-rewrite",
+                    spec_id=f.spec_id,
+                    partition=f.partition,
+                    target_file_size=target,
+                )
+            units.append(RewriteUnit(tuple(b), job.options, data_target, write_metadata, str(uuid.uuid4())))
+
+    def lost() -> None:
+        for u in units:
+            if u.target is not None:
+                remove_written(io, u.target)
+
+    results = run_guarded(io, run, rewrite_data_unit, units, lambda r: [w.path for w in r.written], lost=lost)
+    written = [w for r in results for w in r.written]
+    rewritten = {p.data_file.path for u in units for p in u.files}
+    # delete files still applying to a data file that stays; the others apply to nothing after
+    in_use = {d.path for p in job.planned if p.data_file.path not in rewritten for d in p.delete_files}
+    obsolete = {d.path for d in live_delete_files(io, snapshot)} - in_use
+    start_seq = snapshot.sequence_number or 0  # v2: always set
+    sequence_numbers = {w.path: start_seq for w in written} if use_starting_sequence_number else {}
+    delta = RowDelta(
+        table,
+        Validation(
+            start_snapshot_id=snapshot.snapshot_id,
+            serializable=False,  # rows do not change: new data cannot conflict
+            removed_data_files=rewritten,
+            no_new_deletes_for=rewritten,
+            ignore_equality_deletes=use_starting_sequence_number,
+        ),
+        added_files=written,
+        removed_paths=rewritten | obsolete,
+        operation=Operation.REPLACE,
+        data_sequence_numbers=sequence_numbers,
+    )
+    committed = delta.commit()
+    return DataRewriteMetrics(
+        data_files_rewritten=len(rewritten),
+        data_files_added=len(written),
+        delete_files_removed=len(obsolete),
+        rows_written=sum(r.rows for r in results),
+        bytes_rewritten=sum(p.data_file.file_size_in_bytes for u in units for p in u.files),
+        bytes_added=sum(w.file_size_in_bytes for w in written),
+        snapshot_id=committed.snapshot_id,
+        seconds=time.monotonic() - started,
+    )
