@@ -25,6 +25,7 @@ COMMANDS = [
     "files",
     "delete",
     "compact",
+    "expire",
     "namespaces",
     "tables",
     "describe",

@@ -6,6 +6,7 @@ with ``--debug``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from contextvars import ContextVar
@@ -518,21 +519,195 @@ def compact(
             "--equality-to-position", help="Rewrite every equality delete as position deletes (one commit)."
         ),
     ] = False,
+    position_deletes: Annotated[
+        bool,
+        typer.Option(
+            "--position-deletes",
+            help="Minor compaction: merge the position-delete files of each partition (or data file, "
+            "write.delete.granularity=file) into one; drop dangling deletes.",
+        ),
+    ] = False,
+    data_files: Annotated[
+        bool,
+        typer.Option(
+            "--data-files",
+            help="Major compaction: rewrite data files with their deletes applied, bin-pack small ones.",
+        ),
+    ] = False,
+    delete_ratio_threshold: Annotated[
+        float | None,
+        typer.Option(
+            "--delete-ratio-threshold", help="--data-files: rewrite files with this deleted fraction (0.3)."
+        ),
+    ] = None,
+    delete_file_threshold: Annotated[
+        int | None,
+        typer.Option(
+            "--delete-file-threshold", help="--data-files: rewrite files with this many delete files (never)."
+        ),
+    ] = None,
+    target_file_size_bytes: Annotated[
+        int | None,
+        typer.Option(
+            "--target-file-size-bytes", help="--data-files: output size (write.target-file-size-bytes)."
+        ),
+    ] = None,
+    where: Annotated[
+        str | None, typer.Option("--where", help="--data-files: only files that may hold matching rows.")
+    ] = None,
 ) -> None:
-    """Maintenance actions on merge-on-read tables (prints the metrics)."""
-    if not equality_to_position:
-        _fail("choose an action: --equality-to-position")
+    """Maintenance actions on merge-on-read tables, one commit each (prints the metrics)."""
+    chosen = [equality_to_position, position_deletes, data_files]
+    if sum(chosen) != 1:
+        _fail("choose one action: --equality-to-position, --position-deletes or --data-files")
+    data_options = (delete_ratio_threshold, delete_file_threshold, target_file_size_bytes, where)
+    if not data_files and any(o is not None for o in data_options):
+        _fail(
+            "--delete-ratio-threshold, --delete-file-threshold, --target-file-size-bytes and --where "
+            "go with --data-files"
+        )
+    t = _table(table)
     spark = _spark() if _options().engine == Engine.spark else None
-    m = _table(table).maintenance.rewrite_equality_deletes(spark=spark)
-    if m.snapshot_id is None:
-        typer.echo(f"{table} has no equality deletes: nothing committed ({m.seconds:.3f} s)")
+    if equality_to_position:
+        m = t.maintenance.rewrite_equality_deletes(spark=spark)
+        if m.snapshot_id is None:
+            typer.echo(f"{table} has no equality deletes: nothing committed ({m.seconds:.3f} s)")
+            return
+        typer.echo(
+            f"converted the equality deletes of {m.data_files_converted} data files into "
+            f"{m.positions_written} positions in {m.position_delete_files_added} position delete files; "
+            f"removed {m.equality_delete_files_removed} equality and {m.position_delete_files_removed} "
+            f"position delete files and {m.data_files_removed} data files; snapshot {m.snapshot_id} "
+            f"({m.seconds:.3f} s)"
+        )
+        return
+    with _progress("compacting", "groups" if position_deletes else "units") as progress:
+        if position_deletes:
+            p = t.maintenance.rewrite_position_deletes(spark=spark, progress=progress)
+        else:
+            d = t.maintenance.rewrite_data_files(
+                delete_ratio_threshold=0.3 if delete_ratio_threshold is None else delete_ratio_threshold,
+                delete_file_threshold=delete_file_threshold,
+                target_file_size_bytes=target_file_size_bytes,
+                where=where,
+                spark=spark,
+                progress=progress,
+            )
+    if position_deletes:
+        if p.snapshot_id is None:
+            typer.echo(f"{table}: no position delete files to compact, nothing committed ({p.seconds:.3f} s)")
+            return
+        typer.echo(
+            f"merged {p.delete_files_rewritten} position delete files ({p.positions_before} rows) into "
+            f"{p.delete_files_added} ({p.positions_written} positions); removed "
+            f"{p.dangling_delete_files_removed} dangling delete files and {p.data_files_removed} data files "
+            f"with no row left; snapshot {p.snapshot_id} ({p.seconds:.3f} s)"
+        )
+        return
+    if d.snapshot_id is None:
+        typer.echo(f"{table}: no data file needs rewriting, nothing committed ({d.seconds:.3f} s)")
         return
     typer.echo(
-        f"converted the equality deletes of {m.data_files_converted} data files into {m.positions_written} "
-        f"positions in {m.position_delete_files_added} position delete files; removed "
-        f"{m.equality_delete_files_removed} equality and {m.position_delete_files_removed} position delete "
-        f"files and {m.data_files_removed} data files; snapshot {m.snapshot_id} ({m.seconds:.3f} s)"
+        f"rewrote {d.data_files_rewritten} data files ({d.bytes_rewritten} bytes) into {d.data_files_added} "
+        f"({d.rows_written} rows, {d.bytes_added} bytes); removed {d.delete_files_removed} delete files; "
+        f"snapshot {d.snapshot_id} ({d.seconds:.3f} s)"
     )
+
+
+@contextlib.contextmanager
+def _progress(label: str, unit: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on a terminal (stderr), else nothing."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from icemor.output import work_progress
+
+    with work_progress(label, unit) as update:
+        yield update
+
+
+def _epoch_ms(text: str, option: str) -> int:
+    """``--older-than``: milliseconds since the epoch, or an ISO-8601 date or time (UTC unless zoned)."""
+    from datetime import UTC, datetime
+
+    if text.strip().lstrip("-").isdigit():
+        return int(text)
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        msg = f"{option} must be ms since the epoch or ISO-8601 (2024-05-01T12:00:00), got {text!r}"
+        raise InvalidArgumentError(msg) from None
+    return int((value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp() * 1000)
+
+
+@app.command()
+def expire(
+    table: Annotated[str, typer.Argument(help="namespace.table")],
+    older_than: Annotated[
+        str | None,
+        typer.Option(
+            "--older-than",
+            help="Expire snapshots older than this: ms since the epoch or ISO-8601 (UTC unless zoned). "
+            "Default: 5 days ago (history.expire.max-snapshot-age-ms); with --remove-orphans also the "
+            "orphans' cut-off (default 3 days ago).",
+        ),
+    ] = None,
+    retain_last: Annotated[
+        int | None,
+        typer.Option(
+            "--retain-last",
+            help="Keep at least N snapshots of each branch (history.expire.min-snapshots-to-keep, 1).",
+        ),
+    ] = None,
+    remove_orphans: Annotated[
+        bool,
+        typer.Option(
+            "--remove-orphans", help="Also delete files under the table location nothing references."
+        ),
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Commit and delete nothing; list what would go.")
+    ] = False,
+) -> None:
+    """Expire snapshots, then delete the files no remaining snapshot, branch or tag reaches."""
+    cutoff = _epoch_ms(older_than, "--older-than") if older_than is not None else None
+    t = _table(table)
+    with _progress("deleting", "files") as progress:
+        m = t.maintenance.expire_snapshots(cutoff, retain_last, dry_run=dry_run, progress=progress)
+    would = "would " if dry_run else ""
+    typer.echo(
+        f"{would}expire {len(m.snapshots_expired)} snapshots"
+        + (f" and remove refs {', '.join(m.refs_removed)}" if m.refs_removed else "")
+        + f"; {would}delete {m.data_files_deleted} data files, {m.delete_files_deleted} delete files, "
+        f"{m.manifests_deleted} manifests, {m.manifest_lists_deleted} manifest lists, "
+        f"{m.statistics_files_deleted} statistics files ({m.seconds:.3f} s)"
+    )
+    if dry_run:
+        for path in m.files:
+            typer.echo(f"  {path}")
+    _note_failed(m.failed)
+    if remove_orphans:
+        with _progress("deleting orphans", "files") as progress:
+            o = t.maintenance.remove_orphan_files(cutoff, dry_run=dry_run, progress=progress)
+        from datetime import UTC, datetime
+
+        since = datetime.fromtimestamp(o.older_than_ms / 1000, UTC).isoformat(timespec="seconds")
+        typer.echo(
+            f"{would}delete {len(o.files)} orphan files ({o.bytes} bytes) last modified before {since} "
+            f"({o.seconds:.3f} s)"
+        )
+        if dry_run:
+            for path in o.files:
+                typer.echo(f"  {path}")
+        _note_failed(o.failed)
+
+
+def _note_failed(failed: tuple[str, ...]) -> None:
+    if failed:
+        typer.echo(
+            f"icemor: note: could not delete {len(failed)} file(s), e.g. {failed[0]}; they are orphans now",
+            err=True,
+        )
 
 
 @app.command()

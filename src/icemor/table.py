@@ -11,6 +11,7 @@ from icemor.exceptions import CorruptFileError, MissingFileError, table_lookup_e
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from datetime import datetime
     from pathlib import Path
 
     from pyiceberg.catalog import Catalog
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from icemor.engines import Runner
     from icemor.maintenance.data_files import DataRewriteMetrics
     from icemor.maintenance.equality_to_position import ConversionMetrics
+    from icemor.maintenance.expire import ExpireMetrics
+    from icemor.maintenance.orphans import OrphanMetrics
     from icemor.maintenance.position_deletes import PositionDeleteMetrics
     from icemor.ops.delete import DeleteMetrics
     from icemor.scan import Scan
@@ -344,6 +347,73 @@ class Maintenance:
         )
         t.refresh()
         return metrics
+
+    def expire_snapshots(
+        self,
+        older_than: datetime | int | None = None,
+        retain_last: int | None = None,
+        *,
+        dry_run: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ExpireMetrics:
+        """Expire snapshots as Iceberg Java does, then delete the files no remaining snapshot reaches.
+
+        Every ref's head is kept, and along each branch the ancestors younger than
+        ``older_than`` or among its ``retain_last`` newest; refs older than their
+        ``max-ref-age-ms`` go. Deleted: manifest lists and manifests of removed snapshots, the
+        data, delete and Puffin files only they reached, and their statistics files.
+
+        Args:
+            older_than: A datetime (naive means UTC) or ms since the epoch; default now minus
+                ``history.expire.max-snapshot-age-ms`` (5 days).
+            retain_last: Default ``history.expire.min-snapshots-to-keep`` (1).
+            dry_run: Commit and delete nothing; the metrics say what would go.
+            progress: Called with (files deleted, files to delete).
+        """
+        from icemor.maintenance.expire import expire_snapshots
+
+        t = self._table
+        metrics = expire_snapshots(
+            t.pyiceberg,
+            older_than_ms=_epoch_ms(older_than),
+            retain_last=retain_last,
+            dry_run=dry_run,
+            progress=progress,
+        )
+        t.refresh()
+        return metrics
+
+    def remove_orphan_files(
+        self,
+        older_than: datetime | int | None = None,
+        *,
+        dry_run: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> OrphanMetrics:
+        """Delete files under the table location that no metadata references and that are older
+        than ``older_than`` (default 3 days ago, Java's safety window: younger files may belong to
+        a commit in flight).
+
+        Args:
+            older_than: A datetime (naive means UTC) or ms since the epoch.
+            dry_run: List them, delete nothing.
+            progress: Called with (files deleted, orphan files).
+        """
+        from icemor.maintenance.orphans import remove_orphan_files
+
+        return remove_orphan_files(
+            self._table.pyiceberg, older_than_ms=_epoch_ms(older_than), dry_run=dry_run, progress=progress
+        )
+
+
+def _epoch_ms(value: datetime | int | None) -> int | None:
+    """Milliseconds since the epoch of a datetime (naive: UTC) or of ms already."""
+    if value is None or isinstance(value, int):
+        return value
+    from datetime import UTC
+
+    aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    return int(aware.timestamp() * 1000)
 
 
 def _metadata_file(catalog: Catalog, identifier: str, error: Exception) -> str:

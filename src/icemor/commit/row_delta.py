@@ -10,7 +10,6 @@ the caller's data/delete files) is removed, best effort.
 
 from __future__ import annotations
 
-import random
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from pyiceberg.table.update import (
 
 from icemor.commit.files import to_data_file
 from icemor.commit.manifests import delete_quietly, write_snapshot_manifests
+from icemor.commit.retries import attempts
 from icemor.commit.validation import Validation, validate
 from icemor.exceptions import CommitConflictError, CommitFailedError, CommitStateUnknownError, IcemorError
 from icemor.spec import properties as P
@@ -85,25 +85,16 @@ class RowDelta:
             raise
 
     def _commit_with_retries(self) -> Snapshot:
-        props = self.table.metadata.properties
-        retries = P.int_property(props, P.COMMIT_NUM_RETRIES, P.COMMIT_NUM_RETRIES_DEFAULT)
-        min_wait = P.int_property(props, P.COMMIT_MIN_RETRY_WAIT_MS, P.COMMIT_MIN_RETRY_WAIT_MS_DEFAULT)
-        max_wait = P.int_property(props, P.COMMIT_MAX_RETRY_WAIT_MS, P.COMMIT_MAX_RETRY_WAIT_MS_DEFAULT)
-        total = P.int_property(props, P.COMMIT_TOTAL_RETRY_TIME_MS, P.COMMIT_TOTAL_RETRY_TIME_MS_DEFAULT)
-        deadline = time.monotonic() + total / 1000
         last: Exception | None = None
-        for attempt in range(retries + 1):
-            if attempt:
-                delay = min(min_wait * 2 ** (attempt - 1), max_wait) / 1000
-                time.sleep(delay * (1 + 0.1 * random.random()))
-                if time.monotonic() > deadline:
-                    break
+        tried = 0
+        for attempt in attempts(self.table.metadata.properties):
+            tried = attempt + 1
             metadata = self.table.refresh().metadata
             try:
                 return self._attempt(metadata, attempt)
             except _LostSwap as e:
                 last = e.__cause__ if isinstance(e.__cause__, Exception) else e
-        msg = f"commit to {'.'.join(self.table.name())} failed after {attempt + 1} attempt(s): {last}"
+        msg = f"commit to {'.'.join(self.table.name())} failed after {tried} attempt(s): {last}"
         raise CommitFailedError(msg)
 
     def _attempt(self, metadata: TableMetadata, attempt: int) -> Snapshot:

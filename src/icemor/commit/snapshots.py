@@ -1,0 +1,118 @@
+"""Remove snapshots and refs from table metadata (snapshot expiry), compare-and-swap with retries.
+
+The metadata changes are pyiceberg's table updates (``RemoveSnapshotRefUpdate``,
+``RemoveSnapshotsUpdate``, which also drops the statistics of removed snapshots, and
+``RemovePartitionStatisticsUpdate``); icemor decides which, and guards the swap: every ref must
+still point where it pointed when the removal was chosen, so a commit, branch or tag move made
+meanwhile makes the attempt start again from the new metadata (``commit.retry.*``).
+
+A ref created meanwhile cannot be asserted absent in advance; if it names a snapshot being
+removed, the catalog's update drops it with the snapshot. The window is the catalog call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.table.update import (
+    AssertRefSnapshotId,
+    AssertTableUUID,
+    RemovePartitionStatisticsUpdate,
+    RemoveSnapshotRefUpdate,
+    RemoveSnapshotsUpdate,
+    update_table_metadata,
+)
+
+from icemor.commit.retries import attempts
+from icemor.exceptions import CommitFailedError, CommitStateUnknownError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pyiceberg.table import Table as PyIcebergTable
+    from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.table.update import TableRequirement, TableUpdate
+
+__all__ = ["SnapshotRemoval", "commit_removal", "preview_removal"]
+
+
+@dataclass(frozen=True)
+class SnapshotRemoval:
+    """Snapshots and refs to remove (``main`` is never among the refs)."""
+
+    snapshot_ids: frozenset[int] = frozenset()
+    refs: frozenset[str] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.snapshot_ids or self.refs)
+
+
+def _updates(metadata: TableMetadata, removal: SnapshotRemoval) -> tuple[TableUpdate, ...]:
+    updates: list[TableUpdate] = [
+        RemoveSnapshotRefUpdate(ref_name=name)  # type: ignore[call-arg]  # pydantic aliases
+        for name in sorted(removal.refs)
+    ]
+    if removal.snapshot_ids:
+        updates.append(RemoveSnapshotsUpdate(snapshot_ids=sorted(removal.snapshot_ids)))  # type: ignore[call-arg]
+        # pyiceberg's snapshot removal drops table statistics, not partition statistics
+        updates.extend(
+            RemovePartitionStatisticsUpdate(snapshot_id=s.snapshot_id)  # type: ignore[call-arg]
+            for s in metadata.partition_statistics
+            if s.snapshot_id in removal.snapshot_ids
+        )
+    return tuple(updates)
+
+
+def preview_removal(metadata: TableMetadata, removal: SnapshotRemoval) -> TableMetadata:
+    """The metadata ``removal`` would leave, without committing anything (a dry run)."""
+    return update_table_metadata(metadata, _updates(metadata, removal))
+
+
+def commit_removal(
+    table: PyIcebergTable, choose: Callable[[TableMetadata], SnapshotRemoval]
+) -> tuple[TableMetadata, TableMetadata, SnapshotRemoval]:
+    """Commit ``choose(current metadata)``, choosing again on fresh metadata after a lost swap.
+
+    Returns:
+        The metadata before and after the commit, and what was removed (nothing committed when
+        the removal is empty: then before and after are the same).
+
+    Raises:
+        CommitFailedError: Every attempt lost its swap.
+        CommitStateUnknownError: The catalog call failed in a way that leaves unknown whether
+            it committed (no file has been deleted yet).
+    """
+    last: Exception | None = None
+    tried = 0
+    for _ in attempts(table.metadata.properties):
+        tried += 1
+        metadata = table.refresh().metadata
+        removal = choose(metadata)
+        if not removal:
+            return metadata, metadata, removal
+        requirements: tuple[TableRequirement, ...] = (
+            AssertTableUUID(uuid=metadata.table_uuid),
+            *(
+                AssertRefSnapshotId(ref=name, snapshot_id=ref.snapshot_id)  # type: ignore[call-arg]
+                for name, ref in sorted(metadata.refs.items())
+            ),
+        )
+        try:
+            table.catalog.commit_table(table, requirements, _updates(metadata, removal))
+        except CommitFailedException as e:
+            last = e
+            continue
+        except ValueError as e:  # the updates do not apply: refused before anything was written
+            msg = f"cannot expire snapshots of {'.'.join(table.name())}: {e}"
+            raise CommitFailedError(msg) from e
+        except Exception as e:
+            if type(e).__name__ == "OperationalError" and "locked" in str(e):
+                last = e  # SQLite refused before changing anything: a lost swap
+                continue
+            msg = f"expiring snapshots of {'.'.join(table.name())} may or may not have committed: {e}"
+            raise CommitStateUnknownError(msg) from e
+        return metadata, table.refresh().metadata, removal
+    msg = f"expiring snapshots of {'.'.join(table.name())} failed after {tried} attempt(s): {last}"
+    raise CommitFailedError(msg)

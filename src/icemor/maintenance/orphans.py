@@ -1,0 +1,157 @@
+"""Remove orphan files: files under the table location that no table metadata references.
+
+As Iceberg Java's ``DeleteOrphanFiles``: the table location is listed first, then the
+references are collected from the metadata as it is then (so a file committed while the
+listing ran counts as referenced), and hidden files (``.``/``_`` names: Hadoop checksums) are
+left alone: every snapshot's manifest list, manifests and the data and
+delete files their entries name (any status), statistics and partition-statistics files, the
+current metadata file and those in its log, and ``version-hint.text``. A listed file is an
+orphan when none of these names it and it was last modified before the cut-off, which by
+default is 3 days ago (Java's): files written by a commit still in flight are younger, and
+must stay. ``gc.enabled=false`` refuses.
+
+Listing needs pyiceberg's ``PyArrowFileIO`` (local files, S3, GCS, ADLS, HDFS).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlparse
+
+from icemor.engines.local import map_ordered
+from icemor.exceptions import MissingFileError, UnsupportedFeatureError
+from icemor.maintenance.expire import DAY_MS, check_gc_enabled
+from icemor.planning.manifests import read_manifest_list
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import pyarrow.fs as pafs
+    from pyiceberg.io import FileIO
+    from pyiceberg.manifest import ManifestFile
+    from pyiceberg.table import Table as PyIcebergTable
+
+__all__ = ["ORPHAN_SAFETY_MS", "OrphanMetrics", "remove_orphan_files"]
+
+ORPHAN_SAFETY_MS = 3 * DAY_MS
+_SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs", "wasbs": "wasb", "abfss": "abfs"}
+
+
+@dataclass(frozen=True)
+class OrphanMetrics:
+    """The orphan files found (and deleted, unless a dry run)."""
+
+    files: tuple[str, ...]
+    bytes: int
+    older_than_ms: int
+    failed: tuple[str, ...] = ()
+    dry_run: bool = False
+    seconds: float = field(default=0.0, repr=False)
+
+
+def _key(location: str) -> str:
+    """A location compared regardless of how it is spelled (``file:/x``, ``file:///x``, ``/x``, s3a)."""
+    parsed = urlparse(location)
+    if parsed.scheme in ("", "file"):
+        return parsed.path
+    scheme = _SCHEME_ALIASES.get(parsed.scheme, parsed.scheme)
+    return f"{scheme}://{parsed.netloc}{parsed.path}"
+
+
+def _hidden(relative: str) -> bool:
+    """Java's hidden-path filter: a name starting with ``.`` or ``_`` (checksums, markers), not a
+    partition directory such as ``_k=1``."""
+    return any(part[:1] in (".", "_") and "=" not in part for part in relative.split("/") if part)
+
+
+def _filesystem(io: FileIO, location: str) -> tuple[pafs.FileSystem, str, str]:
+    """The pyarrow filesystem of ``location``, its path there, and the URI prefix its paths need."""
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    if not isinstance(io, PyArrowFileIO):
+        msg = f"removing orphan files needs pyiceberg's PyArrowFileIO to list files, not {type(io).__name__}"
+        raise UnsupportedFeatureError(msg)
+    scheme, netloc, path = PyArrowFileIO.parse_location(location)
+    prefix = "" if scheme == "file" else f"{scheme}://"
+    return io.fs_by_scheme(scheme, netloc), path, prefix
+
+
+def _referenced(table: PyIcebergTable) -> set[str]:
+    """Every location the table's metadata names, as :func:`_key`."""
+    metadata, io = table.metadata, table.io
+    refs = {table.metadata_location, *(e.metadata_file for e in metadata.metadata_log)}
+    refs.add(f"{metadata.location}/metadata/version-hint.text")
+    refs.update(s.statistics_path for s in [*metadata.statistics, *metadata.partition_statistics])
+    manifests: dict[str, ManifestFile] = {}
+    for snapshot in metadata.snapshots:
+        refs.add(snapshot.manifest_list)
+        try:
+            manifests.update((m.manifest_path, m) for m in read_manifest_list(io, snapshot))
+        except MissingFileError as e:
+            # its files cannot be known, so none can be called an orphan
+            msg = f"cannot tell which files snapshot {snapshot.snapshot_id} references: {e}"
+            raise MissingFileError(msg) from e
+    refs.update(manifests)
+
+    def paths(m: ManifestFile) -> list[str]:
+        # every entry, DELETED ones too: a superset of what is live can only delete less
+        return [e.data_file.file_path for e in m.fetch_manifest_entry(io, discard_deleted=False)]
+
+    for found in map_ordered(list(manifests.values()), paths):
+        refs.update(found)
+    keys = {_key(r) for r in refs}
+    # a writer may have percent-encoded the location: either spelling means referenced
+    return keys | {unquote(k) for k in keys}
+
+
+def remove_orphan_files(
+    table: PyIcebergTable,
+    *,
+    older_than_ms: int | None = None,
+    dry_run: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> OrphanMetrics:
+    """Delete the files under the table location that no metadata references (see the module doc).
+
+    Args:
+        table: The pyiceberg table (refreshed here).
+        older_than_ms: Only files last modified before this (ms since the epoch); default 3 days ago.
+        dry_run: Find them, delete nothing.
+        progress: Called with (files deleted, orphan files).
+
+    Raises:
+        InvalidArgumentError: ``gc.enabled=false``.
+        UnsupportedFeatureError: The table's FileIO cannot list files.
+    """
+    import pyarrow.fs as pafs
+
+    from icemor.maintenance.expire import delete_files
+
+    started = time.monotonic()
+    table = table.refresh()
+    check_gc_enabled(table.metadata, "remove orphan files")
+    cutoff = older_than_ms if older_than_ms is not None else int(time.time() * 1000) - ORPHAN_SAFETY_MS
+    fs, root, prefix = _filesystem(table.io, table.metadata.location)
+    listed = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    old = [
+        f
+        for f in listed
+        if f.type == pafs.FileType.File
+        and f.mtime is not None
+        and f.mtime.timestamp() * 1000 < cutoff
+        and not _hidden(f.path[len(root) :])
+    ]
+    referenced = _referenced(table.refresh())  # after listing: what was committed meanwhile counts
+    orphans = sorted((f for f in old if _key(prefix + f.path) not in referenced), key=lambda f: f.path)
+    paths = [prefix + f.path for f in orphans]
+    failed = () if dry_run else delete_files(table.io, paths, progress)
+    return OrphanMetrics(
+        files=tuple(paths),
+        bytes=sum(f.size or 0 for f in orphans),
+        older_than_ms=cutoff,
+        failed=failed,
+        dry_run=dry_run,
+        seconds=time.monotonic() - started,
+    )
