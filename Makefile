@@ -45,6 +45,7 @@ test: $(TEST_STAMP) $(ORACLE_ENV) lint
 bench: $(TEST_STAMP) $(ORACLE_ENV)
 	$(PY) benchmarks/bench_scan.py
 	$(PY) benchmarks/bench_write.py
+	$(PY) benchmarks/bench_maintenance.py
 	$(PY) benchmarks/bench_checksum.py
 
 # PySpark 4.x smoke test of the Spark engine in a venv of its own (not part of `make test`).
