@@ -33,7 +33,7 @@ from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 
 from icemor.commit.snapshots import SnapshotRemoval, commit_removal, preview_removal
 from icemor.engines.local import map_ordered
-from icemor.exceptions import InvalidArgumentError, MissingFileError, UnsupportedFeatureError
+from icemor.exceptions import IcemorError, InvalidArgumentError, MissingFileError, UnsupportedFeatureError
 from icemor.planning.manifests import read_manifest_entries, read_manifest_list
 from icemor.spec import properties as P
 from icemor.spec.files import FileContent
@@ -273,7 +273,16 @@ def expire_snapshots(
         after = preview_removal(before, removal) if removal else before
     else:
         before, after, removal = commit_removal(table, choose)
-    files = unreachable_files(table.io, before, after)
+    try:
+        files = unreachable_files(table.io, before, after)
+    except IcemorError as e:
+        if dry_run or not removal:
+            raise
+        msg = (
+            f"expired {len(removal.snapshot_ids)} snapshots (committed), but cannot tell which files they "
+            f"alone reached, so none was deleted: {e}"
+        )
+        raise type(e)(msg) from e
     paths = files.all()
     failed = () if dry_run else delete_files(table.io, paths, progress)
     return ExpireMetrics(
