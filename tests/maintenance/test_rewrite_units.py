@@ -52,6 +52,13 @@ def test_data_files_roll_at_the_target_size_with_metrics(tmp_path: Path) -> None
     big = DataFileTarget(str(tmp_path), "big", 0, (), target_file_size=1 << 30)
     (one,) = write_data_rows(io, big, SCHEMA, props, _batches(10, 500))
     assert one.record_count == 5000 and pq.ParquetFile(one.path).metadata.num_row_groups == 5
+    # batches that do not add up to the limit: full row groups all the same, the rest last
+    odd = DataFileTarget(str(tmp_path), "odd", 0, (), target_file_size=1 << 30)
+    (one,) = write_data_rows(io, odd, SCHEMA, props, _batches(7, 700))
+    md = pq.ParquetFile(one.path).metadata
+    assert [md.row_group(i).num_rows for i in range(md.num_row_groups)] == [1000, 1000, 1000, 1000, 900]
+    ids = pq.read_table(one.path).column("id").to_pylist()
+    assert ids == list(range(4900))
 
 
 def test_a_failed_write_removes_its_files(tmp_path: Path) -> None:

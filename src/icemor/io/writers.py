@@ -272,11 +272,13 @@ def write_data_rows(
             if batch.num_rows:
                 held.append(files.convert(batch))
                 rows += batch.num_rows
-            if rows >= row_limit:
-                files.write(held)
-                held, rows = [], 0
-        if held:
-            files.write(held)
+            while rows >= row_limit:  # whole row groups of exactly the limit; the rest waits
+                table = pa.Table.from_batches(held)
+                files.write(table.slice(0, row_limit))
+                held = table.slice(row_limit).to_batches()
+                rows -= row_limit
+        if rows:
+            files.write(pa.Table.from_batches(held))
         files.close()
     except BaseException:
         files.abort()
@@ -314,12 +316,12 @@ class _RollingDataFiles:
             for_parquet_write=True,
         )
 
-    def write(self, held: list[pa.RecordBatch]) -> None:
+    def write(self, rows: pa.Table) -> None:
         """Write one row group; start the next file once this one reached the target."""
         if self._writer is None:
             self._file = _Measured(self._io.new_output(self._target.location(len(self.written))))
             self._writer = self._model.create_writer(self._file, self._file_schema, self._props)
-        self._writer.write(pa.Table.from_batches(held))
+        self._writer.write(rows)
         stream = self._file.stream if self._file is not None else None
         if stream is not None and stream.tell() >= self._target.target_file_size:
             self.close()
