@@ -58,9 +58,14 @@ def test_merges_position_deletes_and_drops_dangling_ones(
         )
     for m in (3, 5, 7):
         oracle.sql(f"DELETE FROM {q} WHERE id % 11 = {m}")
-    live = sorted(
-        r.file_path for r in oracle.sql(f"SELECT file_path FROM {q}.data_files WHERE partition.k = 'k0'")
-    )
+    # the k0 data files, the one starting at id 0 first (its position 0 holds id 0)
+    live = [
+        r.file_path
+        for r in oracle.sql(
+            f"SELECT file_path FROM {q}.data_files WHERE partition.k = 'k0' "
+            "ORDER BY readable_metrics.id.lower_bound"
+        )
+    ]
     # a hand-written file: one live position, one past the data file's rows, one of a removed file
     gone = live[0].replace(".parquet", "-removed.parquet")
     crafted = oracle.write_position_delete_file(
