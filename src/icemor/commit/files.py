@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.typedef import Record
 
-if TYPE_CHECKING:
-    from icemor.spec.files import WrittenFile
+from icemor.spec.files import FileContent, WrittenFile
 
-__all__ = ["to_data_file"]
+__all__ = ["from_data_file", "to_data_file"]
 
 
 def to_data_file(written: WrittenFile) -> DataFile:
@@ -34,3 +31,23 @@ def to_data_file(written: WrittenFile) -> DataFile:
     )
     df.spec_id = written.spec_id
     return df
+
+
+def from_data_file(df: DataFile, spec_id: int) -> WrittenFile:
+    """A data file pyiceberg's writer produced (for spec ``spec_id``), as a :class:`WrittenFile`."""
+    return WrittenFile(
+        content=FileContent(int(df.content)),
+        path=df.file_path,
+        record_count=df.record_count,
+        file_size_in_bytes=df.file_size_in_bytes,
+        spec_id=spec_id,
+        partition=tuple(df.partition[i] for i in range(len(df.partition)))
+        if df.partition is not None
+        else (),
+        column_sizes=dict(df.column_sizes or {}),
+        value_counts=dict(df.value_counts or {}),
+        null_value_counts=dict(df.null_value_counts or {}),
+        lower_bounds=dict(df.lower_bounds or {}),
+        upper_bounds=dict(df.upper_bounds or {}),
+        split_offsets=tuple(df.split_offsets) if df.split_offsets else None,
+    )
