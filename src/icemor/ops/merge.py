@@ -96,6 +96,14 @@ class _Clause:
     condition: SqlExpression | None
     values: dict[str, SqlExpression]
     types: dict[str, PrimitiveType] = field(default_factory=dict)
+    star: dict[str, str] = field(default_factory=dict)
+    """``*`` clauses: table column -> the source column it takes (quoted per dialect)."""
+
+    def value_sql(self, column: str, dialect: Dialect, source_alias: str) -> str:
+        if column in self.star:
+            ref = f"{dialect.quote(source_alias)}.{dialect.quote(self.star[column])}"
+            return dialect.cast(ref, self.types[column])
+        return dialect.cast(self.values[column].text, self.types[column])
 
 
 @dataclass(frozen=True)
@@ -127,7 +135,7 @@ class MergePlan:
                 if c.kind != "update":
                     value = "NULL"
                 elif f.name in c.values:
-                    value = dialect.cast(c.values[f.name].text, c.types[f.name])
+                    value = c.value_sql(f.name, dialect, s)
                 else:
                     value = f"{q(t)}.{q(f.name)}"
                 cond = f"({c.condition.text}\n)" if c.condition is not None else "TRUE"
@@ -153,7 +161,7 @@ class MergePlan:
             arms = []
             for c in self.not_matched:
                 cond = f"({c.condition.text}\n)" if c.condition is not None else "TRUE"
-                value = dialect.cast(c.values[f.name].text, c.types[f.name]) if f.name in c.values else "NULL"
+                value = c.value_sql(f.name, dialect, s) if f.name in c.values else "NULL"
                 arms.append(f"WHEN {cond} THEN {value}")
             columns.append(f"CASE {' '.join(arms)} ELSE NULL END AS {q(f.name)}")
         inner = f"SELECT CASE {whens} ELSE -1 END AS __clause, {', '.join(columns)} FROM {source} AS {q(s)}"
@@ -289,6 +297,7 @@ def plan_merge(
             raise InvalidArgumentError(msg)
         condition = parse_sql(clause.condition, what=f"condition of {what}") if clause.condition else None
         values: dict[str, SqlExpression] = {}
+        star: dict[str, str] = {}
         if clause.kind != "delete":
             if clause.values is None:  # * : every table column from the source's same-named column
                 missing = [f.name for f in schema.fields if f.name.lower() not in source_names]
@@ -297,9 +306,10 @@ def plan_merge(
                         f"{what} with * needs every table column in the source; it lacks {', '.join(missing)}"
                     )
                     raise InvalidArgumentError(msg)
+                star = {f.name: source_names[f.name.lower()] for f in schema.fields}
                 values = {
-                    f.name: parse_sql(f"{DUCKDB.quote(s)}.{DUCKDB.quote(source_names[f.name.lower()])}")
-                    for f in schema.fields
+                    column: parse_sql(f"{DUCKDB.quote(s)}.{DUCKDB.quote(source)}")
+                    for column, source in star.items()
                 }
             else:
                 for name, text in clause.values.items():
@@ -314,7 +324,7 @@ def plan_merge(
             ctype = _typed(job, empty_source, condition.text, clause.kind, t, s, f"condition of {what}")
             check_condition([("c", ctype)], f"condition of {what}", condition.text)
         (not_matched if clause.kind == "insert" else matched).append(
-            _Clause(clause.kind, condition, values, types)
+            _Clause(clause.kind, condition, values, types, star)
         )
     plan = MergePlan(job, src, on_sql, t, s, matched, not_matched)
     if bind:
