@@ -437,6 +437,90 @@ def delete(
 
 
 @app.command()
+def update(
+    table: Annotated[str, typer.Argument(help="namespace.table")],
+    set_: Annotated[
+        list[str],
+        typer.Option("--set", help='col=EXPR, the new value as SQL, e.g. "qty=qty + 1" (repeatable).'),
+    ],
+    where: Annotated[
+        str | None, typer.Option("--where", help='SQL condition, e.g. "id % 10 = 3" (default: every row).')
+    ] = None,
+) -> None:
+    """Update rows as merge-on-read: old rows position-deleted, new rows written, one commit."""
+    assignments: dict[str, str] = {}
+    for item in set_:
+        column, eq, value = item.partition("=")
+        if not eq or not column.strip() or not value.strip():
+            _fail(f"--set takes col=EXPR, got {item!r}")
+        if column.strip() in assignments:
+            _fail(f"column {column.strip()!r} is SET twice")
+        assignments[column.strip()] = value.strip()
+    t = _table(table)
+    spark = _spark() if _options().engine == Engine.spark else None
+    m = t.update(assignments, where, spark=spark)
+    if m.snapshot_id is None:
+        typer.echo(f"no row of {table} matches: nothing committed ({m.seconds:.3f} s)")
+        return
+    typer.echo(
+        f"updated {m.rows_updated} rows of {table}: {m.data_files_added} data files and "
+        f"{m.delete_files_added} delete files added, {m.data_files_removed} data files removed, "
+        f"snapshot {m.snapshot_id} ({m.seconds:.3f} s)"
+    )
+
+
+class Matched(StrEnum):
+    update = "update"
+    delete = "delete"
+    ignore = "ignore"
+
+
+class NotMatched(StrEnum):
+    insert = "insert"
+    ignore = "ignore"
+
+
+@app.command()
+def merge(
+    table: Annotated[str, typer.Argument(help="namespace.table")],
+    source: Annotated[list[Path], typer.Option("--source", help="Parquet file of source rows (repeatable).")],
+    on: Annotated[str, typer.Option("--on", help="Key column(s), comma-separated: t.k = s.k for each.")],
+    matched: Annotated[
+        Matched,
+        typer.Option("--matched", help="What a matched target row gets: the source row, deleted, or kept."),
+    ] = Matched.update,
+    not_matched: Annotated[
+        NotMatched,
+        typer.Option("--not-matched", help="What an unmatched source row does: inserted, or nothing."),
+    ] = NotMatched.insert,
+) -> None:
+    """Merge source rows by key as merge-on-read (an upsert by default), one commit."""
+    keys = [k.strip() for k in on.split(",") if k.strip()]
+    if not keys:
+        _fail("--on needs at least one key column")
+    if matched == Matched.ignore and not_matched == NotMatched.ignore:
+        _fail("--matched ignore with --not-matched ignore does nothing")
+    t = _table(table)
+    spark = _spark() if _options().engine == Engine.spark else None
+    builder = t.merge([str(p) for p in source], on=keys, spark=spark)
+    if matched == Matched.update:
+        builder = builder.when_matched_update_all()
+    elif matched == Matched.delete:
+        builder = builder.when_matched_delete()
+    if not_matched == NotMatched.insert:
+        builder = builder.when_not_matched_insert_all()
+    m = builder.execute()
+    if m.snapshot_id is None:
+        typer.echo(f"nothing to change in {table}: nothing committed ({m.seconds:.3f} s)")
+        return
+    typer.echo(
+        f"merged into {table}: {m.rows_updated} updated, {m.rows_deleted} deleted, {m.rows_inserted} "
+        f"inserted; {m.data_files_added} data files and {m.delete_files_added} delete files added, "
+        f"{m.data_files_removed} data files removed, snapshot {m.snapshot_id} ({m.seconds:.3f} s)"
+    )
+
+
+@app.command()
 def namespaces(as_json: _JsonOpt = False) -> None:
     """List the catalog's namespaces (nested ones dotted), one a line."""
     from icemor.catalog import list_namespaces

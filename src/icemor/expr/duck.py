@@ -21,11 +21,11 @@ import pyarrow as pa
 from icemor.exceptions import InvalidArgumentError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
 
     from pyiceberg.types import IcebergType
 
-__all__ = ["DuckSession", "duck_type", "empty_table", "first_line", "session"]
+__all__ = ["DuckSession", "duck_type", "empty_table", "filter_batches", "first_line", "session"]
 
 _local = threading.local()
 
@@ -136,3 +136,22 @@ def duck_type(t: IcebergType) -> str:
 def empty_table(schema: pa.Schema) -> pa.Table:
     """No rows, ``schema``'s columns: what binding a query against a table needs."""
     return pa.Table.from_batches([], schema=schema)
+
+
+def filter_batches(
+    batches: Iterable[pa.RecordBatch], condition: str, keep: Sequence[str]
+) -> Iterator[pa.RecordBatch]:
+    """The rows of each batch for which the SQL ``condition`` is TRUE, with the ``keep`` columns.
+
+    DuckDB computes only the mask; Arrow filters, so column types come through unchanged.
+    """
+    s = session()
+    sql = f"SELECT COALESCE(({condition}\n), FALSE) AS m FROM __batch"
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        with s.inputs({"__batch": batch}):
+            mask = s.table(sql).column(0)
+        out = batch.filter(mask).select(list(keep))
+        if out.num_rows:
+            yield out

@@ -299,15 +299,22 @@ def delete_rows(
     started = time.monotonic()
     table = table.refresh()
     check_writable(table)
-    job = prepare_scan(table.metadata, table.io, row_filter=where, selected_fields=("_pos",))
+    job = prepare_scan(table.metadata, table.io, row_filter=where, selected_fields=("_file", "_pos"))
     # no columns but the position: the filter's columns are read for the filter only
-    opts = replace(job.options, projected_schema=Schema())
+    opts = replace(job.options, projected_schema=Schema(), file_column=False)
     snapshot = job.snapshot
     if snapshot is None:
         return DeleteMetrics(0, 0, 0, 0, None, time.monotonic() - started)
     if where is None:
         return _delete_everything(table, job, started)
-    results = run_units(table, delete_units(table, job.live_files(), opts), run)
+    if job.residual is not None:
+        # a SQL condition: the engine's SQL finds the positions, the units write them
+        found = _sql_positions(job)
+        planned = [p for p in job.live_files() if p.data_file.path in found]
+        units = delete_units(table, planned, opts, positions=found)
+    else:
+        units = delete_units(table, job.live_files(), opts)
+    results = run_units(table, units, run)
     written = [w for r in results for w in r.written]
     removed = {p for r in results for p in r.removed}
     deleted = sum(r.deleted_rows for r in results)
@@ -341,6 +348,17 @@ def delete_rows(
         snapshot_id=committed.snapshot_id,
         seconds=time.monotonic() - started,
     )
+
+
+def _sql_positions(job: ScanJob) -> dict[str, npt.NDArray[np.int64]]:
+    """Sorted positions per data file of the live rows matching the job's SQL condition."""
+    from icemor.engines.local import read_batches
+    from icemor.ops.rowlevel import Positions
+
+    positions = Positions()
+    for batch in read_batches(job):
+        positions.add(batch.column("_file"), batch.column("_pos"))
+    return positions.finish()
 
 
 def _delete_everything(table: PyIcebergTable, job: ScanJob, started: float) -> DeleteMetrics:
