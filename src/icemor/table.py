@@ -220,7 +220,7 @@ class Table:
         """
         from icemor.ops.delete import delete_rows
 
-        metrics = delete_rows(self._table, where, run=self._runner(spark))
+        metrics = delete_rows(self._table, where, run=self._runner(spark), spark=spark)
         self.refresh()
         return metrics
 

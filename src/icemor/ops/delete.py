@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.io import FileIO
     from pyiceberg.table import Table as PyIcebergTable
+    from pyspark.sql import SparkSession
 
     from icemor.engines import Runner
     from icemor.io.reader import ReadOptions
@@ -283,6 +284,7 @@ def delete_rows(
     where: str | BooleanExpression | None,
     *,
     run: Runner,
+    spark: SparkSession | None = None,
 ) -> DeleteMetrics:
     """Delete the rows matching ``where`` (all rows when None) as one merge-on-read snapshot.
 
@@ -291,6 +293,8 @@ def delete_rows(
         where: A filter in the scan language, or a pyiceberg expression; None deletes every row.
         run: The scheduler of the per-unit work: ``run(fn, units)`` returns ``fn(io, unit)``
             for each unit (the local thread pool or Spark executors).
+        spark: Evaluate a SQL condition (one outside pyiceberg's filter language) as Spark SQL
+            on this session, instead of DuckDB locally.
 
     Raises:
         InvalidArgumentError: Unknown column, bad condition, v1 table, copy-on-write table.
@@ -309,7 +313,7 @@ def delete_rows(
         return _delete_everything(table, job, started)
     if job.residual is not None:
         # a SQL condition: the engine's SQL finds the positions, the units write them
-        found = _sql_positions(job)
+        found = _sql_positions(job, spark)
         planned = [p for p in job.live_files() if p.data_file.path in found]
         units = delete_units(table, planned, opts, positions=found)
     else:
@@ -350,13 +354,20 @@ def delete_rows(
     )
 
 
-def _sql_positions(job: ScanJob) -> dict[str, npt.NDArray[np.int64]]:
+def _sql_positions(job: ScanJob, spark: SparkSession | None) -> dict[str, npt.NDArray[np.int64]]:
     """Sorted positions per data file of the live rows matching the job's SQL condition."""
-    from icemor.engines.local import read_batches
     from icemor.ops.rowlevel import Positions
 
     positions = Positions()
-    for batch in read_batches(job):
+    if spark is not None:
+        from icemor.engines.spark import collect_arrow, scan_to_dataframe
+
+        batches = collect_arrow(scan_to_dataframe(job, spark).select("_file", "_pos")).to_batches()
+    else:
+        from icemor.engines.local import read_batches
+
+        batches = read_batches(job)
+    for batch in batches:
         positions.add(batch.column("_file"), batch.column("_pos"))
     return positions.finish()
 

@@ -175,11 +175,16 @@ def _key_on(keys: Sequence[str], schema: Schema, source: pa.Schema, t: str, s: s
         if key not in source.names:
             msg = f"the MERGE source has no key column {key!r} (source columns: {', '.join(source.names)})"
             raise InvalidArgumentError(msg)
-        parts.append(f"{DUCKDB.quote(t)}.{DUCKDB.quote(column)} = {DUCKDB.quote(s)}.{DUCKDB.quote(key)}")
+        parts.append(f"{_name(t)}.{_name(column)} = {_name(s)}.{_name(key)}")
     if not parts:
         msg = "MERGE needs at least one key column in on="
         raise InvalidArgumentError(msg)
     return " AND ".join(parts)
+
+
+def _name(identifier: str) -> str:
+    """A plain identifier as is (the same in Spark SQL and DuckDB), any other double-quoted."""
+    return identifier if _IDENTIFIER.fullmatch(identifier) else DUCKDB.quote(identifier)
 
 
 def _equi_keys(on: SqlExpression, t: str, s: str) -> list[tuple[str, str]]:
