@@ -8,6 +8,7 @@ filter, and fixes the projection.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
@@ -243,7 +244,7 @@ def _as_sql(text: str) -> SqlExpression | None:
 def _both(error: InvalidArgumentError, sql_error: InvalidArgumentError) -> InvalidArgumentError:
     """Neither language takes the filter: pyiceberg's explanation, then SQL's, in one line."""
     tail = f"; as SQL: {sql_error}"
-    head = str(error)
+    head = re.sub(r" \([^()]*\)", "", str(error))  # drop the grammar's long lists of alternatives
     if len(head) + len(tail) > 180:
         tail = tail[: max(40, 180 - len(head))]
         head = head[: 180 - len(tail)]
