@@ -109,8 +109,12 @@ def parse_sql(text: str, *, what: str = "expression") -> SqlExpression:
 
 
 def quote_identifier(name: str) -> str:
-    """``name`` as a double-quoted SQL identifier (both DuckDB and Spark's ANSI form accept it)."""
-    return '"' + name.replace('"', '""') + '"'
+    """``name`` as a backquoted SQL identifier, which DuckDB and Spark SQL both read as one.
+
+    Not double quotes: Spark SQL (unless ``spark.sql.ansi.doubleQuotedIdentifiers``) reads
+    ``"id"`` as a string literal and ``"t"."id"`` as a syntax error.
+    """
+    return "`" + name.replace("`", "``") + "`"
 
 
 def _walk(node: Any, visit: Callable[[dict[str, Any]], None]) -> None:
