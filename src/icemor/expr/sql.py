@@ -71,15 +71,16 @@ def parse_sql(text: str, *, what: str = "expression") -> SqlExpression:
 
     Raises:
         InvalidArgumentError: Not exactly one expression (a syntax error, a subquery, a second
-            statement smuggled in with ``;``, an empty string).
+            statement smuggled in with ``;``, two expressions separated by a comma, ``*``, a
+            ``?`` parameter, an empty string), or text that Spark SQL would read otherwise than
+            DuckDB (a double-quoted name, a string literal with a quote or a backslash in it).
     """
     if not text or not text.strip():
         msg = f"the {what} is empty"
         raise InvalidArgumentError(msg)
     shown = text if len(text) <= 80 else text[:77] + "..."
-    raw: tuple[Any, ...] | None = (
-        _parser().execute("SELECT json_serialize_sql($1)", [f"SELECT ({text}\n)"]).fetchone()
-    )
+    wrapped = f"{_OPEN}{text}\n)"
+    raw: tuple[Any, ...] | None = _parser().execute("SELECT json_serialize_sql($1)", [wrapped]).fetchone()
     tree: dict[str, Any] = json.loads(raw[0]) if raw else {"error": True, "error_message": "no result"}
     if tree.get("error"):
         reason = str(tree.get("error_message", "syntax error")).splitlines()[0]
@@ -100,12 +101,54 @@ def parse_sql(text: str, *, what: str = "expression") -> SqlExpression:
         msg = f"the {what} {shown!r} must be one SQL expression"
         raise InvalidArgumentError(msg)
     expr = items[0]
-    subquery: list[bool] = []
-    _walk(expr, lambda n: subquery.append(True) if n.get("class") in ("SUBQUERY", "WINDOW") else None)
-    if subquery:
-        msg = f"the {what} {shown!r} uses a subquery or window function, which is not supported"
+    if expr.get("function_name") == "row" and expr.get("query_location") == len(_OPEN) - 1:
+        # "a, b" in our parentheses reads as the row (a, b)
+        msg = f"the {what} {shown!r} must be one SQL expression, not a comma-separated list"
+        raise InvalidArgumentError(msg)
+    classes: set[str] = set()
+    _walk(expr, lambda n: classes.add(n["class"]))
+    for cls, why in _REFUSED_NODES.items():
+        if cls in classes:
+            msg = f"the {what} {shown!r} uses {why}, which is not supported"
+            raise InvalidArgumentError(msg)
+    problem = _spark_reads_otherwise(wrapped)
+    if problem:
+        msg = f"the {what} {shown!r} {problem}"
         raise InvalidArgumentError(msg)
     return SqlExpression(text, expr)
+
+
+_OPEN = "SELECT ("
+_REFUSED_NODES = {
+    "SUBQUERY": "a subquery",
+    "WINDOW": "a window function",
+    "STAR": "*",
+    "PARAMETER": "a parameter placeholder",
+}
+
+
+def _spark_reads_otherwise(sql: str) -> str | None:
+    """What in ``sql`` Spark SQL reads otherwise than DuckDB, if anything (docs/sql.md).
+
+    A double-quoted name is a string literal in Spark (``"qty"`` is the text qty); in a
+    string literal Spark ends the literal at ``''`` (``'it''s'`` is its) and takes ``\\``
+    as an escape (``'a\\nb'`` holds a newline). Silently different results: refused.
+    """
+    tokens = duckdb.tokenize(sql)
+    for k, (start, kind) in enumerate(tokens):
+        end = tokens[k + 1][0] if k + 1 < len(tokens) else len(sql)
+        token = sql[start:end].rstrip()
+        if kind == duckdb.token_type.identifier and token.startswith('"'):
+            return (
+                f"quotes a name with double quotes ({token}), which Spark SQL reads as a string: "
+                "quote names with backquotes (`name`)"
+            )
+        if kind == duckdb.token_type.string_const and ("''" in token[1:-1] or "\\" in token):
+            return (
+                f"has a string literal with a quote or backslash in it ({token}), which Spark SQL "
+                "reads otherwise: write them as chr(39) and chr(92), e.g. concat('it', chr(39), 's')"
+            )
+    return None
 
 
 def quote_identifier(name: str) -> str:
