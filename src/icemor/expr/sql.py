@@ -73,7 +73,8 @@ def parse_sql(text: str, *, what: str = "expression") -> SqlExpression:
         InvalidArgumentError: Not exactly one expression (a syntax error, a subquery, a second
             statement smuggled in with ``;``, two expressions separated by a comma, ``*``, a
             ``?`` parameter, an empty string), or text that Spark SQL would read otherwise than
-            DuckDB (a double-quoted name, a string literal with a quote or a backslash in it).
+            DuckDB (a double-quoted name, a string literal with a quote or a backslash in it,
+            ``^`` for a power).
     """
     if not text or not text.strip():
         msg = f"the {what} is empty"
@@ -105,11 +106,16 @@ def parse_sql(text: str, *, what: str = "expression") -> SqlExpression:
         # "a, b" in our parentheses reads as the row (a, b)
         msg = f"the {what} {shown!r} must be one SQL expression, not a comma-separated list"
         raise InvalidArgumentError(msg)
-    classes: set[str] = set()
-    _walk(expr, lambda n: classes.add(n["class"]))
+    nodes: list[dict[str, Any]] = []
+    _walk(expr, nodes.append)
+    classes = {n["class"] for n in nodes}
     for cls, why in _REFUSED_NODES.items():
         if cls in classes:
             msg = f"the {what} {shown!r} uses {why}, which is not supported"
+            raise InvalidArgumentError(msg)
+    for op in ("^", "**"):
+        if any(n.get("function_name") == op for n in nodes):
+            msg = f"the {what} {shown!r} uses {op}, which Spark SQL reads otherwise: write power(x, y)"
             raise InvalidArgumentError(msg)
     problem = _spark_reads_otherwise(wrapped)
     if problem:
