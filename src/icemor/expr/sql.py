@@ -255,7 +255,10 @@ class _Translator:
             parts = [self.exact(c) for c in node["children"]]
             return Or(*parts) if len(parts) > 1 else parts[0]
         if kind == "OPERATOR_NOT":
-            return Not(self.exact(node["children"][0]))
+            child = node["children"][0]
+            if child.get("type") == "COMPARE_IN":  # DuckDB parses x NOT IN (…) as NOT (x IN (…))
+                return self.in_list(child, negated=True)
+            return Not(self.exact(child))
         if kind in _COMPARISONS:
             left, right = node["left"], node["right"]
             if left.get("class") != "COLUMN_REF":
@@ -264,17 +267,7 @@ class _Translator:
             name = self.column(left)
             return _COMPARISONS[kind](name, self.constant(right, name))  # type: ignore[no-any-return]
         if kind in ("COMPARE_IN", "COMPARE_NOT_IN"):
-            column, *values = node["children"]
-            name = self.column(column)
-            literals = [self.constant(v, name, allow_null=True) for v in values]
-            present = {v for v in literals if v is not None}
-            if kind == "COMPARE_NOT_IN":
-                if len(present) != len(literals):  # x NOT IN (…, NULL) is never true
-                    raise _Untranslatable
-                return cast("BooleanExpression", _E.NotIn(name, present))
-            if not present:
-                raise _Untranslatable
-            return cast("BooleanExpression", _E.In(name, present))
+            return self.in_list(node, negated=kind == "COMPARE_NOT_IN")
         if kind == "COMPARE_BETWEEN":
             name = self.column(node["input"])
             return And(
@@ -287,6 +280,19 @@ class _Translator:
                 "BooleanExpression", _E.IsNull(name) if kind == "OPERATOR_IS_NULL" else _E.NotNull(name)
             )
         raise _Untranslatable
+
+    def in_list(self, node: dict[str, Any], *, negated: bool) -> BooleanExpression:
+        column, *values = node["children"]
+        name = self.column(column)
+        literals = [self.constant(v, name, allow_null=True) for v in values]
+        present = {v for v in literals if v is not None}
+        if negated:
+            if len(present) != len(literals):  # x NOT IN (…, NULL) is never true
+                raise _Untranslatable
+            return cast("BooleanExpression", _E.NotIn(name, present))
+        if not present:
+            raise _Untranslatable
+        return cast("BooleanExpression", _E.In(name, present))
 
     def column(self, node: dict[str, Any]) -> str:
         if node.get("class") != "COLUMN_REF":
