@@ -79,6 +79,8 @@ def _macros() -> list[str]:
     ]
     # dayofweek: 1 (Sunday) to 7 in Spark, 0 to 6 in DuckDB
     out.append("CREATE OR REPLACE TEMP MACRO dayofweek(d) AS system.main.dayofweek(d) + 1")
+    # isnan(NULL): false in Spark, NULL in DuckDB
+    out.append("CREATE OR REPLACE TEMP MACRO isnan(x) AS coalesce(system.main.isnan(x), false)")
     # concat: NULL if any argument is NULL in Spark (as ||); DuckDB's skips NULLs
     overloads = ["(a1) AS CAST(a1 AS VARCHAR)"]
     for n in range(2, _MAX_CONCAT_ARGS + 1):
