@@ -150,6 +150,7 @@ def test_translates_the_exact_conjuncts_only() -> None:
         ("s IS NULL OR s <> 'a'", Or(IsNull("s"), NotEqualTo("s", "a"))),
         ("b IS NOT NULL AND b = TRUE", And(NotNull("b"), EqualTo("b", True))),
         ("m >= 1.25", GreaterThanOrEqual("m", Decimal("1.25"))),
+        ("m < 99999999.99", LessThan("m", Decimal("99999999.99"))),
         ("f < 1", LessThan("f", 1.0)),
         ("I = 1", EqualTo("i", 1)),  # SQL names are case-insensitive
     ],
@@ -165,6 +166,8 @@ def test_translates(text: str, expected: BooleanExpression) -> None:
         "i NOT IN (1, NULL)",  # never true
         "s = 1",  # SQL casts s to a number
         "m = 1.255",  # more scale than the column: pyiceberg would round
+        "m < 99999999999",  # more digits than DECIMAL(10,2): reading would fail on the bound literal
+        "m > 1e20",
         "d = '2024-01-01'",  # a string against a date
         "t > TIMESTAMP '2024-01-01 00:00:00'",
         "i + 1 = 2",

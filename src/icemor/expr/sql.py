@@ -326,6 +326,8 @@ class _Translator:
                 return None
             raise _Untranslatable  # x = NULL is never true: no pruning rule for it, keep it simple
         if kind in ("INTEGER", "BIGINT", "HUGEINT"):
+            if isinstance(field_type, DecimalType):
+                _check_fits(Decimal(text), field_type)
             if isinstance(field_type, IntegerType | LongType | FloatType | DoubleType | DecimalType):
                 return int(text)
             raise _Untranslatable
@@ -333,7 +335,7 @@ class _Translator:
             if isinstance(field_type, DoubleType):
                 return float(text)
             if isinstance(field_type, DecimalType):
-                return Decimal(text)
+                return _check_fits(Decimal(text), field_type)
             raise _Untranslatable  # an int column against 1.5: SQL compares as decimal
         if kind in ("STRING", "VARCHAR"):
             # the same comparison in SQL and pyiceberg only on a string column: elsewhere SQL
@@ -344,3 +346,11 @@ class _Translator:
         if kind == "BOOLEAN" and str(field_type) == "boolean":
             return text.lower() == "true"
         raise _Untranslatable
+
+
+def _check_fits(value: Decimal, t: DecimalType) -> Decimal:
+    """``value`` if a ``t`` column can hold it: pyiceberg binds a wider one, and evaluating
+    that on the column's Arrow data fails ("precision 13 does not fit ... 10")."""
+    if not value.is_finite() or abs(value) >= Decimal(10) ** (t.precision - t.scale):
+        raise _Untranslatable
+    return value
