@@ -4,6 +4,8 @@ Why DuckDB (not DataFusion): its SQL matches Spark SQL on the documented subset 
 DataFusion's does not (``/`` on integers is a fractional division in both Spark and DuckDB,
 integer division in DataFusion), it streams Arrow in and out without copies, and its hash
 join takes a MERGE of a million source rows against a streamed target scan in one pass.
+docs/sql.md has the subset, the differences left, and the settings and macros below that
+make DuckDB agree with Spark where it otherwise would not.
 
 One connection per thread (DuckDB connections are not shared across threads); Arrow inputs
 are registered by name on it for one query and unregistered after.
@@ -39,13 +41,62 @@ def first_line(e: BaseException) -> str:
     return line
 
 
+# Where DuckDB's SQL differs from Spark SQL's (3.5, non-ANSI) on the documented subset and a
+# setting or a macro makes it agree (docs/sql.md; tests/expr/test_dialect_parity.py checks it).
+_SETTINGS = (
+    # x % 0 is NULL in Spark; DuckDB raises unless told otherwise
+    "SET error_on_division_by_zero=false",
+    # x / 0 is NULL in Spark; DuckDB's IEEE mode gives ±inf or NaN (sqrt(-1), ln(0) then raise
+    # where Spark gives NaN or NULL: loud, unlike a silent inf in a division)
+    "SET ieee_floating_point_ops=false",
+    # icemor's Spark sessions run in UTC (spark.sql.session.timeZone): timestamptz to date,
+    # hour(), a date or TIMESTAMP literal stored into a timestamptz column, the same instants
+    # here whatever the machine's time zone
+    "SET TimeZone='UTC'",
+)
+
+_MAX_CONCAT_ARGS = 16
+
+
+def _macros() -> list[str]:
+    """Spark's meaning for built-in function names DuckDB spells the same but means otherwise.
+
+    A temporary macro shadows the built-in of its name for this connection only; the macro
+    reaches the built-in as ``system.main.<name>``.
+    """
+    # substring/substr: position 0 means 1; a negative length gives '' (DuckDB counts backwards)
+    pos = "CASE WHEN p = 0 THEN 1 ELSE p END"
+    length = "CASE WHEN n < 0 THEN 0 ELSE n END"
+    out = [
+        f"CREATE OR REPLACE TEMP MACRO {name}(s, p) AS system.main.substring(s, {pos}), "
+        f"(s, p, n) AS system.main.substring(s, {pos}, {length})"
+        for name in ("substring", "substr")
+    ]
+    # left/right with a negative length: '' in Spark, all but -n characters in DuckDB
+    out += [
+        f'CREATE OR REPLACE TEMP MACRO "{name}"(s, n) AS system.main."{name}"(s, {length})'
+        for name in ("left", "right")  # keywords: quoted
+    ]
+    # dayofweek: 1 (Sunday) to 7 in Spark, 0 to 6 in DuckDB
+    out.append("CREATE OR REPLACE TEMP MACRO dayofweek(d) AS system.main.dayofweek(d) + 1")
+    # isnan(NULL): false in Spark, NULL in DuckDB
+    out.append("CREATE OR REPLACE TEMP MACRO isnan(x) AS coalesce(system.main.isnan(x), false)")
+    # concat: NULL if any argument is NULL in Spark (as ||); DuckDB's skips NULLs
+    overloads = ["(a1) AS CAST(a1 AS VARCHAR)"]
+    for n in range(2, _MAX_CONCAT_ARGS + 1):
+        names = [f"a{i}" for i in range(1, n + 1)]
+        overloads.append(f"({', '.join(names)}) AS {' || '.join(names)}")
+    out.append(f"CREATE OR REPLACE TEMP MACRO concat{', '.join(overloads)}")
+    return out
+
+
 class DuckSession:
     """A thread's DuckDB connection with Arrow inputs registered for the queries it runs."""
 
     def __init__(self) -> None:
         self.con = duckdb.connect()
-        # Spark (non-ANSI) gives NULL for x % 0 and x DIV 0; DuckDB raises unless told otherwise
-        self.con.execute("SET error_on_division_by_zero=false")
+        for statement in (*_SETTINGS, *_macros()):
+            self.con.execute(statement)
 
     @contextmanager
     def inputs(self, tables: Mapping[str, object]) -> Iterator[DuckSession]:

@@ -71,15 +71,17 @@ def parse_sql(text: str, *, what: str = "expression") -> SqlExpression:
 
     Raises:
         InvalidArgumentError: Not exactly one expression (a syntax error, a subquery, a second
-            statement smuggled in with ``;``, an empty string).
+            statement smuggled in with ``;``, two expressions separated by a comma, ``*``, a
+            ``?`` parameter, an empty string), or text that Spark SQL would read otherwise than
+            DuckDB (a double-quoted name, a string literal with a quote or a backslash in it,
+            ``^`` for a power).
     """
     if not text or not text.strip():
         msg = f"the {what} is empty"
         raise InvalidArgumentError(msg)
     shown = text if len(text) <= 80 else text[:77] + "..."
-    raw: tuple[Any, ...] | None = (
-        _parser().execute("SELECT json_serialize_sql($1)", [f"SELECT ({text}\n)"]).fetchone()
-    )
+    wrapped = f"{_OPEN}{text}\n)"
+    raw: tuple[Any, ...] | None = _parser().execute("SELECT json_serialize_sql($1)", [wrapped]).fetchone()
     tree: dict[str, Any] = json.loads(raw[0]) if raw else {"error": True, "error_message": "no result"}
     if tree.get("error"):
         reason = str(tree.get("error_message", "syntax error")).splitlines()[0]
@@ -100,17 +102,68 @@ def parse_sql(text: str, *, what: str = "expression") -> SqlExpression:
         msg = f"the {what} {shown!r} must be one SQL expression"
         raise InvalidArgumentError(msg)
     expr = items[0]
-    subquery: list[bool] = []
-    _walk(expr, lambda n: subquery.append(True) if n.get("class") in ("SUBQUERY", "WINDOW") else None)
-    if subquery:
-        msg = f"the {what} {shown!r} uses a subquery or window function, which is not supported"
+    if expr.get("function_name") == "row" and expr.get("query_location") == len(_OPEN) - 1:
+        # "a, b" in our parentheses reads as the row (a, b)
+        msg = f"the {what} {shown!r} must be one SQL expression, not a comma-separated list"
+        raise InvalidArgumentError(msg)
+    nodes: list[dict[str, Any]] = []
+    _walk(expr, nodes.append)
+    classes = {n["class"] for n in nodes}
+    for cls, why in _REFUSED_NODES.items():
+        if cls in classes:
+            msg = f"the {what} {shown!r} uses {why}, which is not supported"
+            raise InvalidArgumentError(msg)
+    for op in ("^", "**"):
+        if any(n.get("function_name") == op for n in nodes):
+            msg = f"the {what} {shown!r} uses {op}, which Spark SQL reads otherwise: write power(x, y)"
+            raise InvalidArgumentError(msg)
+    problem = _spark_reads_otherwise(wrapped)
+    if problem:
+        msg = f"the {what} {shown!r} {problem}"
         raise InvalidArgumentError(msg)
     return SqlExpression(text, expr)
 
 
+_OPEN = "SELECT ("
+_REFUSED_NODES = {
+    "SUBQUERY": "a subquery",
+    "WINDOW": "a window function",
+    "STAR": "*",
+    "PARAMETER": "a parameter placeholder",
+}
+
+
+def _spark_reads_otherwise(sql: str) -> str | None:
+    """What in ``sql`` Spark SQL reads otherwise than DuckDB, if anything (docs/sql.md).
+
+    A double-quoted name is a string literal in Spark (``"qty"`` is the text qty); in a
+    string literal Spark ends the literal at ``''`` (``'it''s'`` is its) and takes ``\\``
+    as an escape (``'a\\nb'`` holds a newline). Silently different results: refused.
+    """
+    tokens = duckdb.tokenize(sql)
+    for k, (start, kind) in enumerate(tokens):
+        end = tokens[k + 1][0] if k + 1 < len(tokens) else len(sql)
+        token = sql[start:end].rstrip()
+        if kind == duckdb.token_type.identifier and token.startswith('"'):
+            return (
+                f"quotes a name with double quotes ({token}), which Spark SQL reads as a string: "
+                "quote names with backquotes (`name`)"
+            )
+        if kind == duckdb.token_type.string_const and ("''" in token[1:-1] or "\\" in token):
+            return (
+                f"has a string literal with a quote or backslash in it ({token}), which Spark SQL "
+                "reads otherwise: write them as chr(39) and chr(92), e.g. concat('it', chr(39), 's')"
+            )
+    return None
+
+
 def quote_identifier(name: str) -> str:
-    """``name`` as a double-quoted SQL identifier (both DuckDB and Spark's ANSI form accept it)."""
-    return '"' + name.replace('"', '""') + '"'
+    """``name`` as a backquoted SQL identifier, which DuckDB and Spark SQL both read as one.
+
+    Not double quotes: Spark SQL (unless ``spark.sql.ansi.doubleQuotedIdentifiers``) reads
+    ``"id"`` as a string literal and ``"t"."id"`` as a syntax error.
+    """
+    return "`" + name.replace("`", "``") + "`"
 
 
 def _walk(node: Any, visit: Callable[[dict[str, Any]], None]) -> None:
@@ -202,7 +255,10 @@ class _Translator:
             parts = [self.exact(c) for c in node["children"]]
             return Or(*parts) if len(parts) > 1 else parts[0]
         if kind == "OPERATOR_NOT":
-            return Not(self.exact(node["children"][0]))
+            child = node["children"][0]
+            if child.get("type") == "COMPARE_IN":  # DuckDB parses x NOT IN (…) as NOT (x IN (…))
+                return self.in_list(child, negated=True)
+            return Not(self.exact(child))
         if kind in _COMPARISONS:
             left, right = node["left"], node["right"]
             if left.get("class") != "COLUMN_REF":
@@ -211,17 +267,7 @@ class _Translator:
             name = self.column(left)
             return _COMPARISONS[kind](name, self.constant(right, name))  # type: ignore[no-any-return]
         if kind in ("COMPARE_IN", "COMPARE_NOT_IN"):
-            column, *values = node["children"]
-            name = self.column(column)
-            literals = [self.constant(v, name, allow_null=True) for v in values]
-            present = {v for v in literals if v is not None}
-            if kind == "COMPARE_NOT_IN":
-                if len(present) != len(literals):  # x NOT IN (…, NULL) is never true
-                    raise _Untranslatable
-                return cast("BooleanExpression", _E.NotIn(name, present))
-            if not present:
-                raise _Untranslatable
-            return cast("BooleanExpression", _E.In(name, present))
+            return self.in_list(node, negated=kind == "COMPARE_NOT_IN")
         if kind == "COMPARE_BETWEEN":
             name = self.column(node["input"])
             return And(
@@ -234,6 +280,19 @@ class _Translator:
                 "BooleanExpression", _E.IsNull(name) if kind == "OPERATOR_IS_NULL" else _E.NotNull(name)
             )
         raise _Untranslatable
+
+    def in_list(self, node: dict[str, Any], *, negated: bool) -> BooleanExpression:
+        column, *values = node["children"]
+        name = self.column(column)
+        literals = [self.constant(v, name, allow_null=True) for v in values]
+        present = {v for v in literals if v is not None}
+        if negated:
+            if len(present) != len(literals):  # x NOT IN (…, NULL) is never true
+                raise _Untranslatable
+            return cast("BooleanExpression", _E.NotIn(name, present))
+        if not present:
+            raise _Untranslatable
+        return cast("BooleanExpression", _E.In(name, present))
 
     def column(self, node: dict[str, Any]) -> str:
         if node.get("class") != "COLUMN_REF":
@@ -267,6 +326,8 @@ class _Translator:
                 return None
             raise _Untranslatable  # x = NULL is never true: no pruning rule for it, keep it simple
         if kind in ("INTEGER", "BIGINT", "HUGEINT"):
+            if isinstance(field_type, DecimalType):
+                _check_fits(Decimal(text), field_type)
             if isinstance(field_type, IntegerType | LongType | FloatType | DoubleType | DecimalType):
                 return int(text)
             raise _Untranslatable
@@ -274,7 +335,7 @@ class _Translator:
             if isinstance(field_type, DoubleType):
                 return float(text)
             if isinstance(field_type, DecimalType):
-                return Decimal(text)
+                return _check_fits(Decimal(text), field_type)
             raise _Untranslatable  # an int column against 1.5: SQL compares as decimal
         if kind in ("STRING", "VARCHAR"):
             # the same comparison in SQL and pyiceberg only on a string column: elsewhere SQL
@@ -285,3 +346,11 @@ class _Translator:
         if kind == "BOOLEAN" and str(field_type) == "boolean":
             return text.lower() == "true"
         raise _Untranslatable
+
+
+def _check_fits(value: Decimal, t: DecimalType) -> Decimal:
+    """``value`` if a ``t`` column can hold it: pyiceberg binds a wider one, and evaluating
+    that on the column's Arrow data fails ("precision 13 does not fit ... 10")."""
+    if not value.is_finite() or abs(value) >= Decimal(10) ** (t.precision - t.scale):
+        raise _Untranslatable
+    return value

@@ -132,9 +132,15 @@ class Dialect:
     name: str
     quote: Callable[[str], str]
     type_name: Callable[[PrimitiveType], str]
+    rounds_to_integer: bool = False
+    """CAST of a fraction to an integer rounds (DuckDB) rather than truncating (Spark)."""
 
     def cast(self, value_sql: str, t: PrimitiveType) -> str:
-        return f"CAST(({value_sql}\n) AS {self.type_name(t)})"
+        """``value_sql`` as a value of column type ``t``, as Spark stores it (2.7 -> 2)."""
+        value = f"({value_sql}\n)"
+        if self.rounds_to_integer and isinstance(t, IntegerType | LongType):
+            value = f"trunc{value}"  # numeric (check_assignment): truncate toward zero first
+        return f"CAST({value} AS {self.type_name(t)})"
 
 
 def _spark_type_name(t: PrimitiveType) -> str:
@@ -158,7 +164,7 @@ def _spark_type_name(t: PrimitiveType) -> str:
     raise InvalidArgumentError(msg)
 
 
-DUCKDB = Dialect("duckdb", quote_identifier, duck_type)
+DUCKDB = Dialect("duckdb", quote_identifier, duck_type, rounds_to_integer=True)
 SPARK = Dialect("spark", lambda n: "`" + n.replace("`", "``") + "`", _spark_type_name)
 
 

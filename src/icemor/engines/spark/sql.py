@@ -66,11 +66,16 @@ def run_sql(
 
 
 def _from_arrow(spark: SparkSession, table: pa.Table) -> DataFrame:
-    """A driver-side Arrow table as a DataFrame (Arrow transfer; nullable ints stay ints)."""
+    """A driver-side Arrow table as a DataFrame (Arrow transfer; nullable ints stay ints).
+
+    Floats go through pandas' nullable dtypes too: in a plain float64 column pandas cannot
+    tell NaN from NULL, and PySpark sends every NaN as NULL.
+    """
     import pandas as pd  # type: ignore[import-untyped]
     from pyspark.sql.pandas.types import from_arrow_schema
 
     schema = from_arrow_schema(table.schema)
     frame = table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(),
-                                          pa.bool_(): pd.BooleanDtype()}.get)  # fmt: skip
+                                          pa.bool_(): pd.BooleanDtype(), pa.float64(): pd.Float64Dtype(),
+                                          pa.float32(): pd.Float32Dtype()}.get)  # fmt: skip
     return spark.createDataFrame(frame, schema=schema)
