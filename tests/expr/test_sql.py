@@ -268,3 +268,9 @@ def test_to_iceberg_keeps_every_row_the_condition_keeps(condition: str) -> None:
     evaluate = expression_evaluator(SCHEMA, pruning, case_sensitive=False)
     kept_by_rows = {k for k, record in enumerate(_RECORDS) if evaluate(record)}
     assert true_rows <= kept_by_rows, f"{pruning} (row by row) drops {sorted(true_rows - kept_by_rows)}"
+
+
+@pytest.mark.parametrize("text", ["sum(a) + 1", "count(*)", "max(b)", "avg(a) > 1"])
+def test_parse_sql_refuses_aggregates(text: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="aggregate"):
+        parse_sql(text)

@@ -113,6 +113,15 @@ def parse_sql(text: str, *, what: str = "expression") -> SqlExpression:
         if cls in classes:
             msg = f"the {what} {shown!r} uses {why}, which is not supported"
             raise InvalidArgumentError(msg)
+    aggregates = sorted(
+        {str(n["function_name"]).lower() for n in nodes if n.get("class") == "FUNCTION"} & _AGGREGATES
+    )
+    if aggregates:
+        msg = (
+            f"the {what} {shown!r} uses the aggregate {aggregates[0]}(), which has no meaning per row: "
+            "row-level expressions take one row's values"
+        )
+        raise InvalidArgumentError(msg)
     for op in ("^", "**"):
         if any(n.get("function_name") == op for n in nodes):
             msg = f"the {what} {shown!r} uses {op}, which Spark SQL reads otherwise: write power(x, y)"
@@ -125,6 +134,12 @@ def parse_sql(text: str, *, what: str = "expression") -> SqlExpression:
 
 
 _OPEN = "SELECT ("
+_AGGREGATES = {
+    "sum", "avg", "mean", "count", "min", "max", "any_value", "first", "last", "first_value",
+    "last_value", "stddev", "stddev_pop", "stddev_samp", "variance", "var_pop", "var_samp",
+    "collect_list", "collect_set", "array_agg", "list", "string_agg", "listagg", "bool_and",
+    "bool_or", "every", "some", "median", "percentile", "approx_count_distinct", "count_if", "count_star",
+}  # fmt: skip
 _REFUSED_NODES = {
     "SUBQUERY": "a subquery",
     "WINDOW": "a window function",

@@ -78,4 +78,11 @@ def _from_arrow(spark: SparkSession, table: pa.Table) -> DataFrame:
     frame = table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(),
                                           pa.bool_(): pd.BooleanDtype(), pa.float64(): pd.Float64Dtype(),
                                           pa.float32(): pd.Float32Dtype()}.get)  # fmt: skip
-    return spark.createDataFrame(frame, schema=schema)
+    # the nullable pandas dtypes need the Arrow path; a session may have it off
+    key = "spark.sql.execution.arrow.pyspark.enabled"
+    saved = spark.conf.get(key, "false") or "false"
+    spark.conf.set(key, "true")
+    try:
+        return spark.createDataFrame(frame, schema=schema)
+    finally:
+        spark.conf.set(key, saved)
