@@ -34,6 +34,7 @@ __all__ = [
     "check_arrow_schema_compatible",
     "inclusive_metrics_evaluator",
     "partition_constants",
+    "to_file_schema",
     "to_requested_schema",
     "write_data_files",
 ]
@@ -71,6 +72,43 @@ def to_requested_schema(
         downcast_ns_timestamp_to_us=downcast_ns_timestamp_to_us,
         projected_missing_fields=missing_fields,
         allow_timestamp_tz_mismatch=True,
+    )
+
+
+def to_file_schema(
+    table_schema: Schema, file_schema: Schema, data: pa.Table, *, format_version: int
+) -> pa.Table:
+    """``data`` (columns matched to ``table_schema`` by name) as a file of ``file_schema`` is written.
+
+    ``file_schema`` holds fields of ``table_schema`` (the same ids; names may be sanitized, or a
+    subset). Columns get their field ids (``PARQUET:field_id``), order and Iceberg's Arrow
+    types; missing optional columns become NULL; ``timestamp[ns]`` becomes microseconds.
+
+    Why: pyiceberg's writer does this per write task with the same private projection; icemor
+    writes its files itself (it must know each row's position) and needs the conversion alone.
+    """
+    import pyarrow as pa
+
+    task_schema = _pyarrow_io.pyarrow_to_schema(
+        data.schema,
+        name_mapping=table_schema.name_mapping,
+        downcast_ns_timestamp_to_us=True,
+        format_version=format_version,  # type: ignore[arg-type]
+    )
+    batches = data.to_batches() or [pa.RecordBatch.from_pylist([], schema=data.schema)]
+    parquet = _pyarrow_io.ParquetFormatModel()
+    return pa.Table.from_batches(
+        [
+            _pyarrow_io._to_requested_schema(
+                file_schema,
+                task_schema,
+                b,
+                downcast_ns_timestamp_to_us=True,
+                include_field_ids=True,
+                format_model=parquet,
+            )
+            for b in batches
+        ]
     )
 
 
