@@ -148,3 +148,36 @@ def test_to_file_schema_adds_field_ids_nulls_and_microseconds() -> None:
     assert compat.to_file_schema(table, key, data, format_version=2).column_names == ["id"]
     empty = compat.to_file_schema(table, key, data.slice(0, 0), format_version=2)
     assert empty.num_rows == 0 and empty.column_names == ["id"]
+
+
+def test_delete_manifest_writes_equality_ids_as_list_of_int(tmp_path: Path) -> None:
+    """The spec's ``list<int>``, which Iceberg Java requires (pyiceberg 0.12 declares ``list<long>``)."""
+    from pyiceberg.avro.file import AvroFile
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+    from pyiceberg.manifest import MANIFEST_ENTRY_SCHEMAS, ManifestEntry, ManifestEntryStatus
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+
+    io = PyArrowFileIO()
+    path = str(tmp_path / "eq.avro")
+    df = DataFile.from_args(
+        content=DataFileContent.EQUALITY_DELETES,
+        file_path="/x/eq.parquet",
+        file_format=FileFormat.PARQUET,
+        partition=Record(),
+        record_count=2,
+        file_size_in_bytes=10,
+        equality_ids=[1, 2],
+    )
+    with compat.DeleteManifestWriterV2(
+        UNPARTITIONED_PARTITION_SPEC, SCHEMA, io.new_output(path), 7, "deflate"
+    ) as writer:
+        writer.add_entry(
+            ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=7, data_file=df)
+        )
+    with AvroFile[ManifestEntry](io.new_input(path), MANIFEST_ENTRY_SCHEMAS[2]) as reader:
+        written = reader.header.get_schema()
+    assert str(written.find_field(136).field_type) == "int"
+    manifest = writer.to_manifest_file()
+    manifest.sequence_number = 1
+    [entry] = manifest.fetch_manifest_entry(io)  # pyiceberg reads int back as its long
+    assert entry.data_file.equality_ids == [1, 2]
