@@ -21,9 +21,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
 
     from pyiceberg.io import FileIO
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["arrow_schema", "run_per_key"]
+__all__ = ["arrow_schema", "read_parquet_in_order", "run_per_key"]
 
 
 def arrow_schema(df: DataFrame) -> pa.Schema:
@@ -31,6 +31,19 @@ def arrow_schema(df: DataFrame) -> pa.Schema:
     from icemor.engines.spark import _arrow_schema
 
     return _arrow_schema(df.schema)
+
+
+def read_parquet_in_order(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    """The rows of Parquet files as one DataFrame whose row order is the files' order, then theirs.
+
+    ``spark.read.parquet(*paths)`` packs files into partitions largest first; a union of one
+    read per file keeps the partitions of each file, and the files, in the order given.
+    """
+    frames = [spark.read.parquet(p) for p in paths]
+    out = frames[0]
+    for df in frames[1:]:
+        out = out.unionByName(df)
+    return out
 
 
 def run_per_key(
