@@ -396,3 +396,45 @@ def _data_and_delete_paths(t: Table) -> list[Any]:
         out.append(p.data_file)
         out.extend(p.delete_files)
     return out
+
+
+def test_data_of_an_older_spec_gets_global_equality_deletes(catalog: SqlCatalog, ns: str) -> None:
+    """The key decides the current spec's partition, but rows written under the old spec live in
+    partitions that a current-spec delete would not reach: the deletes must be global."""
+    spec = PartitionSpec(PartitionField(3, 1000, IdentityTransform(), "cat"))
+    t = _table(catalog, ns, spec=spec)
+    t.apply_changes(
+        _changes([("I", i, f"v{i}", "c") for i in range(10)], ("op", "id", "v", "cat")), key=["id"]
+    )
+    with t.pyiceberg.update_spec() as update:
+        update.remove_field("cat")
+        update.add_field("id", BucketTransform(4), "id_bucket")
+    t.refresh()
+    t.apply_changes(
+        _changes([("U", 3, "x", "c"), ("D", 4, None, None)], ("op", "id", "v", "cat")), key=["id"]
+    )
+    [eq] = [d for d in _deletes(t) if d.content == FileContent.EQUALITY_DELETES]
+    assert t.metadata.specs()[eq.spec_id].is_unpartitioned()
+    assert _rows(t) == sorted([(i, f"v{i}") for i in range(10) if i not in (3, 4)] + [(3, "x")])
+
+
+def test_rolled_files_get_their_own_position_deletes(catalog: SqlCatalog, ns: str) -> None:
+    """Tiny row groups and target size: one row per data file, so the positions of superseded
+    rows must be mapped to the right one of several files of one batch."""
+    catalog.create_table(
+        f"{ns}.t",
+        schema=SCHEMA,
+        properties={
+            "format-version": "2",
+            "write.parquet.row-group-size-bytes": "1",
+            "write.target-file-size-bytes": "1",
+        },
+    )
+    t = icemor.load_table(f"{ns}.t", catalog=catalog)
+    m = t.apply_changes(
+        _changes([("I", 1, "a"), ("I", 2, "b"), ("U", 1, "a1"), ("I", 3, "c"), ("D", 2, None)]), key=["id"]
+    )
+    assert m.data_files_added == 4 and m.position_delete_files_added == 2 and m.position_deletes == 2
+    assert _rows(t) == [(1, "a1"), (3, "c")]
+    for p in t.scan().plan_files():
+        assert pq.ParquetFile(local_path(p.data_file.path)).metadata.num_row_groups == 1

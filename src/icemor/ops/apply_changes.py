@@ -108,8 +108,8 @@ _OPS = {
 _OP_HELP = "use I/insert, U/update_after, -U/update_before or D/delete"
 _SEQ = "__icemor_seq"
 """Row order of a Spark DataFrame, captured before it is shuffled by key."""
-_ROW_GROUP_LIMIT = "write.parquet.row-group-limit"  # pyiceberg's rows-per-row-group property
-_ROW_GROUP_LIMIT_DEFAULT = 1 << 20
+_ROW_GROUP_SIZE = "write.parquet.row-group-size-bytes"
+_ROW_GROUP_SIZE_DEFAULT = 128 * 1024 * 1024
 _TARGET_FILE_SIZE = "write.target-file-size-bytes"
 _TARGET_FILE_SIZE_DEFAULT = 512 * 1024 * 1024
 _UNSET_SPEC = -1
@@ -171,7 +171,8 @@ class ChangeContext:
     properties: dict[str, str]
     target_file_size: int
     delete_target_file_size: int
-    row_group_rows: int
+    row_group_bytes: int
+    """``write.parquet.row-group-size-bytes``, measured on the rows in memory (Arrow bytes)."""
     compression: str
 
 
@@ -329,7 +330,7 @@ def prepare_changes(
         delete_target_file_size=P.int_property(
             props, P.DELETE_TARGET_FILE_SIZE_BYTES, P.DELETE_TARGET_FILE_SIZE_BYTES_DEFAULT
         ),
-        row_group_rows=P.int_property(props, _ROW_GROUP_LIMIT, _ROW_GROUP_LIMIT_DEFAULT),
+        row_group_bytes=P.int_property(props, _ROW_GROUP_SIZE, _ROW_GROUP_SIZE_DEFAULT),
         compression=props.get(P.PARQUET_COMPRESSION, P.PARQUET_COMPRESSION_DEFAULT),
     )
 
@@ -760,7 +761,7 @@ def change_unit(io: FileIO, ctx: ChangeContext, rows: pa.Table, unit: int) -> Ch
                 spec_id=ctx.spec.spec_id,
                 partition=partition,
                 target_file_size=ctx.target_file_size,
-                row_group_rows=ctx.row_group_rows,
+                row_group_rows=max(1, ctx.row_group_bytes * part_rows.num_rows // max(1, part_rows.nbytes)),
                 compression=ctx.compression,
             )
             files = write_data_files(io, target, part_rows, ctx.file_schema, ctx.properties)
