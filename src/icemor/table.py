@@ -233,6 +233,7 @@ class Table:
         allow_nullable_key: bool = False,
         app_id: str | None = None,
         batch_id: int | None = None,
+        partitions: int | None = None,
     ) -> ChangeMetrics:
         """Apply a batch of change rows (CDC) in one commit: new data files, equality deletes on the
         key for updated and deleted keys, position deletes for rows superseded within the batch.
@@ -253,6 +254,7 @@ class Table:
             app_id: With ``batch_id``: record both in the snapshot summary and skip a batch
                 this app already committed (exactly-once; see :func:`icemor.spark.cdc_sink`).
             batch_id: The increasing batch number of ``app_id``.
+            partitions: Spark tasks for a DataFrame (default: the session's default parallelism).
 
         Returns:
             Op counts, rows written, equality and position deletes, files added, the new snapshot
@@ -274,7 +276,7 @@ class Table:
             "batch_id": batch_id,
         }
         if _is_spark_dataframe(changes):
-            metrics = apply_changes_dataframe(self._table, changes, **options)
+            metrics = apply_changes_dataframe(self._table, changes, partitions=partitions, **options)
         else:
             metrics = apply_changes(self._table, changes, **options)
         self.refresh()

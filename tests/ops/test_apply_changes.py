@@ -22,6 +22,7 @@ from oracle import local_path
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.sql import SqlCatalog
+    from pyspark.sql import SparkSession
 
     from icemor.table import Table
 
@@ -438,3 +439,27 @@ def test_rolled_files_get_their_own_position_deletes(catalog: SqlCatalog, ns: st
     assert _rows(t) == [(1, "a1"), (3, "c")]
     for p in t.scan().plan_files():
         assert pq.ParquetFile(local_path(p.data_file.path)).metadata.num_row_groups == 1
+
+
+@pytest.mark.parametrize(
+    ("rows", "needle"),
+    [
+        ([("I", i, "a", i) for i in range(40)] + [("X", 7, "b", 99)], "unknown op 'X'"),
+        (
+            [("I", i, "a", i) for i in range(40)] + [("U", 7, "b", 7)],
+            "same lsn value 7: their order is ambiguous",
+        ),
+    ],
+)
+def test_bad_input_on_spark_leaves_nothing(
+    catalog: SqlCatalog, ns: str, spark: SparkSession, rows: list[tuple[Any, ...]], needle: str
+) -> None:
+    """One task finds the bad row; what the other task wrote is removed; nothing is committed."""
+    t = _table(catalog, ns)
+    t.apply_changes(_changes([("I", 1000, "x")]), key=["id"])
+    snapshots, files = len(t.snapshots()), _files(t)
+    df = spark.createDataFrame(rows, schema="op string, id bigint, v string, lsn bigint")
+    with pytest.raises(InvalidArgumentError, match=needle) as info:
+        t.apply_changes(df, key=["id"], order_by="lsn", partitions=4)
+    assert "\n" not in str(info.value)
+    _assert_untouched(t, snapshots, files)
