@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from icemor.engines import Runner
     from icemor.maintenance.equality_to_position import ConversionMetrics
+    from icemor.ops.apply_changes import ChangeMetrics
     from icemor.ops.delete import DeleteMetrics
     from icemor.ops.merge import MergeClause, MergeMetrics
     from icemor.ops.update import UpdateMetrics
@@ -286,6 +287,65 @@ class Table:
             self, source, on, source_alias=source_alias, target_alias=target_alias, spark=spark
         )
 
+    def apply_changes(
+        self,
+        changes: Any,
+        *,
+        key: Sequence[str],
+        op_column: str = "op",
+        order_by: str | None = None,
+        allow_nullable_key: bool = False,
+        app_id: str | None = None,
+        batch_id: int | None = None,
+        partitions: int | None = None,
+    ) -> ChangeMetrics:
+        """Apply a batch of change rows (CDC) in one commit: new data files, equality deletes on the
+        key for updated and deleted keys, position deletes for rows superseded within the batch.
+
+        Ops (``op_column``): ``I``/``insert``, ``U``/``update_after`` (an upsert),
+        ``-U``/``update_before`` (ignored), ``D``/``delete`` (case-insensitive; Flink's ``+I``,
+        ``+U``, ``-D`` too). The rows of one key count in row order, or by ``order_by``; only the
+        net effect is applied. The table is never read. See :mod:`icemor.ops.apply_changes`.
+
+        Args:
+            changes: An Arrow table (or pandas DataFrame, or Parquet file paths) runs on the local
+                engine; a Spark DataFrame runs on its session's executors (repartitioned by key).
+            key: The key columns; they become the table's identifier fields if it has none.
+            op_column: The column holding each row's op (not written).
+            order_by: A column ordering the changes of one key; two changes of a key with the
+                same value are an error. Written only if it is a table column.
+            allow_nullable_key: Accept optional and float/double key columns (and NULL keys).
+            app_id: With ``batch_id``: record both in the snapshot summary and skip a batch
+                this app already committed (exactly-once; see :func:`icemor.spark.cdc_sink`).
+            batch_id: The increasing batch number of ``app_id``.
+            partitions: Spark tasks for a DataFrame (default: the session's default parallelism).
+
+        Returns:
+            Op counts, rows written, equality and position deletes, files added, the new snapshot
+            id (None when nothing was committed), whether the batch was skipped, seconds taken.
+
+        Raises:
+            InvalidArgumentError: Unknown op, missing key/op/order column, NULL keys, a schema that
+                does not fit, two changes of a key with the same order value, a bad key (optional,
+                float, contradicting the identifier fields); nothing is committed.
+        """
+        from icemor.ops.apply_changes import apply_changes, apply_changes_dataframe
+
+        options: dict[str, Any] = {
+            "key": key,
+            "op_column": op_column,
+            "order_by": order_by,
+            "allow_nullable_key": allow_nullable_key,
+            "app_id": app_id,
+            "batch_id": batch_id,
+        }
+        if _is_spark_dataframe(changes):
+            metrics = apply_changes_dataframe(self._table, changes, partitions=partitions, **options)
+        else:
+            metrics = apply_changes(self._table, changes, **options)
+        self.refresh()
+        return metrics
+
     @property
     def maintenance(self) -> Maintenance:
         """Maintenance actions of merge-on-read tables (``table.maintenance.rewrite_equality_deletes()``)."""
@@ -408,6 +468,11 @@ class Maintenance:
         metrics = rewrite_equality_deletes(t.pyiceberg, run=t._runner(spark))
         t.refresh()
         return metrics
+
+
+def _is_spark_dataframe(obj: object) -> bool:
+    """A PySpark DataFrame (classic or Connect), told without importing pyspark."""
+    return type(obj).__name__ == "DataFrame" and type(obj).__module__.startswith("pyspark.")
 
 
 def _metadata_file(catalog: Catalog, identifier: str, error: Exception) -> str:

@@ -28,7 +28,7 @@ from icemor.spec.files import FileContent
 from icemor.spec.rules import file_path_bounds_contain, file_path_bounds_scope
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.io import FileIO
@@ -53,6 +53,9 @@ class Validation:
     """Removed data files whose rows are rewritten (update, compaction): deletes that a
     concurrent commit adds for them would be lost. A DELETE leaves this empty: the rows of a
     file it removes are all deleted anyway."""
+    history_check: Callable[[Sequence[Snapshot]], None] | None = None
+    """Called on every attempt with the snapshots committed since the scan (newest first); it
+    raises CommitConflictError to refuse (e.g. a streaming batch that was committed concurrently)."""
 
 
 def history(metadata: TableMetadata, start_snapshot_id: int | None) -> list[Snapshot]:
@@ -118,6 +121,8 @@ def validate(metadata: TableMetadata, io: FileIO, v: Validation) -> None:
     snapshots = history(metadata, v.start_snapshot_id)
     if not snapshots:
         return
+    if v.history_check is not None:
+        v.history_check(snapshots)
     matches = _matcher(metadata, v.conflict_filter) if v.serializable else None
     for snap in snapshots:
         op = snap.summary.operation if snap.summary is not None else None
