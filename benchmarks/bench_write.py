@@ -1,4 +1,4 @@
-"""Write benchmark: merge-on-read DELETE of 10% of a 10 M-row table (ANCHORS.md, "Writes").
+"""Write benchmark: merge-on-read DELETE, UPDATE and MERGE on a 10 M-row table (ANCHORS.md, "Writes").
 
 Run as ``.venv/bin/python benchmarks/bench_write.py`` (``make bench``). The first run builds
 ``bench.base`` with Iceberg Java in ``bench-data/write/`` (the ANCHORS layout: 10 data files,
@@ -9,6 +9,11 @@ Every result is checked through Iceberg Java (row count, sum(id)) before its tim
 
 Engines: icemor local, icemor with the per-file work on Spark executors, Iceberg Java's
 merge-on-read ``DELETE FROM`` on Spark, and pyiceberg 0.12 (copy-on-write only).
+
+UPDATE (``SET qty = qty + 1 WHERE id % 10 = 3``) and MERGE (a 1 M-row source, half matching
+ids spread over every data file, half new; ``UPDATE SET *`` / ``INSERT *``) run against Iceberg
+Java's merge-on-read ``UPDATE`` / ``MERGE INTO`` the same way, each result checked exactly
+(count, sum(id), sum of qty in cents) through Java.
 """
 
 from __future__ import annotations
@@ -40,8 +45,12 @@ ROWS = 10_000_000
 # (label, icemor/pyiceberg filter or None where it cannot express it, Spark SQL condition)
 PREDICATES = [
     ("k1 < 100", "k1 < 100", "k1 < 100"),
-    ("id % 10 = 3", None, "id % 10 = 3"),
+    ("id % 10 = 3", "id % 10 = 3", "id % 10 = 3"),
 ]
+# pyiceberg's filter language has no arithmetic: its DELETE cannot express this one
+PYICEBERG_CANNOT = {"id % 10 = 3"}
+MERGE_SOURCE_ROWS = 1_000_000
+EXACT = "SELECT count(*), sum(id), sum(CAST(round(qty * 100) AS BIGINT)) FROM {table}"
 
 
 def _build(java: Any, home: Path, rows: int) -> None:
@@ -83,8 +92,19 @@ def _check(java: Any, name: str, expected_rows: int, expected_id_sum: int) -> No
         raise RuntimeError(msg)
 
 
+def _check_exact(java: Any, name: str, expected: tuple[int, int, int]) -> None:
+    got = java.sql(EXACT.format(table=java.qualified(name)))[0]
+    if tuple(int(v) for v in got) != expected:
+        msg = f"{name}: Java reads (count, sum(id), sum(qty cents)) = {tuple(got)}, expected {expected}"
+        raise RuntimeError(msg)
+
+
 def _time(
-    java: Any, runs: int, counter: list[int], run: Callable[[str], None], check: tuple[int, int]
+    java: Any,
+    runs: int,
+    counter: list[int],
+    run: Callable[[str], None],
+    check: tuple[int, int] | tuple[int, int, int],
 ) -> list[float]:
     times = []
     for i in range(runs + 1):  # the first is the warm-up
@@ -93,7 +113,10 @@ def _time(
         t0 = time.perf_counter()
         run(name)
         elapsed = time.perf_counter() - t0
-        _check(java, name, *check)
+        if len(check) == 3:
+            _check_exact(java, name, check)
+        else:
+            _check(java, name, *check)
         java.sql(f"DROP TABLE {java.qualified(name)}")
         if i:
             times.append(elapsed)
@@ -154,6 +177,97 @@ def _bench_conversion(java: Any, icemor: Any, runs: int, counter: list[int], ids
     ]
 
 
+JAVA = "Iceberg Java on Spark (merge-on-read)"
+
+
+def _cents(ids: Any) -> Any:
+    """qty in cents as base writes it: (id * 7919 % 10000) / 100."""
+    return ids * 7919 % 10000
+
+
+def _merge_source(ids: Any) -> Any:
+    """Half the rows match existing ids (every 20th: all data files), half are new; qty = 1.00."""
+    import pyarrow as pa
+
+    n = MERGE_SOURCE_ROWS // 2
+    matched = ids[:: max(1, len(ids) // n)][:n]
+    new = np.arange(len(ids), len(ids) + n, dtype=np.int64)
+    src_ids = np.concatenate([matched, new])
+    return pa.table(
+        {
+            "id": pa.array(src_ids, pa.int64()),
+            "k1": pa.array((src_ids % 1000).astype(np.int32)),
+            "k2": pa.array([f"cat{i % 97}" for i in range(len(src_ids))]),
+            "qty": pa.array(np.ones(len(src_ids))),
+            "ts": pa.array((1_700_000_000 + src_ids) * 1_000_000, pa.timestamp("us", tz="UTC")),
+            "note": pa.array(["merged"] * len(src_ids)),
+        }
+    )
+
+
+def _bench_update_merge(
+    java: Any, icemor: Any, runs: int, counter: list[int], ids: Any
+) -> dict[tuple[str, str], list[float] | str]:
+    out: dict[tuple[str, str], list[float] | str] = {}
+    total_id, cents = int(ids.sum()), _cents(ids)
+    hit = ids % 10 == 3
+    update_check = (len(ids), total_id, int(cents.sum()) + 100 * int(hit.sum()))
+    update_sql = "UPDATE {t} SET qty = qty + 1 WHERE id % 10 = 3"
+    engines: dict[str, Callable[[str], None]] = {
+        JAVA: lambda name: java.sql(update_sql.format(t=java.qualified(name))),
+        "icemor local": lambda name: icemor.load_table(name).update({"qty": "qty + 1"}, "id % 10 = 3"),
+        "icemor, SQL on Spark": lambda name: icemor.load_table(name).update(
+            {"qty": "qty + 1"}, "id % 10 = 3", spark=java.spark
+        ),
+    }
+    for engine, run in engines.items():
+        print(f"  UPDATE: {engine} ...", flush=True)
+        try:
+            out[("UPDATE", engine)] = _time(java, runs, counter, run, update_check)
+        except Exception as e:
+            out[("UPDATE", engine)] = one_line(e)
+
+    source = _merge_source(ids)
+    src_ids = source.column("id").to_numpy()
+    matched = src_ids[src_ids < len(ids)]
+    new = src_ids[src_ids >= len(ids)]
+    merge_check = (
+        len(ids) + len(new),
+        total_id + int(new.sum()),
+        int(cents.sum()) - int(_cents(matched).sum()) + 100 * len(src_ids),
+    )
+    view = "bench_merge_source"
+    java.spark.createDataFrame(source.to_pandas()).createOrReplaceTempView(view)
+    merge_sql = (
+        "MERGE INTO {t} t USING " + view + " s ON t.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    )
+    engines = {
+        JAVA: lambda name: java.sql(merge_sql.format(t=java.qualified(name))),
+        "icemor local": lambda name: (
+            icemor.load_table(name)
+            .merge(source, on=["id"])
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        ),
+        "icemor, SQL on Spark": lambda name: (
+            icemor.load_table(name)
+            .merge(source, on=["id"], spark=java.spark)
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        ),
+    }
+    for engine, run in engines.items():
+        print(f"  MERGE: {engine} ...", flush=True)
+        try:
+            out[("MERGE", engine)] = _time(java, runs, counter, run, merge_check)
+        except Exception as e:
+            out[("MERGE", engine)] = one_line(e)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -195,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
             engines["icemor, per-file work on Spark"] = lambda name, ours=ours: icemor.load_table(
                 name
             ).delete(ours, spark=java.spark)
-            if not args.skip_pyiceberg:
+            if not args.skip_pyiceberg and label not in PYICEBERG_CANNOT:
                 from icemor.catalog import load_catalog
 
                 engines["pyiceberg 0.12 (copy-on-write)"] = lambda name, ours=ours: (
@@ -207,10 +321,8 @@ def main(argv: list[str] | None = None) -> int:
                 results[(label, engine)] = _time(java, args.runs, counter, run, check)
             except Exception as e:  # a failing engine is reported, not fatal
                 results[(label, engine)] = one_line(e)
-        if ours is None:
-            results[(label, "icemor local")] = (
-                "filter language has no arithmetic yet (SQL expressions: issue 9)"
-            )
+
+    update_merge = _bench_update_merge(java, icemor, args.runs, counter, ids)
 
     conversion = _bench_conversion(java, icemor, args.runs, counter, ids)
 
@@ -239,7 +351,27 @@ def main(argv: list[str] | None = None) -> int:
         " every data file affected), icemor local; narrow read (qty) before and after, icemor local, warm:"
     )
     print(render([["", "median s", "runs"], *conversion]))
+    print(
+        f"\nUPDATE (SET qty = qty + 1 WHERE id % 10 = 3) and MERGE ({MERGE_SOURCE_ROWS:,}-row source, half "
+        f"matching, half new) on a fresh copy of {args.rows:,} rows; seconds, median of {args.runs}:"
+    )
+    um_rows = [["operation", "engine", "median s", "runs", "vs Java (same run)"]]
+    for (label, engine), value in update_merge.items():
+        java_t = update_merge.get((label, JAVA))
+        java_med = statistics.median(java_t) if isinstance(java_t, list) else None
+        if isinstance(value, list):
+            med = statistics.median(value)
+            ratio = f"{med / java_med:.2f}x" if java_med else ""
+            um_rows.append([label, engine, f"{med:.3f}", " ".join(f"{t:.2f}" for t in value), ratio])
+        else:
+            um_rows.append([label, engine, "-", value, ""])
+    print(render(um_rows))
     print("\nTarget (ANCHORS.md): icemor local <= Iceberg Java's time, same run; conversion of eq10 <= 5 s.")
+    for label in ("UPDATE", "MERGE"):
+        ours_t, java_t = update_merge.get((label, "icemor local")), update_merge.get((label, JAVA))
+        if isinstance(ours_t, list) and isinstance(java_t, list):
+            a, b = statistics.median(ours_t), statistics.median(java_t)
+            print(f"  {label}: {'pass' if a <= b else 'FAIL'} ({a:.3f} s vs {b:.3f} s)")
     for label, *_ in PREDICATES:
         ours_t = results.get((label, "icemor local"))
         java_t = results.get((label, "Iceberg Java on Spark (merge-on-read)"))

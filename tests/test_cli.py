@@ -24,6 +24,7 @@ COMMANDS = [
     "count",
     "files",
     "delete",
+    "apply-changes",
     "compact",
     "expire",
     "namespaces",

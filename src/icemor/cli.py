@@ -437,6 +437,168 @@ def delete(
     )
 
 
+@app.command("apply-changes")
+def apply_changes(
+    table: Annotated[str, typer.Argument(help="namespace.table")],
+    changes: Annotated[
+        list[Path],
+        typer.Option(
+            "--changes",
+            help="A Parquet file of change rows (repeatable: one batch, in the order given): the "
+            "table's columns, the op column and --order-by if given.",
+        ),
+    ],
+    key: Annotated[str, typer.Option("--key", help="Key column(s), comma-separated, e.g. id or a,b.")],
+    op_column: Annotated[
+        str,
+        typer.Option(
+            "--op-column",
+            help="Column holding each row's op: I/insert, U/update_after (upsert), -U/update_before "
+            "(ignored), D/delete (case-insensitive; Flink's +I, +U, -D too).",
+        ),
+    ] = "op",
+    order_by: Annotated[
+        str | None,
+        typer.Option("--order-by", help="Column ordering the changes of one key (default: row order)."),
+    ] = None,
+    allow_nullable_key: Annotated[
+        bool,
+        typer.Option(
+            "--allow-nullable-key", help="Accept optional or float/double key columns and NULL keys."
+        ),
+    ] = False,
+    app_id: Annotated[
+        str | None,
+        typer.Option("--app-id", help="With --batch-id: record both, and skip a batch this app committed."),
+    ] = None,
+    batch_id: Annotated[
+        int | None, typer.Option("--batch-id", help="The increasing batch number of --app-id.")
+    ] = None,
+) -> None:
+    """Apply a batch of CDC change rows in one commit: equality deletes on the key for updated and
+    deleted keys, new data files, position deletes for rows superseded within the batch. The
+    table is never read."""
+    keys = [k.strip() for k in key.split(",") if k.strip()]
+    for f in changes:
+        if not f.is_file():
+            _fail(f"no such file: {f}" if not f.exists() else f"{f} is not a file")
+    t = _table(table)
+    options: dict[str, Any] = {
+        "key": keys,
+        "op_column": op_column,
+        "order_by": order_by,
+        "allow_nullable_key": allow_nullable_key,
+        "app_id": app_id,
+        "batch_id": batch_id,
+    }
+    if _options().engine == Engine.spark:
+        from icemor.engines.spark.changes import read_parquet_in_order
+
+        df = read_parquet_in_order(_spark(), [str(f.resolve()) for f in changes])
+        m = t.apply_changes(df, **options)
+    else:
+        m = t.apply_changes(changes, **options)
+    if m.skipped:
+        typer.echo(
+            f"batch {batch_id} of app {app_id!r} is already in {table}: nothing done ({m.seconds:.3f} s)"
+        )
+        return
+    counts = f"{m.inserts} I, {m.updates} U, {m.deletes} D, {m.ignored} -U ignored"
+    if m.snapshot_id is None:
+        typer.echo(f"{m.changes} changes ({counts}) change nothing: nothing committed ({m.seconds:.3f} s)")
+        return
+    typer.echo(
+        f"applied {m.changes} changes ({counts}) to {table}: {m.rows_written} rows written, "
+        f"{m.equality_deletes} keys deleted by equality, {m.position_deletes} rows by position; "
+        f"{m.data_files_added} data, {m.equality_delete_files_added} equality and "
+        f"{m.position_delete_files_added} position delete files; snapshot {m.snapshot_id} ({m.seconds:.3f} s)"
+    )
+
+
+@app.command()
+def update(
+    table: Annotated[str, typer.Argument(help="namespace.table")],
+    set_: Annotated[
+        list[str],
+        typer.Option("--set", help='col=EXPR, the new value as SQL, e.g. "qty=qty + 1" (repeatable).'),
+    ],
+    where: Annotated[
+        str | None, typer.Option("--where", help='SQL condition, e.g. "id % 10 = 3" (default: every row).')
+    ] = None,
+) -> None:
+    """Update rows as merge-on-read: old rows position-deleted, new rows written, one commit."""
+    assignments: dict[str, str] = {}
+    for item in set_:
+        column, eq, value = item.partition("=")
+        if not eq or not column.strip() or not value.strip():
+            _fail(f"--set takes col=EXPR, got {item!r}")
+        if column.strip() in assignments:
+            _fail(f"column {column.strip()!r} is SET twice")
+        assignments[column.strip()] = value.strip()
+    t = _table(table)
+    spark = _spark() if _options().engine == Engine.spark else None
+    m = t.update(assignments, where, spark=spark)
+    if m.snapshot_id is None:
+        typer.echo(f"no row of {table} matches: nothing committed ({m.seconds:.3f} s)")
+        return
+    typer.echo(
+        f"updated {m.rows_updated} rows of {table}: {m.data_files_added} data files and "
+        f"{m.delete_files_added} delete files added, {m.data_files_removed} data files removed, "
+        f"snapshot {m.snapshot_id} ({m.seconds:.3f} s)"
+    )
+
+
+class Matched(StrEnum):
+    update = "update"
+    delete = "delete"
+    ignore = "ignore"
+
+
+class NotMatched(StrEnum):
+    insert = "insert"
+    ignore = "ignore"
+
+
+@app.command()
+def merge(
+    table: Annotated[str, typer.Argument(help="namespace.table")],
+    source: Annotated[list[Path], typer.Option("--source", help="Parquet file of source rows (repeatable).")],
+    on: Annotated[str, typer.Option("--on", help="Key column(s), comma-separated: t.k = s.k for each.")],
+    matched: Annotated[
+        Matched,
+        typer.Option("--matched", help="What a matched target row gets: the source row, deleted, or kept."),
+    ] = Matched.update,
+    not_matched: Annotated[
+        NotMatched,
+        typer.Option("--not-matched", help="What an unmatched source row does: inserted, or nothing."),
+    ] = NotMatched.insert,
+) -> None:
+    """Merge source rows by key as merge-on-read (an upsert by default), one commit."""
+    keys = [k.strip() for k in on.split(",") if k.strip()]
+    if not keys:
+        _fail("--on needs at least one key column")
+    if matched == Matched.ignore and not_matched == NotMatched.ignore:
+        _fail("--matched ignore with --not-matched ignore does nothing")
+    t = _table(table)
+    spark = _spark() if _options().engine == Engine.spark else None
+    builder = t.merge([str(p) for p in source], on=keys, spark=spark)
+    if matched == Matched.update:
+        builder = builder.when_matched_update_all()
+    elif matched == Matched.delete:
+        builder = builder.when_matched_delete()
+    if not_matched == NotMatched.insert:
+        builder = builder.when_not_matched_insert_all()
+    m = builder.execute()
+    if m.snapshot_id is None:
+        typer.echo(f"nothing to change in {table}: nothing committed ({m.seconds:.3f} s)")
+        return
+    typer.echo(
+        f"merged into {table}: {m.rows_updated} updated, {m.rows_deleted} deleted, {m.rows_inserted} "
+        f"inserted; {m.data_files_added} data files and {m.delete_files_added} delete files added, "
+        f"{m.data_files_removed} data files removed, snapshot {m.snapshot_id} ({m.seconds:.3f} s)"
+    )
+
+
 @app.command()
 def namespaces(as_json: _JsonOpt = False) -> None:
     """List the catalog's namespaces (nested ones dotted), one a line."""

@@ -10,7 +10,7 @@ from pyiceberg.exceptions import ValidationError as _PyIcebergValidationError
 from icemor.exceptions import CorruptFileError, MissingFileError, table_lookup_errors
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from datetime import datetime
     from pathlib import Path
 
@@ -28,11 +28,14 @@ if TYPE_CHECKING:
     from icemor.maintenance.expire import ExpireMetrics
     from icemor.maintenance.orphans import OrphanMetrics
     from icemor.maintenance.position_deletes import PositionDeleteMetrics
+    from icemor.ops.apply_changes import ChangeMetrics
     from icemor.ops.delete import DeleteMetrics
+    from icemor.ops.merge import MergeClause, MergeMetrics
+    from icemor.ops.update import UpdateMetrics
     from icemor.scan import Scan
     from icemor.spec.describe import HistoryEntry, SnapshotInfo, TableDescription
 
-__all__ = ["Maintenance", "Table"]
+__all__ = ["Maintenance", "MergeBuilder", "Table"]
 
 
 class Table:
@@ -223,7 +226,128 @@ class Table:
         """
         from icemor.ops.delete import delete_rows
 
-        metrics = delete_rows(self._table, where, run=self._runner(spark))
+        metrics = delete_rows(self._table, where, run=self._runner(spark), spark=spark)
+        self.refresh()
+        return metrics
+
+    def update(
+        self,
+        set: Mapping[str, str],  # delta-rs / delta-spark's name
+        where: str | None = None,
+        *,
+        spark: SparkSession | None = None,
+    ) -> UpdateMetrics:
+        """Update the rows matching ``where`` as merge-on-read, in one commit.
+
+        The old rows get position deletes; the new rows go to new data files (in their new
+        partition when a partition column changes). A data file whose every live row changes
+        is replaced rather than deleted row by row.
+
+        Args:
+            set: Column -> new value as SQL, e.g. ``{"qty": "qty + 1", "note": "upper(note)"}``.
+            where: SQL condition (Spark SQL on Spark, DuckDB locally; the documented subset is
+                the same on both); None updates every row.
+            spark: Evaluate the SQL with this SparkSession and run the per-file work on its
+                executors, instead of DuckDB and local threads.
+
+        Returns:
+            Rows updated, data and delete files added, data files removed, the new snapshot id
+            (None when no row matched), seconds taken.
+
+        Raises:
+            InvalidArgumentError: Unknown column, a value that does not fit its column, a
+                non-boolean condition, a v1 or copy-on-write table (``write.update.mode``).
+            CommitConflictError: A concurrent commit conflicts (``write.update.isolation-level``).
+        """
+        from icemor.ops.update import update_rows
+
+        metrics = update_rows(self._table, set, where, run=self._runner(spark), spark=spark)
+        self.refresh()
+        return metrics
+
+    def merge(
+        self,
+        source: Any,
+        on: str | Sequence[str],
+        *,
+        source_alias: str = "s",
+        target_alias: str = "t",
+        spark: SparkSession | None = None,
+    ) -> MergeBuilder:
+        """Start a MERGE of ``source`` into this table; add clauses, then ``execute()``.
+
+        ``table.merge(src, on="t.id = s.id").when_matched_update_all()``
+        ``.when_not_matched_insert_all().execute()``
+
+        Args:
+            source: An Arrow table, Parquet file path(s), a pandas DataFrame, or (with ``spark``)
+                a Spark DataFrame.
+            on: The match condition as SQL over the aliases, or key column names (``["id"]``:
+                ``t.id = s.id``).
+            source_alias: The source's name in SQL (``s``).
+            target_alias: The table's name in SQL (``t``).
+            spark: Run the SQL on Spark and the per-file work on its executors.
+        """
+        return MergeBuilder(
+            self, source, on, source_alias=source_alias, target_alias=target_alias, spark=spark
+        )
+
+    def apply_changes(
+        self,
+        changes: Any,
+        *,
+        key: Sequence[str],
+        op_column: str = "op",
+        order_by: str | None = None,
+        allow_nullable_key: bool = False,
+        app_id: str | None = None,
+        batch_id: int | None = None,
+        partitions: int | None = None,
+    ) -> ChangeMetrics:
+        """Apply a batch of change rows (CDC) in one commit: new data files, equality deletes on the
+        key for updated and deleted keys, position deletes for rows superseded within the batch.
+
+        Ops (``op_column``): ``I``/``insert``, ``U``/``update_after`` (an upsert),
+        ``-U``/``update_before`` (ignored), ``D``/``delete`` (case-insensitive; Flink's ``+I``,
+        ``+U``, ``-D`` too). The rows of one key count in row order, or by ``order_by``; only the
+        net effect is applied. The table is never read. See :mod:`icemor.ops.apply_changes`.
+
+        Args:
+            changes: An Arrow table (or pandas DataFrame, or Parquet file paths) runs on the local
+                engine; a Spark DataFrame runs on its session's executors (repartitioned by key).
+            key: The key columns; they become the table's identifier fields if it has none.
+            op_column: The column holding each row's op (not written).
+            order_by: A column ordering the changes of one key; two changes of a key with the
+                same value are an error. Written only if it is a table column.
+            allow_nullable_key: Accept optional and float/double key columns (and NULL keys).
+            app_id: With ``batch_id``: record both in the snapshot summary and skip a batch
+                this app already committed (exactly-once; see :func:`icemor.spark.cdc_sink`).
+            batch_id: The increasing batch number of ``app_id``.
+            partitions: Spark tasks for a DataFrame (default: the session's default parallelism).
+
+        Returns:
+            Op counts, rows written, equality and position deletes, files added, the new snapshot
+            id (None when nothing was committed), whether the batch was skipped, seconds taken.
+
+        Raises:
+            InvalidArgumentError: Unknown op, missing key/op/order column, NULL keys, a schema that
+                does not fit, two changes of a key with the same order value, a bad key (optional,
+                float, contradicting the identifier fields); nothing is committed.
+        """
+        from icemor.ops.apply_changes import apply_changes, apply_changes_dataframe
+
+        options: dict[str, Any] = {
+            "key": key,
+            "op_column": op_column,
+            "order_by": order_by,
+            "allow_nullable_key": allow_nullable_key,
+            "app_id": app_id,
+            "batch_id": batch_id,
+        }
+        if _is_spark_dataframe(changes):
+            metrics = apply_changes_dataframe(self._table, changes, partitions=partitions, **options)
+        else:
+            metrics = apply_changes(self._table, changes, **options)
         self.refresh()
         return metrics
 
@@ -253,6 +377,84 @@ class Table:
             **scan_kwargs: The arguments of :meth:`scan`.
         """
         return self.scan(**scan_kwargs).to_spark(spark, strategy=strategy)
+
+
+class MergeBuilder:
+    """Clauses of a MERGE, in the order given (the first whose condition holds acts), as in Spark."""
+
+    def __init__(
+        self, table: Table, source: Any, on: str | Sequence[str], *, source_alias: str, target_alias: str,
+        spark: SparkSession | None,
+    ) -> None:  # fmt: skip
+        self._table = table
+        self._source = source
+        self._on = on
+        self._aliases = (source_alias, target_alias)
+        self._spark = spark
+        self._clauses: list[MergeClause] = []
+
+    def _add(self, kind: str, condition: str | None, values: Mapping[str, str] | None) -> MergeBuilder:
+        from icemor.ops.merge import MergeClause
+
+        self._clauses.append(MergeClause(kind, condition, values))  # type: ignore[arg-type]
+        return self
+
+    def when_matched_update(self, set: Mapping[str, str], condition: str | None = None) -> MergeBuilder:
+        """``WHEN MATCHED [AND condition] THEN UPDATE SET col = value, …`` (values are SQL)."""
+        return self._add("update", condition, dict(set))
+
+    def when_matched_update_all(self, condition: str | None = None) -> MergeBuilder:
+        """``WHEN MATCHED [AND condition] THEN UPDATE SET *``: every column from the source."""
+        return self._add("update", condition, None)
+
+    def when_matched_delete(self, condition: str | None = None) -> MergeBuilder:
+        """``WHEN MATCHED [AND condition] THEN DELETE``."""
+        return self._add("delete", condition, {})
+
+    def when_not_matched_insert(
+        self, values: Mapping[str, str], condition: str | None = None
+    ) -> MergeBuilder:
+        """``WHEN NOT MATCHED [AND condition] THEN INSERT (cols) VALUES (…)``; other columns NULL."""
+        return self._add("insert", condition, dict(values))
+
+    def when_not_matched_insert_all(self, condition: str | None = None) -> MergeBuilder:
+        """``WHEN NOT MATCHED [AND condition] THEN INSERT *``: every column from the source."""
+        return self._add("insert", condition, None)
+
+    def execute(self) -> MergeMetrics:
+        """Run the MERGE as one merge-on-read snapshot.
+
+        Returns:
+            Rows updated, deleted and inserted, files added and removed, the snapshot id.
+
+        Raises:
+            InvalidArgumentError: Unknown column, source without the key columns, a value that
+                does not fit its column, a non-boolean condition, a target row matched by
+                several source rows, ``*`` with a source that lacks table columns.
+            CommitConflictError: A concurrent commit conflicts (``write.merge.isolation-level``).
+        """
+        from icemor.ops.merge import merge_rows, read_source
+
+        t = self._table
+        engine = None
+        if self._spark is not None:
+            from icemor.ops.merge import SparkMerge
+
+            engine = SparkMerge(self._spark)
+        source = read_source(self._source)
+        source_alias, target_alias = self._aliases
+        metrics = merge_rows(
+            t.pyiceberg,
+            source,
+            self._on,
+            self._clauses,
+            source_alias=source_alias,
+            target_alias=target_alias,
+            run=t._runner(self._spark),
+            engine=engine,
+        )
+        t.refresh()
+        return metrics
 
 
 class Maintenance:
@@ -414,6 +616,11 @@ def _epoch_ms(value: datetime | int | None) -> int | None:
 
     aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     return int(aware.timestamp() * 1000)
+
+
+def _is_spark_dataframe(obj: object) -> bool:
+    """A PySpark DataFrame (classic or Connect), told without importing pyspark."""
+    return type(obj).__name__ == "DataFrame" and type(obj).__module__.startswith("pyspark.")
 
 
 def _metadata_file(catalog: Catalog, identifier: str, error: Exception) -> str:

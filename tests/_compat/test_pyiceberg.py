@@ -134,3 +134,59 @@ def test_delete_manifest_writer_writes_delete_content(tmp_path: Path) -> None:
     manifest.sequence_number = 1
     entries = manifest.fetch_manifest_entry(io)
     assert [int(e.data_file.content) for e in entries] == [int(DataFileContent.POSITION_DELETES)]
+
+
+def test_to_file_schema_adds_field_ids_nulls_and_microseconds() -> None:
+    from pyiceberg.schema import sanitize_column_names
+    from pyiceberg.types import TimestampType
+
+    table = Schema(
+        NestedField(1, "id", LongType(), required=True),
+        NestedField(2, "my-col", StringType(), required=False),
+        NestedField(3, "ts", TimestampType(), required=False),
+    )
+    file_schema = sanitize_column_names(table)
+    data = pa.table({"ts": pa.array([1_000, 2_000], pa.timestamp("ns")), "id": pa.array([1, 2], pa.int64())})
+    out = compat.to_file_schema(table, file_schema, data, format_version=2)
+    assert out.column_names == [f.name for f in file_schema.fields]  # table order, Avro-safe names
+    assert [f.metadata[b"PARQUET:field_id"] for f in out.schema] == [b"1", b"2", b"3"]
+    assert out.column(1).to_pylist() == [None, None]  # a missing optional column is NULL
+    assert out.schema.field("ts").type == pa.timestamp("us")
+    # a subset schema (the key of equality deletes) keeps only its columns
+    key = Schema(table.find_field(1))
+    assert compat.to_file_schema(table, key, data, format_version=2).column_names == ["id"]
+    empty = compat.to_file_schema(table, key, data.slice(0, 0), format_version=2)
+    assert empty.num_rows == 0 and empty.column_names == ["id"]
+
+
+def test_delete_manifest_writes_equality_ids_as_list_of_int(tmp_path: Path) -> None:
+    """The spec's ``list<int>``, which Iceberg Java requires (pyiceberg 0.12 declares ``list<long>``)."""
+    from pyiceberg.avro.file import AvroFile
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+    from pyiceberg.manifest import MANIFEST_ENTRY_SCHEMAS, ManifestEntry, ManifestEntryStatus
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+
+    io = PyArrowFileIO()
+    path = str(tmp_path / "eq.avro")
+    df = DataFile.from_args(
+        content=DataFileContent.EQUALITY_DELETES,
+        file_path="/x/eq.parquet",
+        file_format=FileFormat.PARQUET,
+        partition=Record(),
+        record_count=2,
+        file_size_in_bytes=10,
+        equality_ids=[1, 2],
+    )
+    with compat.DeleteManifestWriterV2(
+        UNPARTITIONED_PARTITION_SPEC, SCHEMA, io.new_output(path), 7, "deflate"
+    ) as writer:
+        writer.add_entry(
+            ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=7, data_file=df)
+        )
+    with AvroFile[ManifestEntry](io.new_input(path), MANIFEST_ENTRY_SCHEMAS[2]) as reader:
+        written = reader.header.get_schema()
+    assert str(written.find_field(136).field_type) == "int"
+    manifest = writer.to_manifest_file()
+    manifest.sequence_number = 1
+    [entry] = manifest.fetch_manifest_entry(io)  # pyiceberg reads int back as its long
+    assert entry.data_file.equality_ids == [1, 2]

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.schema import Schema
     from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.typedef import TableVersion
 
 __all__ = [
     "BORROWED",
@@ -34,6 +35,7 @@ __all__ = [
     "check_arrow_schema_compatible",
     "inclusive_metrics_evaluator",
     "partition_constants",
+    "to_file_schema",
     "to_requested_schema",
     "write_data_files",
 ]
@@ -47,6 +49,7 @@ BORROWED: tuple[tuple[str, str], ...] = (
     ("pyiceberg.manifest", "ManifestWriter._meta"),
     ("pyiceberg.io.pyarrow", "_dataframe_to_data_files"),
     ("pyiceberg.io.pyarrow", "_check_pyarrow_schema_compatible"),
+    ("pyiceberg.manifest", "ManifestWriter._with_partition"),
 )
 
 
@@ -85,6 +88,43 @@ def to_requested_schema(
         downcast_ns_timestamp_to_us=downcast_ns_timestamp_to_us,
         projected_missing_fields=missing_fields,
         allow_timestamp_tz_mismatch=True,
+    )
+
+
+def to_file_schema(
+    table_schema: Schema, file_schema: Schema, data: pa.Table, *, format_version: int
+) -> pa.Table:
+    """``data`` (columns matched to ``table_schema`` by name) as a file of ``file_schema`` is written.
+
+    ``file_schema`` holds fields of ``table_schema`` (the same ids; names may be sanitized, or a
+    subset). Columns get their field ids (``PARQUET:field_id``), order and Iceberg's Arrow
+    types; missing optional columns become NULL; ``timestamp[ns]`` becomes microseconds.
+
+    Why: pyiceberg's writer does this per write task with the same private projection; icemor
+    writes its files itself (it must know each row's position) and needs the conversion alone.
+    """
+    import pyarrow as pa
+
+    task_schema = _pyarrow_io.pyarrow_to_schema(
+        data.schema,
+        name_mapping=table_schema.name_mapping,
+        downcast_ns_timestamp_to_us=True,
+        format_version=format_version,  # type: ignore[arg-type]
+    )
+    batches = data.to_batches() or [pa.RecordBatch.from_pylist([], schema=data.schema)]
+    parquet = _pyarrow_io.ParquetFormatModel()
+    return pa.Table.from_batches(
+        [
+            _pyarrow_io._to_requested_schema(
+                file_schema,
+                task_schema,
+                b,
+                downcast_ns_timestamp_to_us=True,
+                include_field_ids=True,
+                format_model=parquet,
+            )
+            for b in batches
+        ]
     )
 
 
@@ -180,10 +220,15 @@ V3_DATA_FILE_POSITIONS: dict[str, int] = _v3_positions()
 
 
 class DeleteManifestWriterV2(ManifestWriterV2):
-    """A v2 manifest of delete files: ``content`` = deletes in the manifest list and the Avro header.
+    """A v2 manifest of delete files: ``content`` = deletes in the manifest list and the Avro header,
+    and ``equality_ids`` written as the spec's ``list<int>``.
 
     Why: pyiceberg 0.12's v2 writer hard-codes data content (``content()`` and the private
-    ``_meta`` header property); the entry schema is the same for both contents.
+    ``_meta`` header property); the entry schema is the same for both contents. It also declares
+    ``equality_ids`` (field 135, element 136) as ``list<long>`` (apache/iceberg-python#3840, fixed
+    after 0.12): Iceberg Java then fails to read the manifest of an equality delete file
+    (``ClassCastException: Long cannot be cast to Integer`` in ``BaseFile``), so the private
+    ``_with_partition`` schema is corrected here.
     """
 
     def content(self) -> ManifestContent:
@@ -192,3 +237,26 @@ class DeleteManifestWriterV2(ManifestWriterV2):
     @property
     def _meta(self) -> dict[str, str]:
         return {**super()._meta, "content": "deletes"}
+
+    def _with_partition(self, format_version: TableVersion) -> Schema:
+        return _equality_ids_as_int(super()._with_partition(format_version))
+
+
+def _equality_ids_as_int(entry: Schema) -> Schema:
+    """The manifest-entry schema with ``data_file.equality_ids`` as ``list<int>``."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import IntegerType, ListType, NestedField, StructType
+
+    def fix_data_file(f: NestedField) -> NestedField:
+        if f.field_id != 135 or not isinstance(f.field_type, ListType):
+            return f
+        element = ListType(element_id=136, element_type=IntegerType(), element_required=True)
+        return NestedField(f.field_id, f.name, element, required=f.required, doc=f.doc)
+
+    fields = []
+    for f in entry.fields:
+        if f.field_id == 2 and isinstance(f.field_type, StructType):
+            data_file = StructType(*[fix_data_file(c) for c in f.field_type.fields])
+            f = NestedField(f.field_id, f.name, data_file, required=f.required, doc=f.doc)
+        fields.append(f)
+    return Schema(*fields, schema_id=entry.schema_id)

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
-
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.typedef import Record
 
 from icemor.spec.files import FileContent, WrittenFile
 
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-__all__ = ["to_data_file", "to_written_file"]
-
-V = TypeVar("V")
+__all__ = ["from_data_file", "to_data_file"]
 
 
 def to_data_file(written: WrittenFile) -> DataFile:
@@ -40,28 +33,22 @@ def to_data_file(written: WrittenFile) -> DataFile:
     return df
 
 
-def _plain_dict(values: Mapping[int, V] | None) -> dict[int, V]:
-    return dict(values) if values else {}
-
-
-def to_written_file(data_file: DataFile, *, spec_id: int) -> WrittenFile:
-    """The picklable form of a ``DataFile`` pyiceberg's writer returned (it drops its spec id when pickled).
-
-    Executors return this to the driver, which turns it back with :func:`to_data_file`.
-    """
-    partition = data_file.partition
+def from_data_file(df: DataFile, spec_id: int) -> WrittenFile:
+    """A data file pyiceberg's writer produced (for spec ``spec_id``), as a :class:`WrittenFile`."""
     return WrittenFile(
-        content=FileContent(int(data_file.content)),
-        path=data_file.file_path,
-        record_count=data_file.record_count,
-        file_size_in_bytes=data_file.file_size_in_bytes,
+        content=FileContent(int(df.content)),
+        path=df.file_path,
+        record_count=df.record_count,
+        file_size_in_bytes=df.file_size_in_bytes,
         spec_id=spec_id,
-        partition=tuple(partition[i] for i in range(len(partition))) if partition is not None else (),
-        column_sizes=_plain_dict(data_file.column_sizes),
-        value_counts=_plain_dict(data_file.value_counts),
-        null_value_counts=_plain_dict(data_file.null_value_counts),
-        lower_bounds=_plain_dict(data_file.lower_bounds),
-        upper_bounds=_plain_dict(data_file.upper_bounds),
-        split_offsets=tuple(data_file.split_offsets) if data_file.split_offsets else None,
-        nan_value_counts=_plain_dict(data_file.nan_value_counts),
+        partition=tuple(df.partition[i] for i in range(len(df.partition)))
+        if df.partition is not None
+        else (),
+        column_sizes=dict(df.column_sizes or {}),
+        value_counts=dict(df.value_counts or {}),
+        null_value_counts=dict(df.null_value_counts or {}),
+        lower_bounds=dict(df.lower_bounds or {}),
+        upper_bounds=dict(df.upper_bounds or {}),
+        split_offsets=tuple(df.split_offsets) if df.split_offsets else None,
+        nan_value_counts=dict(df.nan_value_counts or {}),
     )

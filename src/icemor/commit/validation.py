@@ -28,7 +28,7 @@ from icemor.spec.files import FileContent
 from icemor.spec.rules import file_path_bounds_contain, file_path_bounds_scope
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.io import FileIO
@@ -57,6 +57,9 @@ class Validation:
     """The rewritten rows' new data files keep the starting snapshot's sequence number, so an
     equality delete committed concurrently still applies to them: not a conflict (Java's
     ``validateNoNewDeletesForDataFiles(..., ignoreEqualityDeletes)``)."""
+    history_check: Callable[[Sequence[Snapshot]], None] | None = None
+    """Called on every attempt with the snapshots committed since the scan (newest first); it
+    raises CommitConflictError to refuse (e.g. a streaming batch that was committed concurrently)."""
 
 
 def history(metadata: TableMetadata, start_snapshot_id: int | None) -> list[Snapshot]:
@@ -122,6 +125,8 @@ def validate(metadata: TableMetadata, io: FileIO, v: Validation) -> None:
     snapshots = history(metadata, v.start_snapshot_id)
     if not snapshots:
         return
+    if v.history_check is not None:
+        v.history_check(snapshots)
     matches = _matcher(metadata, v.conflict_filter) if v.serializable else None
     for snap in snapshots:
         op = snap.summary.operation if snap.summary is not None else None

@@ -112,11 +112,18 @@ def read_batches(job: ScanJob, *, workers: int | None = None) -> Iterator[pa.Rec
     # biggest first keeps all threads busy to the end
     pieces.sort(key=lambda t: -t.size_in_bytes())
     io, opts = job.io, job.options
-    return stream(pieces, lambda t: read_task(io, t, opts), workers=workers)
+    batches = stream(pieces, lambda t: read_task(io, t, opts), workers=workers)
+    if job.residual is None:
+        return batches
+    from icemor.expr.duck import filter_batches
+
+    return filter_batches(batches, job.residual, job.arrow_schema.names)
 
 
 def count_rows(job: ScanJob, *, workers: int | None = None) -> int:
     """Number of live rows, without reading data where position deletes alone apply."""
+    if job.residual is not None:  # the condition needs the rows
+        return sum(b.num_rows for b in read_batches(job, workers=workers))
     pieces = [t for ct in job.plan_tasks() for t in ct.tasks]
     io, opts = job.io, job.options
     return sum(map_ordered(pieces, lambda t: count_task(io, t, opts), workers=workers))

@@ -44,7 +44,7 @@ import pyarrow as pa
 from pyiceberg.table.snapshots import Operation
 
 from icemor._compat.pyiceberg import write_data_files
-from icemor.commit.files import to_written_file
+from icemor.commit.files import from_data_file
 from icemor.commit.manifests import delete_quietly
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
@@ -144,7 +144,7 @@ def _repartitioned(io: FileIO, unit: RewriteUnit, batches: Iterator[pa.RecordBat
             files = write_data_files(
                 metadata, table, io, write_uuid=uuid.UUID(unit.write_uuid), counter=counter
             )
-            written.extend(to_written_file(f, spec_id=metadata.default_spec_id) for f in files)
+            written.extend(from_data_file(f, metadata.default_spec_id) for f in files)
     except BaseException:
         delete_quietly(io, [w.path for w in written])
         raise

@@ -41,12 +41,13 @@ from icemor.spec.files import FileContent
 from icemor.spec.tasks import FileScanTask
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     import numpy.typing as npt
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.io import FileIO
     from pyiceberg.table import Table as PyIcebergTable
+    from pyspark.sql import SparkSession
 
     from icemor.engines import Runner
     from icemor.io.reader import ReadOptions
@@ -91,6 +92,9 @@ class DeleteUnit:
     convert: bool = False
     """Instead of matching rows, write every row already deleted (by any delete kind) as a
     position: the equality->position conversion of maintenance."""
+    positions: tuple[npt.NDArray[np.int64], ...] | None = None
+    """The live positions to delete, per file of ``files``, when the caller found them
+    (UPDATE and MERGE find them with SQL); None: the rows matching ``options.row_filter``."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +143,7 @@ def delete_unit(io: FileIO, unit: DeleteUnit) -> UnitResult:
     removed: list[str] = []
     removed_data = 0
     deleted = 0
-    for planned in unit.files:
+    for i, planned in enumerate(unit.files):
         f = planned.data_file
         task = FileScanTask(f, planned.delete_files, 0, f.file_size_in_bytes)
         scoped = _file_scoped(planned)
@@ -155,7 +159,10 @@ def delete_unit(io: FileIO, unit: DeleteUnit) -> UnitResult:
                 removed.extend(d.path for d in scoped)  # their positions are part of ``gone``
                 pending.append((f.path, gone))
             continue
-        matched = _matching_positions(io, task, unit.options)
+        if unit.positions is not None:
+            matched = unit.positions[i]
+        else:
+            matched = _matching_positions(io, task, unit.options)
         if not len(matched):
             continue
         deleted += len(matched)
@@ -187,8 +194,12 @@ def run_units(table: PyIcebergTable, units: Sequence[DeleteUnit], run: Runner) -
     return results
 
 
-def check_writable(table: PyIcebergTable) -> None:
-    """Refuse tables icemor cannot write merge-on-read deletes to (v1, v3, copy-on-write)."""
+def check_writable(table: PyIcebergTable, *, mode_property: str = P.DELETE_MODE) -> None:
+    """Refuse tables icemor cannot write merge-on-read deletes to (v1, v3, copy-on-write).
+
+    ``mode_property``: the operation's mode property (``write.delete.mode``,
+    ``write.update.mode``, ``write.merge.mode``), as Iceberg Java consults one per operation.
+    """
     metadata = table.metadata
     if metadata.format_version < 2:
         msg = (
@@ -200,22 +211,30 @@ def check_writable(table: PyIcebergTable) -> None:
     if metadata.format_version > 2:
         msg = "writing format-version 3 tables is not supported yet (pyiceberg 0.12 cannot write v3 metadata)"
         raise UnsupportedFeatureError(msg)
-    mode = metadata.properties.get(P.DELETE_MODE, P.MERGE_ON_READ).strip().lower()
+    mode = metadata.properties.get(mode_property, P.MERGE_ON_READ).strip().lower()
     if mode == P.COPY_ON_WRITE:
         msg = (
-            f"{'.'.join(table.name())} has {P.DELETE_MODE}=copy-on-write; icemor writes merge-on-read only: "
-            f"set {P.DELETE_MODE}=merge-on-read to delete with it"
+            f"{'.'.join(table.name())} has {mode_property}=copy-on-write; icemor writes merge-on-read only: "
+            f"set {mode_property}=merge-on-read to write with it"
         )
         raise InvalidArgumentError(msg)
     if mode != P.MERGE_ON_READ:
-        msg = f"table property {P.DELETE_MODE}={mode!r} must be merge-on-read or copy-on-write"
+        msg = f"table property {mode_property}={mode!r} must be merge-on-read or copy-on-write"
         raise InvalidArgumentError(msg)
 
 
 def delete_units(
-    table: PyIcebergTable, planned: Sequence[PlannedFile], opts: ReadOptions, *, convert: bool = False
+    table: PyIcebergTable,
+    planned: Sequence[PlannedFile],
+    opts: ReadOptions,
+    *,
+    convert: bool = False,
+    positions: Mapping[str, npt.NDArray[np.int64]] | None = None,
 ) -> list[DeleteUnit]:
-    """Units of work: one per data file (``file`` granularity) or per partition, with targets."""
+    """Units of work: one per data file (``file`` granularity) or per partition, with targets.
+
+    ``positions``: the positions to delete per data file path, when the caller found them.
+    """
     metadata = table.metadata
     props = metadata.properties
     granularity = P.choice(props, P.DELETE_GRANULARITY, P.DELETE_GRANULARITY_DEFAULT, ("file", "partition"))
@@ -249,7 +268,12 @@ def delete_units(
             )
             units.append(
                 DeleteUnit(
-                    tuple(part), opts, target, merge_file_scoped=granularity == "file", convert=convert
+                    tuple(part),
+                    opts,
+                    target,
+                    merge_file_scoped=granularity == "file",
+                    convert=convert,
+                    positions=None if positions is None else tuple(positions[p.data_file.path] for p in part),
                 )
             )
     return units
@@ -260,6 +284,7 @@ def delete_rows(
     where: str | BooleanExpression | None,
     *,
     run: Runner,
+    spark: SparkSession | None = None,
 ) -> DeleteMetrics:
     """Delete the rows matching ``where`` (all rows when None) as one merge-on-read snapshot.
 
@@ -268,6 +293,8 @@ def delete_rows(
         where: A filter in the scan language, or a pyiceberg expression; None deletes every row.
         run: The scheduler of the per-unit work: ``run(fn, units)`` returns ``fn(io, unit)``
             for each unit (the local thread pool or Spark executors).
+        spark: Evaluate a SQL condition (one outside pyiceberg's filter language) as Spark SQL
+            on this session, instead of DuckDB locally.
 
     Raises:
         InvalidArgumentError: Unknown column, bad condition, v1 table, copy-on-write table.
@@ -276,15 +303,22 @@ def delete_rows(
     started = time.monotonic()
     table = table.refresh()
     check_writable(table)
-    job = prepare_scan(table.metadata, table.io, row_filter=where, selected_fields=("_pos",))
+    job = prepare_scan(table.metadata, table.io, row_filter=where, selected_fields=("_file", "_pos"))
     # no columns but the position: the filter's columns are read for the filter only
-    opts = replace(job.options, projected_schema=Schema())
+    opts = replace(job.options, projected_schema=Schema(), file_column=False)
     snapshot = job.snapshot
     if snapshot is None:
         return DeleteMetrics(0, 0, 0, 0, None, time.monotonic() - started)
     if where is None:
         return _delete_everything(table, job, started)
-    results = run_units(table, delete_units(table, job.live_files(), opts), run)
+    if job.residual is not None:
+        # a SQL condition: the engine's SQL finds the positions, the units write them
+        found = _sql_positions(job, spark)
+        planned = [p for p in job.live_files() if p.data_file.path in found]
+        units = delete_units(table, planned, opts, positions=found)
+    else:
+        units = delete_units(table, job.live_files(), opts)
+    results = run_units(table, units, run)
     written = [w for r in results for w in r.written]
     removed = {p for r in results for p in r.removed}
     deleted = sum(r.deleted_rows for r in results)
@@ -318,6 +352,24 @@ def delete_rows(
         snapshot_id=committed.snapshot_id,
         seconds=time.monotonic() - started,
     )
+
+
+def _sql_positions(job: ScanJob, spark: SparkSession | None) -> dict[str, npt.NDArray[np.int64]]:
+    """Sorted positions per data file of the live rows matching the job's SQL condition."""
+    from icemor.ops.rowlevel import Positions
+
+    positions = Positions()
+    if spark is not None:
+        from icemor.engines.spark import collect_arrow, scan_to_dataframe
+
+        batches = collect_arrow(scan_to_dataframe(job, spark).select("_file", "_pos")).to_batches()
+    else:
+        from icemor.engines.local import read_batches
+
+        batches = read_batches(job)
+    for batch in batches:
+        positions.add(batch.column("_file"), batch.column("_pos"))
+    return positions.finish()
 
 
 def _delete_everything(table: PyIcebergTable, job: ScanJob, started: float) -> DeleteMetrics:

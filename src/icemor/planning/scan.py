@@ -8,15 +8,18 @@ filter, and fixes the projection.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
+import pyarrow as pa
 from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, EqualTo, In, Not, Or, Reference
 from pyiceberg.expressions.visitors import bind
 from pyiceberg.table.refs import SnapshotRefType
 
 from icemor.exceptions import InvalidArgumentError, NoSuchSnapshotError
+from icemor.expr.sql import to_iceberg
 from icemor.io.deletes import fully_deleted
 from icemor.io.reader import ReadOptions, output_schema
 from icemor.planning.planner import all_field_parents, all_field_types, plan_files
@@ -26,12 +29,12 @@ from icemor.spec.metadata_columns import METADATA_COLUMNS
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    import pyarrow as pa
     from pyiceberg.io import FileIO
     from pyiceberg.schema import Schema
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Snapshot
 
+    from icemor.expr.sql import SqlExpression
     from icemor.spec.tasks import CombinedScanTask, PlannedFile
 
 __all__ = [
@@ -52,6 +55,12 @@ class ScanJob:
     io: FileIO
     snapshot: Snapshot | None
     options: ReadOptions
+    residual: str | None = None
+    """A SQL condition the engine evaluates on every row read (DuckDB locally, Spark SQL on
+    Spark): a row filter outside pyiceberg's language. ``options.row_filter`` then holds only
+    the part of it that prunes (implied by it)."""
+    output_names: tuple[str, ...] | None = None
+    """With ``residual``: the columns the scan yields; the others were read for the condition."""
 
     @cached_property
     def planned(self) -> list[PlannedFile]:
@@ -91,6 +100,14 @@ class ScanJob:
     @property
     def arrow_schema(self) -> pa.Schema:
         """The Arrow schema of every batch the scan yields."""
+        schema = output_schema(self.options)
+        if self.output_names is None:
+            return schema
+        return pa.schema([schema.field(n) for n in self.output_names])
+
+    @property
+    def read_schema(self) -> pa.Schema:
+        """The Arrow schema of the batches read, before ``residual`` drops its own columns."""
         return output_schema(self.options)
 
 
@@ -133,6 +150,22 @@ def prepare_scan(
         NoSuchSnapshotError: The snapshot, timestamp or ref does not exist.
     """
     snapshot, schema = (selection or SnapshotSelection()).resolve(metadata)
+    residual: str | None = None
+    residual_columns: list[str] = []
+    if isinstance(row_filter, str):
+        try:
+            parse_filter(row_filter, schema, case_sensitive=case_sensitive)
+        except InvalidArgumentError as e:
+            # pyiceberg's language first (its errors name the problem precisely); SQL when
+            # the text is not in that language at all, e.g. arithmetic or functions
+            sql = None if _pyiceberg_parses(row_filter) else _as_sql(row_filter)
+            if sql is None:
+                raise
+            try:
+                residual_columns = _sql_columns(sql, schema)
+            except InvalidArgumentError as sql_error:
+                raise _both(e, sql_error) from e
+            residual, row_filter = row_filter, to_iceberg(sql, schema)
     fields = [f for f in selected_fields if f not in METADATA_COLUMNS]
     meta = {f for f in selected_fields if f in METADATA_COLUMNS}
     if "_deleted" in meta:
@@ -156,7 +189,81 @@ def prepare_scan(
         pos_column=metadata_columns or "_pos" in meta,
         include_deleted=include_deleted,
     )
-    return ScanJob(metadata, io, snapshot, opts)
+    if residual is None:
+        return ScanJob(metadata, io, snapshot, opts)
+    names = tuple(output_schema(opts).names)
+    extra = [c for c in residual_columns if c not in {f.name for f in projected.fields}]
+    if extra:
+        opts = replace(opts, projected_schema=schema.select(*[f.name for f in projected.fields], *extra))
+    try:
+        _check_condition(residual, output_schema(opts))
+    except InvalidArgumentError as sql_error:
+        try:
+            parse_filter(residual, schema, case_sensitive=case_sensitive)
+        except InvalidArgumentError as e:
+            raise _both(e, sql_error) from sql_error
+        raise
+    return ScanJob(metadata, io, snapshot, opts, residual=residual, output_names=names)
+
+
+def _check_condition(text: str, read_schema: pa.Schema) -> None:
+    """Bind the SQL row filter now (columns, functions, types), not on the first batch."""
+    from icemor.expr.duck import empty_table, session
+
+    s = session()
+    try:
+        with s.inputs({"__batch": empty_table(read_schema)}):
+            kind = s.types(f"SELECT ({text}\n) FROM __batch")[0][1].upper()
+    except InvalidArgumentError as e:
+        raise InvalidArgumentError(str(e)) from e
+    if kind not in ("BOOLEAN", "NULL", '"NULL"'):
+        msg = f"it is of type {kind}, not a boolean condition"
+        raise InvalidArgumentError(msg)
+
+
+def _pyiceberg_parses(text: str) -> bool:
+    from pyiceberg.expressions import parser
+
+    try:
+        parser.parse(text)
+    except Exception:  # pyparsing's ParseException family, RecursionError
+        return False
+    return True
+
+
+def _as_sql(text: str) -> SqlExpression | None:
+    """``text`` as a SQL expression, or None when it is not one either."""
+    from icemor.expr.sql import parse_sql
+
+    try:
+        return parse_sql(text, what="row filter")
+    except InvalidArgumentError:
+        return None
+
+
+def _both(error: InvalidArgumentError, sql_error: InvalidArgumentError) -> InvalidArgumentError:
+    """Neither language takes the filter: pyiceberg's explanation, then SQL's, in one line."""
+    tail = f"; as SQL: {sql_error}"
+    head = re.sub(r" \([^()]*\)", "", str(error))  # drop the grammar's long lists of alternatives
+    if len(head) + len(tail) > 180:
+        tail = tail[: max(40, 180 - len(head))]
+        head = head[: 180 - len(tail)]
+    return InvalidArgumentError(head + tail)
+
+
+def _sql_columns(sql: SqlExpression, schema: Schema) -> list[str]:
+    """The table's top-level columns ``sql`` reads (SQL names are case-insensitive)."""
+    by_lower = {f.name.lower(): f.name for f in schema.fields}
+    out = []
+    for parts in sorted(sql.columns()):
+        name = by_lower.get(parts[0].lower())
+        if name is None:
+            shown = ".".join(parts)
+            msg = f"unknown column {shown!r}"
+            raise InvalidArgumentError(msg)
+        if name not in out:
+            out.append(name)
+    return out
 
 
 def parse_filter(

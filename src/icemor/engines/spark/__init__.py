@@ -119,6 +119,22 @@ def scan_to_dataframe(job: ScanJob, spark: SparkSession, *, strategy: str = "aut
     Raises:
         InvalidArgumentError: Unknown strategy, or ``native`` for a scan it cannot read exactly.
     """
+    df = _scan_dataframe(job, spark, strategy)
+    if job.residual is None:
+        return df
+    from pyspark.errors import AnalysisException, ParseException
+    from pyspark.sql import functions as F
+
+    from icemor.exceptions import InvalidArgumentError
+
+    try:  # the row filter outside pyiceberg's language, as Spark SQL
+        return df.filter(F.expr(job.residual)).select(*(job.output_names or df.columns))
+    except (AnalysisException, ParseException) as e:
+        lines = str(e).strip().splitlines()
+        raise InvalidArgumentError(lines[0] if lines else type(e).__name__) from e
+
+
+def _scan_dataframe(job: ScanJob, spark: SparkSession, strategy: str) -> DataFrame:
     from icemor.engines.spark.native import native_dataframe, native_ineligibility
     from icemor.exceptions import InvalidArgumentError
 
@@ -148,7 +164,7 @@ def _python_dataframe(job: ScanJob, spark: SparkSession, planned: list[PlannedFi
     """One Spark partition per combined task; icemor's reader runs in the Python workers."""
     from pyspark.sql.types import BinaryType, StructField, StructType
 
-    schema = spark_schema(job.options.projected_schema, job.arrow_schema)
+    schema = spark_schema(job.options.projected_schema, job.read_schema)
     target = _arrow_schema(schema)
     spec = io_spec(job.io, job.metadata.location)
     rows = [(task_blob(spec, ct, job.options),) for ct in job.plan_tasks(planned)]

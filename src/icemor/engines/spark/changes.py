@@ -1,0 +1,96 @@
+"""Run per-key work over a Spark DataFrame: every row of a key in one task, results to the driver.
+
+A change batch is written by units that own disjoint sets of keys: the DataFrame is
+repartitioned by the key columns, so all changes of one key meet in one task (which can then
+order them and see which were superseded), and each task hands its rows, as one Arrow table, to
+the work function. Only the pickled results come back to the driver. When no order column is
+given, the row order of the DataFrame is captured first, before the shuffle, with
+``monotonically_increasing_id`` (increasing with partition, then row, as the input was read).
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from icemor.engines.spark.worker import file_io, io_spec
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Sequence
+
+    from pyiceberg.io import FileIO
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["arrow_schema", "read_parquet_in_order", "run_per_key"]
+
+
+def arrow_schema(df: DataFrame) -> pa.Schema:
+    """The Arrow schema of the batches Spark hands to Python for ``df`` (timestamps in UTC)."""
+    from icemor.engines.spark import _arrow_schema
+
+    return _arrow_schema(df.schema)
+
+
+def read_parquet_in_order(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    """The rows of Parquet files as one DataFrame whose row order is the files' order, then theirs.
+
+    ``spark.read.parquet(*paths)`` packs files into partitions largest first; a union of one
+    read per file keeps the partitions of each file, and the files, in the order given.
+    """
+    frames = [spark.read.parquet(p) for p in paths]
+    out = frames[0]
+    for df in frames[1:]:
+        out = out.unionByName(df)
+    return out
+
+
+def run_per_key(
+    df: DataFrame,
+    io: FileIO,
+    location: str,
+    fn: Callable[[FileIO, pa.Table, int], Any],
+    *,
+    key: Sequence[str],
+    sequence_column: str | None,
+    partitions: int | None = None,
+) -> list[Any]:
+    """Run ``fn(io, rows, task)`` on the executors, once per non-empty partition of ``df`` by key.
+
+    Args:
+        df: The rows.
+        io: The table's FileIO (rebuilt on each executor from its properties).
+        location: The table location (for the FileIO).
+        fn: A picklable function; ``rows`` are all the rows of the task's keys, ``task`` the
+            partition number (unique within this call).
+        key: The columns whose values decide the task.
+        sequence_column: When given, add this column holding each row's place in ``df``'s order.
+        partitions: The number of tasks; default the session's default parallelism.
+    """
+    from pyspark.sql import functions as F
+
+    spark = df.sparkSession
+    if sequence_column is not None:
+        df = df.withColumn(sequence_column, F.monotonically_increasing_id())
+    n = partitions or max(1, spark.sparkContext.defaultParallelism)
+    shuffled = df.repartition(n, *[df[k] for k in key])
+    spec = io_spec(io, location)
+    target = arrow_schema(df)
+
+    def work(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        held = [b for b in batches if b.num_rows]
+        if not held:
+            return
+        context = TaskContext.get()
+        task = context.partitionId() if context is not None else 0
+        rows = pa.Table.from_batches(held)
+        if rows.schema != target:
+            rows = rows.cast(target)
+        result = fn(file_io(*spec), rows, task)
+        yield pa.record_batch([pa.array([pickle.dumps(result)], pa.binary())], names=["result"])
+
+    collected = shuffled.mapInArrow(work, "result binary").collect()
+    return [pickle.loads(r["result"]) for r in collected]

@@ -1,0 +1,230 @@
+"""Write data files whose rows keep the order they were given, so each row's position is known.
+
+pyiceberg's writer bin-packs and splits its input as it likes; a writer of changes must know,
+for each row it wrote, the file and position it went to (a row superseded later in the same
+batch is deleted by position, Flink's ``insertedRowMap``). Here the rows of one partition are
+written in the order given, rolled to a new file once the current one reaches the target size
+(measured on disk), and the files come back in that order: row ``i`` is in the file whose
+cumulative record count first exceeds ``i`` (:func:`file_positions`).
+
+Metrics are the table's (``write.metadata.metrics.*``), computed from the Parquet footer by
+pyiceberg's statistics collector, as its own writer does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow.parquet as pq
+from pyiceberg.io.pyarrow import (
+    compute_statistics_plan,
+    data_file_statistics_from_parquet_metadata,
+    parquet_path_to_id_mapping,
+)
+
+from icemor.spec.files import FileContent, WrittenFile
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    import numpy.typing as npt
+    import pyarrow as pa
+    from pyiceberg.io import FileIO, OutputStream
+    from pyiceberg.schema import Schema
+
+__all__ = [
+    "DataFileTarget",
+    "ParquetFile",
+    "file_positions",
+    "write_data_files",
+    "write_rolling",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class DataFileTarget:
+    """Where and how to write the data files of one partition (picklable for executors)."""
+
+    directory: str
+    """The partition's data directory (a URI or path, no trailing slash)."""
+    prefix: str
+    """Unique per unit of work and partition: files are ``{prefix}-{n:05d}.parquet``, n = 0, 1, …"""
+    spec_id: int
+    partition: tuple[object, ...]
+    target_file_size: int
+    row_group_rows: int
+    compression: str = "zstd"
+
+    def location(self, index: int) -> str:
+        return f"{self.directory}/{self.prefix}-{index:05d}.parquet"
+
+
+@dataclass(frozen=True, slots=True)
+class ParquetFile:
+    """One file :func:`write_rolling` wrote, with its metrics (pyiceberg's serialized statistics)."""
+
+    path: str
+    record_count: int
+    file_size_in_bytes: int
+    metrics: dict[str, Any]
+
+
+def write_rolling(
+    io: FileIO,
+    location: Callable[[int], str],
+    rows: pa.Table,
+    schema: Schema,
+    metrics_properties: Mapping[str, str],
+    *,
+    target_file_size: int,
+    row_group_rows: int,
+    compression: str,
+) -> list[ParquetFile]:
+    """Write ``rows`` in order to ``location(0)``, ``location(1)``, …, rolling at the target size.
+
+    Each row group holds at most ``row_group_rows`` rows; the size is checked after each. On
+    failure the files written so far are removed and the error raised.
+
+    Args:
+        io: The table's FileIO.
+        location: The path of the n-th file.
+        rows: The rows, in the file's Arrow schema (field ids on the columns).
+        schema: The Iceberg schema of ``rows`` (for the metrics).
+        metrics_properties: Table properties deciding the metrics mode of each column.
+        target_file_size: Bytes on disk after which the next file is started.
+        row_group_rows: Rows per row group.
+        compression: The Parquet codec.
+    """
+    out: list[ParquetFile] = []
+    current: _OpenFile | None = None
+    step = max(1, row_group_rows)
+    try:
+        for start in range(0, rows.num_rows, step):
+            if current is None:
+                current = _OpenFile(io, location(len(out)), rows.schema, compression)
+            current.write(rows.slice(start, step))
+            if current.size() >= target_file_size:
+                out.append(current.close(schema, metrics_properties))
+                current = None
+        if current is not None:
+            out.append(current.close(schema, metrics_properties))
+    except BaseException:
+        if current is not None:
+            current.abort()
+            out.append(ParquetFile(current.location, 0, 0, {}))
+        for f in out:
+            with contextlib.suppress(OSError):
+                io.delete(f.path)
+        raise
+    return out
+
+
+def write_data_files(
+    io: FileIO,
+    target: DataFileTarget,
+    rows: pa.Table,
+    schema: Schema,
+    properties: Mapping[str, str],
+) -> list[WrittenFile]:
+    """Write ``rows`` (already in the file's Arrow schema, with field ids) in order, as data files.
+
+    Args:
+        io: The table's FileIO.
+        target: Directory, name prefix, partition and sizes.
+        rows: The rows, in the order their positions are counted.
+        schema: The Iceberg schema of ``rows``.
+        properties: Table properties (metrics modes).
+
+    Returns:
+        The files in row order; their record counts add up to ``rows.num_rows``.
+    """
+    files = write_rolling(
+        io,
+        target.location,
+        rows,
+        schema,
+        properties,
+        target_file_size=target.target_file_size,
+        row_group_rows=target.row_group_rows,
+        compression=target.compression,
+    )
+    out = []
+    for f in files:
+        m = f.metrics
+        out.append(
+            WrittenFile(
+                content=FileContent.DATA,
+                path=f.path,
+                record_count=f.record_count,
+                file_size_in_bytes=f.file_size_in_bytes,
+                spec_id=target.spec_id,
+                partition=target.partition,
+                column_sizes=dict(m["column_sizes"]),
+                value_counts=dict(m["value_counts"]),
+                null_value_counts=dict(m["null_value_counts"]),
+                lower_bounds=dict(m["lower_bounds"]),
+                upper_bounds=dict(m["upper_bounds"]),
+                split_offsets=tuple(m["split_offsets"]) if m.get("split_offsets") else None,
+            )
+        )
+    return out
+
+
+def file_positions(
+    files: list[WrittenFile], rows: npt.NDArray[np.int64]
+) -> list[tuple[str, npt.NDArray[np.int64]]]:
+    """Map sorted row numbers of one :func:`write_data_files` call to ``(file path, positions)``."""
+    ends = np.cumsum([f.record_count for f in files], dtype=np.int64)
+    which = np.searchsorted(ends, rows, side="right")
+    out = []
+    for i, f in enumerate(files):
+        mine = rows[which == i]
+        if len(mine):
+            out.append((f.path, mine - (ends[i] - f.record_count)))
+    return out
+
+
+class _OpenFile:
+    def __init__(self, io: FileIO, location: str, arrow_schema: pa.Schema, compression: str) -> None:
+        self.location = location
+        # a retried task (Spark) rewrites its own names: they are unique to this commit and unit
+        self._stream: OutputStream = io.new_output(location).create(overwrite=True)
+        try:
+            self._writer = pq.ParquetWriter(
+                self._stream,
+                arrow_schema,
+                compression=compression,
+                write_page_checksum=True,
+                store_decimal_as_integer=True,
+            )
+        except BaseException:
+            self._stream.close()
+            raise
+        self.rows = 0
+
+    def write(self, rows: pa.Table) -> None:
+        self._writer.write_table(rows, row_group_size=max(1, rows.num_rows))
+        self.rows += rows.num_rows
+
+    def size(self) -> int:
+        return int(self._stream.tell())
+
+    def abort(self) -> None:
+        try:
+            self._writer.close()
+        finally:
+            self._stream.close()
+
+    def close(self, schema: Schema, metrics_properties: Mapping[str, str]) -> ParquetFile:
+        self._writer.close()
+        size = int(self._stream.tell())
+        self._stream.close()
+        stats = data_file_statistics_from_parquet_metadata(
+            parquet_metadata=self._writer.writer.metadata,
+            stats_columns=compute_statistics_plan(schema, dict(metrics_properties)),
+            parquet_column_mapping=parquet_path_to_id_mapping(schema),
+        )
+        return ParquetFile(self.location, self.rows, size, stats.to_serialized_dict())

@@ -1,0 +1,965 @@
+"""Apply a batch of change rows (CDC) with equality deletes: one RowDelta commit per batch.
+
+Each change row carries an op (``op_column``) and the table's columns; the batch is applied
+per key, as Iceberg's Flink upsert writer does, without reading the table:
+
+- ``I``/``insert``/``+I``: the row is added. No equality delete: a change stream inserts a key
+  that does not exist (send ``U`` to replace whatever is there).
+- ``U``/``update_after``/``+U``: the key's older rows are deleted by an **equality delete** on the
+  key columns, and the row is added (an upsert: the key need not exist).
+- ``-U``/``update_before``: ignored (the ``U`` that follows carries the new row).
+- ``D``/``delete``/``-D``: the key's older rows are deleted by an equality delete; a key that
+  does not exist is harmless.
+
+Within the batch the rows of one key are taken in row order, or by ``order_by``; only the net
+effect counts. Every inserted/updated row is written to a new data file, but a row superseded
+later in the same batch (inserted, then updated or deleted) is removed by a **position delete**
+against that new file (Flink's ``insertedRowMap``): an equality delete cannot remove it, since
+an equality delete applies only to data files with a strictly lower data sequence number, and
+the batch's files share one (spec, "Scan Planning").
+
+Equality-delete files hold the key columns only. When every field of the partition spec is a
+transform of key columns (and no live data file uses an older spec), the key decides the
+partition of its rows, so each delete file is clustered in the partition of its keys. Otherwise
+the deletes are **global**: one file of an unpartitioned spec (added to the table if it has
+none), which every data file of every partition must be checked against when read.
+
+The work is a pure function of the batch's rows (:func:`change_unit`): the local engine runs it
+once; the Spark engine repartitions a DataFrame by key and runs it per partition on the
+executors. Bad input is found in the units before anything is written; the driver then commits
+once. With ``app_id``/``batch_id`` the commit records them in the snapshot summary and a batch
+already committed by that app is skipped (exactly-once for Structured Streaming's
+``foreachBatch``, like Delta's ``txnAppId``/``txnVersion`` and Flink's checkpoint id).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyiceberg.partitioning import PartitionFieldValue, PartitionKey, PartitionSpec
+from pyiceberg.schema import Schema, sanitize_column_names
+from pyiceberg.table.snapshots import Operation
+from pyiceberg.typedef import Record
+from pyiceberg.types import DoubleType, FloatType, PrimitiveType
+
+from icemor._compat.pyiceberg import check_arrow_schema_compatible, to_file_schema
+from icemor.commit.manifests import delete_quietly
+from icemor.commit.row_delta import RowDelta
+from icemor.commit.validation import Validation
+from icemor.exceptions import CommitConflictError, InvalidArgumentError
+from icemor.io.data_writer import DataFileTarget, file_positions, write_data_files
+from icemor.io.equality_writer import write_equality_deletes
+from icemor.io.writers import DeleteFileTarget, write_position_deletes
+from icemor.ops.append import downcast_ns_timestamps, schema_mismatch_message
+from icemor.ops.delete import check_writable
+from icemor.spec import properties as P
+from icemor.spec.files import FileContent
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import numpy.typing as npt
+    from pyiceberg.io import FileIO
+    from pyiceberg.table import Table as PyIcebergTable
+    from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.table.snapshots import Snapshot
+
+    from icemor.spec.files import WrittenFile
+
+__all__ = [
+    "APP_ID_PROPERTY",
+    "BATCH_ID_PROPERTY",
+    "ChangeContext",
+    "ChangeMetrics",
+    "ChangeUnitResult",
+    "apply_changes",
+    "apply_changes_dataframe",
+    "change_unit",
+    "last_committed_batch",
+    "prepare_changes",
+]
+
+APP_ID_PROPERTY = "icemor.cdc.app-id"
+BATCH_ID_PROPERTY = "icemor.cdc.batch-id"
+
+INSERT, UPDATE, UPDATE_BEFORE, DELETE = 0, 1, 2, 3
+_OPS = {
+    "i": INSERT,
+    "insert": INSERT,
+    "+i": INSERT,
+    "u": UPDATE,
+    "update_after": UPDATE,
+    "+u": UPDATE,
+    "-u": UPDATE_BEFORE,
+    "update_before": UPDATE_BEFORE,
+    "d": DELETE,
+    "delete": DELETE,
+    "-d": DELETE,
+}
+_OP_HELP = "use I/insert, U/update_after, -U/update_before or D/delete"
+_SEQ = "__icemor_seq"
+"""Row order of a Spark DataFrame, captured before it is shuffled by key."""
+_ROW_GROUP_SIZE = "write.parquet.row-group-size-bytes"
+_ROW_GROUP_SIZE_DEFAULT = 128 * 1024 * 1024
+_TARGET_FILE_SIZE = "write.target-file-size-bytes"
+_TARGET_FILE_SIZE_DEFAULT = 512 * 1024 * 1024
+_UNSET_SPEC = -1
+"""Spec id of global equality deletes before the unpartitioned spec is added (at commit)."""
+
+
+@dataclass(frozen=True)
+class ChangeMetrics:
+    """What one batch of changes did."""
+
+    changes: int
+    """Change rows given (every op, ``update_before`` included)."""
+    inserts: int
+    updates: int
+    deletes: int
+    ignored: int
+    """``update_before`` rows."""
+    rows_written: int
+    """Rows written to new data files (superseded ones included)."""
+    equality_deletes: int
+    """Keys deleted by equality (one per updated or deleted key)."""
+    position_deletes: int
+    """Rows of this batch's own files superseded within the batch."""
+    data_files_added: int
+    equality_delete_files_added: int
+    position_delete_files_added: int
+    snapshot_id: int | None
+    """The new snapshot; None when nothing was committed (no change, or ``skipped``)."""
+    skipped: bool
+    """``batch_id`` was already committed by ``app_id``: nothing was done."""
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ChangeContext:
+    """How one batch is written: everything a unit needs, picklable for Spark executors."""
+
+    schema: Schema
+    file_schema: Schema
+    """The table schema with Avro-safe column names, as data files are written."""
+    key_schema: Schema
+    """The key fields of ``file_schema``: the equality-delete files' schema."""
+    spec: PartitionSpec
+    format_version: int
+    key: tuple[str, ...]
+    key_ids: tuple[int, ...]
+    op_column: str
+    order_column: str | None
+    """The column ordering the rows of one key; None: row order."""
+    dropped: tuple[str, ...]
+    """Columns of the changes that are not table columns (the op, a foreign order column)."""
+    nullable_key: bool
+    required: tuple[str, ...]
+    """Required top-level table columns (not NULL in inserted/updated rows)."""
+    data_dir: str
+    eq_partitioned: bool
+    global_spec_id: int
+    commit_id: str
+    properties: dict[str, str]
+    target_file_size: int
+    delete_target_file_size: int
+    row_group_bytes: int
+    """``write.parquet.row-group-size-bytes``, measured on the rows in memory (Arrow bytes)."""
+    compression: str
+
+
+@dataclass(frozen=True)
+class ChangeUnitResult:
+    """What one unit wrote, or the bad input it found (then it wrote nothing)."""
+
+    error: str | None = None
+    written: tuple[WrittenFile, ...] = ()
+    changes: int = 0
+    inserts: int = 0
+    updates: int = 0
+    deletes: int = 0
+    ignored: int = 0
+    rows_written: int = 0
+    equality_deletes: int = 0
+    position_deletes: int = 0
+
+
+# ------------------------------------------------------------------------------------- driver
+
+
+def last_committed_batch(metadata: TableMetadata, app_id: str) -> int | None:
+    """The newest ``batch_id`` that ``app_id`` committed on the main branch's history, if any."""
+    snapshot = metadata.current_snapshot()
+    while snapshot is not None:
+        batch = _batch_of(snapshot, app_id)
+        if batch is not None:
+            return batch
+        parent = snapshot.parent_snapshot_id
+        snapshot = metadata.snapshot_by_id(parent) if parent is not None else None
+    return None
+
+
+def _batch_of(snapshot: Snapshot, app_id: str) -> int | None:
+    summary = snapshot.summary
+    if summary is None or summary.additional_properties.get(APP_ID_PROPERTY) != app_id:
+        return None
+    raw = summary.additional_properties.get(BATCH_ID_PROPERTY)
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def prepare_changes(
+    table: PyIcebergTable,
+    schema: pa.Schema,
+    *,
+    key: Sequence[str],
+    op_column: str,
+    order_by: str | None,
+    allow_nullable_key: bool,
+    sequence_column: str | None = None,
+) -> ChangeContext:
+    """Check the table, the key and the changes' schema; decide how the batch is written.
+
+    Raises:
+        InvalidArgumentError: A v1 or copy-on-write table, a bad key (unknown, nested, float,
+            optional, contradicting the table's identifier fields), a missing op/order/key
+            column, or columns that do not fit the table.
+    """
+    check_writable(table)
+    metadata = table.metadata
+    name = ".".join(table.name())
+    tschema = metadata.schema()
+    key = tuple(key)
+    if not key:
+        msg = "give at least one key column"
+        raise InvalidArgumentError(msg)
+    if len(set(key)) != len(key):
+        msg = f"key columns repeat: {', '.join(key)}"
+        raise InvalidArgumentError(msg)
+    top = {f.name: f for f in tschema.fields}
+    if unknown := [k for k in key if k not in top]:
+        msg = f"key column {unknown[0]!r} is not a top-level column of {name}"
+        raise InvalidArgumentError(msg)
+    fields = [top[k] for k in key]
+    key_ids = [f.field_id for f in fields]
+    existing = set(tschema.identifier_field_ids)
+    if existing and existing != set(key_ids):
+        names = ", ".join(sorted(tschema.find_column_name(i) or str(i) for i in existing))
+        msg = f"key ({', '.join(key)}) contradicts the identifier fields of {name} ({names})"
+        raise InvalidArgumentError(msg)
+    for f in fields:
+        if not isinstance(f.field_type, PrimitiveType):
+            msg = f"key column {f.name!r} is a {f.field_type}: keys must be primitive columns"
+            raise InvalidArgumentError(msg)
+        if not allow_nullable_key and isinstance(f.field_type, FloatType | DoubleType):
+            msg = (
+                f"key column {f.name!r} is a {f.field_type}: float/double keys compare unreliably (NaN, "
+                "-0.0) and cannot be identifier fields; pass allow_nullable_key (--allow-nullable-key) to "
+                "use it anyway"
+            )
+            raise InvalidArgumentError(msg)
+        if not allow_nullable_key and not f.required:
+            msg = (
+                f"key column {f.name!r} is optional (nullable): identifier fields must be required; make it "
+                "NOT NULL, or pass allow_nullable_key (--allow-nullable-key) to key on it anyway"
+            )
+            raise InvalidArgumentError(msg)
+
+    columns = set(schema.names)
+    if op_column not in columns:
+        msg = f"the changes have no op column {op_column!r} (columns: {', '.join(schema.names)})"
+        raise InvalidArgumentError(msg)
+    if op_column in key:
+        msg = f"the op column {op_column!r} cannot be a key column"
+        raise InvalidArgumentError(msg)
+    op_type = schema.field(op_column).type
+    if pa.types.is_dictionary(op_type):
+        op_type = op_type.value_type
+    strings = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)
+    if not any(is_string(op_type) for is_string in strings):
+        msg = f"op column {op_column!r} is {op_type}: it must hold strings ({_OP_HELP})"
+        raise InvalidArgumentError(msg)
+    if order_by is not None and order_by not in columns:
+        msg = f"the changes have no order column {order_by!r}"
+        raise InvalidArgumentError(msg)
+    if missing := [k for k in key if k not in columns]:
+        msg = f"the changes have no key column {missing[0]!r}"
+        raise InvalidArgumentError(msg)
+    dropped = [op_column]
+    if order_by is not None and order_by not in top:
+        dropped.append(order_by)
+    if sequence_column is not None:
+        dropped.append(sequence_column)
+    _check_fits(metadata, schema, dropped, name)
+
+    spec = metadata.spec()
+    props = dict(metadata.properties)
+    eq_partitioned = spec.is_unpartitioned() or _key_decides_partition(table, spec, set(key_ids))
+    global_spec_id = spec.spec_id if spec.is_unpartitioned() else _unpartitioned_spec_id(metadata)
+    file_schema = sanitize_column_names(tschema)
+    return ChangeContext(
+        schema=tschema,
+        file_schema=file_schema,
+        key_schema=Schema(*[file_schema.find_field(i) for i in key_ids]),
+        spec=spec,
+        format_version=metadata.format_version,
+        key=key,
+        key_ids=tuple(key_ids),
+        op_column=op_column,
+        order_column=order_by if order_by is not None else sequence_column,
+        dropped=tuple(dropped),
+        nullable_key=allow_nullable_key,
+        required=tuple(f.name for f in tschema.fields if f.required),
+        # the data directory as the table's location provider lays it out (write.data.path etc.)
+        data_dir=table.location_provider().new_data_location("x").rsplit("/", 1)[0],
+        eq_partitioned=eq_partitioned,
+        global_spec_id=global_spec_id,
+        commit_id=uuid.uuid4().hex[:12],
+        properties=props,
+        target_file_size=P.int_property(props, _TARGET_FILE_SIZE, _TARGET_FILE_SIZE_DEFAULT),
+        delete_target_file_size=P.int_property(
+            props, P.DELETE_TARGET_FILE_SIZE_BYTES, P.DELETE_TARGET_FILE_SIZE_BYTES_DEFAULT
+        ),
+        row_group_bytes=P.int_property(props, _ROW_GROUP_SIZE, _ROW_GROUP_SIZE_DEFAULT),
+        compression=props.get(P.PARQUET_COMPRESSION, P.PARQUET_COMPRESSION_DEFAULT),
+    )
+
+
+def _check_fits(metadata: TableMetadata, schema: pa.Schema, dropped: Sequence[str], name: str) -> None:
+    """The table columns of the changes must fit the table; NULLs in required ones are checked per row."""
+    tschema = metadata.schema()
+    required = {f.name for f in tschema.fields if f.required}
+    fields = [
+        # nullability is checked on the rows that are written (a delete row may carry NULLs)
+        f.with_nullable(False) if f.name in required else f
+        for f in _normalized(downcast_ns_timestamps(schema), tschema)
+        if f.name not in dropped
+    ]
+    try:
+        check_arrow_schema_compatible(tschema, pa.schema(fields), format_version=metadata.format_version)
+    except ValueError as e:
+        msg = f"the changes do not fit the schema of {name}: {schema_mismatch_message(e)}"
+        raise InvalidArgumentError(msg) from e
+
+
+def _normalized(schema: pa.Schema, table_schema: Schema) -> pa.Schema:
+    """The changes' schema as written: zoned timestamps in UTC (Spark hands them in its session
+    zone; the instant is the same), and all-NULL columns (Arrow's null type, e.g. a batch of
+    deletes built from Python lists) typed as the table's column."""
+    top = {f.name: f for f in table_schema.fields}
+    out = []
+    for f in schema:
+        if pa.types.is_timestamp(f.type) and f.type.tz is not None:
+            f = f.with_type(pa.timestamp(f.type.unit, tz="UTC"))
+        elif pa.types.is_null(f.type) and f.name in top:
+            f = f.with_type(schema_to_pyarrow(top[f.name].field_type, include_field_ids=False))
+        out.append(f)
+    return pa.schema(out, metadata=schema.metadata)
+
+
+def _key_decides_partition(table: PyIcebergTable, spec: PartitionSpec, key_ids: set[int]) -> bool:
+    """Every partition field is a transform of a key column, and every live data file uses this spec.
+
+    Then a key's older rows all live in the partition its values map to: an equality delete in
+    that partition reaches them. Data files of an older spec would not be reached (a partitioned
+    delete applies to its own spec and partition only).
+    """
+    if not all(f.source_id in key_ids for f in spec.fields):
+        return False
+    snapshot = table.metadata.current_snapshot()
+    if snapshot is None:
+        return True
+    return all(
+        m.partition_spec_id == spec.spec_id for m in snapshot.manifests(table.io) if int(m.content) == 0
+    )
+
+
+def _unpartitioned_spec_id(metadata: TableMetadata) -> int:
+    for spec in metadata.partition_specs:
+        if spec.is_unpartitioned():
+            return spec.spec_id
+    return _UNSET_SPEC
+
+
+def _read_changes(changes: Any) -> pa.Table:
+    """The batch as one Arrow table: a table, a reader, a pandas DataFrame, or Parquet files."""
+    import pyarrow.parquet as pq
+
+    if isinstance(changes, pa.Table):
+        return changes
+    if isinstance(changes, pa.RecordBatch):
+        return pa.Table.from_batches([changes])
+    if isinstance(changes, pa.RecordBatchReader):
+        return changes.read_all()
+    if type(changes).__module__.startswith("pandas"):
+        return pa.Table.from_pandas(changes, preserve_index=False)
+    paths = [changes] if isinstance(changes, str | Path) else list(changes)
+    tables = []
+    for p in paths:
+        path = Path(p)
+        if not path.exists():
+            msg = f"no such file: {path}"
+            raise InvalidArgumentError(msg)
+        if path.is_dir():
+            msg = f"{path} is a directory, not a Parquet file"
+            raise InvalidArgumentError(msg)
+        try:
+            tables.append(pq.read_table(path))
+        except (OSError, pa.ArrowInvalid) as e:
+            msg = f"cannot read Parquet file {path}: {str(e).splitlines()[0]}"
+            raise InvalidArgumentError(msg) from e
+    if not tables:
+        msg = "no change files given"
+        raise InvalidArgumentError(msg)
+    try:
+        return pa.concat_tables(tables, promote_options="default")
+    except pa.ArrowInvalid as e:
+        msg = f"the change files' schemas differ: {str(e).splitlines()[0]}"
+        raise InvalidArgumentError(msg) from e
+
+
+def apply_changes(
+    table: PyIcebergTable,
+    changes: Any,
+    *,
+    key: Sequence[str],
+    op_column: str = "op",
+    order_by: str | None = None,
+    allow_nullable_key: bool = False,
+    app_id: str | None = None,
+    batch_id: int | None = None,
+) -> ChangeMetrics:
+    """Apply one batch of changes on the local engine, as one commit.
+
+    Args:
+        table: The pyiceberg table (refreshed here).
+        changes: An Arrow table (or record batch / reader, or pandas DataFrame), or Parquet
+            file paths; columns: the table's (missing optional ones are NULL), the op column,
+            and ``order_by`` if given.
+        key: The key columns.
+        op_column: The column holding each row's op.
+        order_by: A column ordering the changes of one key (default: row order).
+        allow_nullable_key: Accept optional and float/double key columns, and NULL keys.
+        app_id: With ``batch_id``: record both in the snapshot summary, and skip the batch if
+            this app already committed it (or a later one).
+        batch_id: The batch number of ``app_id`` (increasing).
+
+    Raises:
+        InvalidArgumentError: Bad table, key, schema or rows; nothing is committed.
+        CommitConflictError: The batch was committed concurrently by the same app.
+    """
+    started = time.monotonic()
+    table = table.refresh()
+    _check_app(app_id, batch_id)
+    if app_id is not None and _already_committed(table, app_id, batch_id):
+        return _skipped(started)
+    rows = _read_changes(changes)
+    ctx = prepare_changes(
+        table,
+        rows.schema,
+        key=key,
+        op_column=op_column,
+        order_by=order_by,
+        allow_nullable_key=allow_nullable_key,
+    )
+    start = table.metadata.current_snapshot()
+    result = change_unit(table.io, ctx, rows, 0)
+    return _commit(
+        table,
+        ctx,
+        [result],
+        start_snapshot_id=start.snapshot_id if start else None,
+        app=(app_id, batch_id),
+        started=started,
+    )
+
+
+def apply_changes_dataframe(
+    table: PyIcebergTable,
+    changes: Any,
+    *,
+    key: Sequence[str],
+    op_column: str = "op",
+    order_by: str | None = None,
+    allow_nullable_key: bool = False,
+    app_id: str | None = None,
+    batch_id: int | None = None,
+    partitions: int | None = None,
+) -> ChangeMetrics:
+    """Apply one batch of changes held in a Spark DataFrame (``changes``); the writing runs on the executors.
+
+    The DataFrame is repartitioned by key (``partitions`` tasks, default the session's default
+    parallelism); each task writes the files of its keys. Arguments as :func:`apply_changes`.
+    """
+    from icemor.engines.spark.changes import arrow_schema, run_per_key
+
+    started = time.monotonic()
+    table = table.refresh()
+    _check_app(app_id, batch_id)
+    if app_id is not None and _already_committed(table, app_id, batch_id):
+        return _skipped(started)
+    schema = arrow_schema(changes)
+    if _SEQ in schema.names:
+        msg = f"the changes have a column named {_SEQ}, which icemor uses itself"
+        raise InvalidArgumentError(msg)
+    sequence = None if order_by is not None else _SEQ
+    ctx = prepare_changes(
+        table,
+        schema,
+        key=key,
+        op_column=op_column,
+        order_by=order_by,
+        allow_nullable_key=allow_nullable_key,
+        sequence_column=sequence,
+    )
+    start = table.metadata.current_snapshot()
+    results = run_per_key(
+        changes,
+        table.io,
+        table.metadata.location,
+        _ContextUnit(ctx),
+        key=ctx.key,
+        sequence_column=sequence,
+        partitions=partitions,
+    )
+    return _commit(
+        table,
+        ctx,
+        results,
+        start_snapshot_id=start.snapshot_id if start else None,
+        app=(app_id, batch_id),
+        started=started,
+    )
+
+
+@dataclass(frozen=True)
+class _ContextUnit:
+    """``change_unit`` bound to a context: a picklable callable for the executors."""
+
+    ctx: ChangeContext
+
+    def __call__(self, io: FileIO, rows: pa.Table, task: int) -> ChangeUnitResult:
+        return change_unit(io, self.ctx, rows, task)
+
+
+def _check_app(app_id: str | None, batch_id: int | None) -> None:
+    if (app_id is None) != (batch_id is None):
+        msg = "give app_id and batch_id together (or neither)"
+        raise InvalidArgumentError(msg)
+    if app_id is not None and not app_id.strip():
+        msg = "app_id must not be empty"
+        raise InvalidArgumentError(msg)
+
+
+def _already_committed(table: PyIcebergTable, app_id: str, batch_id: int | None) -> bool:
+    done = last_committed_batch(table.metadata, app_id)
+    return done is not None and batch_id is not None and batch_id <= done
+
+
+def _skipped(started: float) -> ChangeMetrics:
+    return ChangeMetrics(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, None, True, time.monotonic() - started)
+
+
+def _commit(
+    table: PyIcebergTable,
+    ctx: ChangeContext,
+    results: Sequence[ChangeUnitResult],
+    *,
+    start_snapshot_id: int | None,
+    app: tuple[str | None, int | None],
+    started: float,
+) -> ChangeMetrics:
+    written = [w for r in results for w in r.written]
+    errors = [r.error for r in results if r.error is not None]
+    if errors:
+        delete_quietly(table.io, [w.path for w in written])
+        raise InvalidArgumentError(errors[0])
+    if not written:
+        return _metrics(results, [], None, started)
+    app_id, batch_id = app
+    try:
+        global_spec = _prepare_table(table, ctx, any(w.spec_id == _UNSET_SPEC for w in written))
+        written = [replace(w, spec_id=global_spec) if w.spec_id == _UNSET_SPEC else w for w in written]
+        props = {}
+        check = None
+        if app_id is not None and batch_id is not None:
+            props = {APP_ID_PROPERTY: app_id, BATCH_ID_PROPERTY: str(batch_id)}
+            check = _NotYetCommitted(app_id, batch_id)
+        delta = RowDelta(
+            table,
+            Validation(start_snapshot_id=start_snapshot_id, serializable=False, history_check=check),
+            added_files=written,
+            snapshot_properties=props,
+            operation=Operation.OVERWRITE
+            if any(w.content != FileContent.DATA for w in written)
+            else Operation.APPEND,
+        )
+    except BaseException:
+        delete_quietly(table.io, [w.path for w in written])
+        raise
+    snapshot = delta.commit()
+    return _metrics(results, written, snapshot.snapshot_id, started)
+
+
+@dataclass(frozen=True)
+class _NotYetCommitted:
+    """Validation of every commit attempt: no snapshot since the batch began holds this batch."""
+
+    app_id: str
+    batch_id: int
+
+    def __call__(self, snapshots: Sequence[Snapshot]) -> None:
+        for s in snapshots:
+            done = _batch_of(s, self.app_id)
+            if done is not None and done >= self.batch_id:
+                msg = (
+                    f"batch {self.batch_id} of app {self.app_id!r} was committed concurrently "
+                    f"(snapshot {s.snapshot_id} holds batch {done})"
+                )
+                raise CommitConflictError(msg)
+
+
+def _metrics(
+    results: Sequence[ChangeUnitResult],
+    written: Sequence[WrittenFile],
+    snapshot_id: int | None,
+    started: float,
+) -> ChangeMetrics:
+    def count(content: FileContent) -> int:
+        return sum(1 for w in written if w.content == content)
+
+    return ChangeMetrics(
+        changes=sum(r.changes for r in results),
+        inserts=sum(r.inserts for r in results),
+        updates=sum(r.updates for r in results),
+        deletes=sum(r.deletes for r in results),
+        ignored=sum(r.ignored for r in results),
+        rows_written=sum(r.rows_written for r in results),
+        equality_deletes=sum(r.equality_deletes for r in results),
+        position_deletes=sum(r.position_deletes for r in results),
+        data_files_added=count(FileContent.DATA),
+        equality_delete_files_added=count(FileContent.EQUALITY_DELETES),
+        position_delete_files_added=count(FileContent.POSITION_DELETES),
+        snapshot_id=snapshot_id,
+        skipped=False,
+        seconds=time.monotonic() - started,
+    )
+
+
+def _prepare_table(table: PyIcebergTable, ctx: ChangeContext, needs_global_spec: bool) -> int:
+    """Set the identifier fields from the key if unset; add an unpartitioned spec if one is needed.
+
+    Both are metadata changes without a snapshot, made once per table. Returns the spec id
+    for global equality deletes (``_UNSET_SPEC`` when none is needed).
+    """
+    schema = table.metadata.schema()
+    fields = [schema.find_field(i) for i in ctx.key_ids]
+    # the spec's identifier-field rules: required, not float/double
+    eligible = all(f.required and not isinstance(f.field_type, FloatType | DoubleType) for f in fields)
+    if not schema.identifier_field_ids and eligible:
+        try:
+            with table.update_schema() as update:
+                update.set_identifier_fields(*ctx.key)
+        except CommitFailedException:
+            table.refresh()  # set concurrently: checked again below
+        current = set(table.metadata.schema().identifier_field_ids)
+        if current != set(ctx.key_ids):
+            msg = f"the identifier fields of {'.'.join(table.name())} changed concurrently"
+            raise CommitConflictError(msg)
+    if not needs_global_spec:
+        return _UNSET_SPEC
+    return _add_unpartitioned_spec(table)
+
+
+def _add_unpartitioned_spec(table: PyIcebergTable) -> int:
+    """The id of the table's unpartitioned spec, adding one (not as default) if it has none."""
+    from pyiceberg.table.update import AddPartitionSpecUpdate, AssertLastAssignedPartitionId, AssertTableUUID
+
+    for _ in range(3):
+        metadata = table.refresh().metadata
+        existing = _unpartitioned_spec_id(metadata)
+        if existing != _UNSET_SPEC:
+            return existing
+        new_id = max(s.spec_id for s in metadata.partition_specs) + 1
+        try:
+            # A concurrent identical addition is not detected by these requirements (it assigns no
+            # partition field id); it is a one-time change and the next attempt sees the spec.
+            table.catalog.commit_table(
+                table,
+                (
+                    AssertTableUUID(uuid=metadata.table_uuid),
+                    AssertLastAssignedPartitionId(  # type: ignore[call-arg]  # pydantic aliases
+                        last_assigned_partition_id=metadata.last_partition_id
+                    ),
+                ),
+                (AddPartitionSpecUpdate(spec=PartitionSpec(spec_id=new_id)),),
+            )
+        except CommitFailedException:
+            continue
+    table.refresh()
+    spec_id = _unpartitioned_spec_id(table.metadata)
+    if spec_id == _UNSET_SPEC:
+        msg = f"could not add an unpartitioned spec to {'.'.join(table.name())} for global equality deletes"
+        raise CommitConflictError(msg)
+    return spec_id
+
+
+# --------------------------------------------------------------------------------------- unit
+
+
+@dataclass
+class _Plan:
+    """The batch's rows sorted by (key, order), with what becomes of each."""
+
+    rows: pa.Table
+    ops: npt.NDArray[np.int8]
+    written: npt.NDArray[np.bool_]
+    """Inserted/updated rows: written to a data file."""
+    superseded: npt.NDArray[np.bool_]
+    """Written rows that a later change of their key, in the batch, replaces or deletes."""
+    eq_rows: npt.NDArray[np.int64]
+    """One row per key updated or deleted: the equality deletes."""
+    counts: ChangeUnitResult
+    """The op counts (the rest is filled in once written)."""
+
+
+def change_unit(io: FileIO, ctx: ChangeContext, rows: pa.Table, unit: int) -> ChangeUnitResult:
+    """Check and write one unit of a batch: every change of its keys (no other unit has them).
+
+    Bad input is returned as ``error`` before anything is written; any other failure removes
+    what the unit wrote and raises.
+    """
+    try:
+        plan = _plan(ctx, rows)
+    except InvalidArgumentError as e:
+        return ChangeUnitResult(error=str(e))
+    written: list[WrittenFile] = []
+    try:
+        prefix = f"{ctx.commit_id}-{unit:05d}"
+        dropped = [c for c in ctx.dropped if c in plan.rows.column_names]
+        data = plan.rows.filter(plan.written).drop_columns(dropped)
+        superseded = plan.superseded[plan.written]
+        position_deletes = 0
+        for n, (partition, take) in enumerate(_partitions(ctx, data)):
+            directory = _directory(ctx, partition)
+            part_rows = to_file_schema(
+                ctx.schema, ctx.file_schema, data.take(take), format_version=ctx.format_version
+            )
+            target = DataFileTarget(
+                directory=directory,
+                prefix=f"{prefix}-d{n:04d}",
+                spec_id=ctx.spec.spec_id,
+                partition=partition,
+                target_file_size=ctx.target_file_size,
+                row_group_rows=max(1, ctx.row_group_bytes * part_rows.num_rows // max(1, part_rows.nbytes)),
+                compression=ctx.compression,
+            )
+            files = write_data_files(io, target, part_rows, ctx.file_schema, ctx.properties)
+            written.extend(files)
+            gone = np.flatnonzero(superseded[take]).astype(np.int64)
+            for j, (path, positions) in enumerate(file_positions(files, gone)):
+                pos_target = DeleteFileTarget(
+                    directory=directory,
+                    prefix=f"{prefix}-d{n:04d}-{j:05d}-pos",
+                    spec_id=ctx.spec.spec_id,
+                    partition=partition,
+                    target_file_size=ctx.delete_target_file_size,
+                    compression=ctx.compression,
+                )
+                written.extend(write_position_deletes(io, pos_target, [(path, positions)]))
+                position_deletes += len(positions)
+        keys = plan.rows.select(list(ctx.key)).take(plan.eq_rows)
+        if keys.num_rows:
+            written.extend(_write_equality(io, ctx, keys, prefix))
+    except BaseException:
+        delete_quietly(io, [w.path for w in written])
+        raise
+    return replace(
+        plan.counts,
+        written=tuple(written),
+        rows_written=data.num_rows,
+        equality_deletes=keys.num_rows,
+        position_deletes=position_deletes,
+    )
+
+
+def _write_equality(io: FileIO, ctx: ChangeContext, keys: pa.Table, prefix: str) -> list[WrittenFile]:
+    out: list[WrittenFile] = []
+    if ctx.eq_partitioned:
+        groups = list(_partitions(ctx, keys))
+        spec_id = ctx.spec.spec_id
+    else:
+        groups = [((), np.arange(keys.num_rows))]
+        spec_id = ctx.global_spec_id
+    for n, (partition, take) in enumerate(groups):
+        target = DeleteFileTarget(
+            directory=_directory(ctx, partition) if ctx.eq_partitioned else ctx.data_dir,
+            prefix=f"{prefix}-e{n:04d}-eq",
+            spec_id=spec_id,
+            partition=partition,
+            target_file_size=ctx.delete_target_file_size,
+            compression=ctx.compression,
+        )
+        rows = to_file_schema(ctx.schema, ctx.key_schema, keys.take(take), format_version=ctx.format_version)
+        out.extend(write_equality_deletes(io, target, rows, ctx.key_schema, ctx.key_ids))
+    return out
+
+
+def _directory(ctx: ChangeContext, partition: tuple[Any, ...]) -> str:
+    if ctx.spec.is_unpartitioned():
+        return ctx.data_dir
+    return f"{ctx.data_dir}/{ctx.spec.partition_to_path(Record(*partition), ctx.schema)}"
+
+
+def _partitions(ctx: ChangeContext, rows: pa.Table) -> list[tuple[tuple[Any, ...], npt.NDArray[np.int64]]]:
+    """The rows of each partition of the table's spec: (partition tuple, row indices in order)."""
+    n = rows.num_rows
+    if ctx.spec.is_unpartitioned() or n == 0:
+        return [((), np.arange(n, dtype=np.int64))] if n else []
+    columns = {}
+    for i, pf in enumerate(ctx.spec.fields):
+        source = ctx.schema.find_field(pf.source_id)
+        name = ctx.schema.find_column_name(pf.source_id)
+        assert name is not None
+        values = _column(rows, name)
+        columns[f"p{i}"] = pf.transform.pyarrow_transform(source.field_type)(values)
+    parts = pa.table(columns)
+    order = pc.sort_indices(parts, sort_keys=[(c, "ascending") for c in columns])
+    order_np = order.to_numpy().astype(np.int64)
+    sorted_parts = parts.take(order)
+    new = np.zeros(n, dtype=bool)
+    new[0] = True
+    for c in sorted_parts.columns:
+        new[1:] |= ~_same_as_previous(c.combine_chunks())[1:]
+    starts = np.flatnonzero(new)
+    out = []
+    for s, e in zip(starts, [*starts[1:], n], strict=True):
+        values = [
+            PartitionFieldValue(pf, sorted_parts.column(i)[int(s)].as_py())
+            for i, pf in enumerate(ctx.spec.fields)
+        ]
+        record = PartitionKey(field_values=values, partition_spec=ctx.spec, schema=ctx.schema).partition
+        out.append((tuple(record[i] for i in range(len(record))), order_np[s:e]))
+    return out
+
+
+def _column(rows: pa.Table, path: str) -> pa.Array:
+    """A column by dotted path (top-level name first: names may contain dots)."""
+    if path in rows.column_names:
+        return rows.column(path).combine_chunks()
+    head, _, rest = path.partition(".")
+    arr: pa.Array = rows.column(head).combine_chunks()
+    for part in rest.split("."):
+        arr = pc.struct_field(arr, part)
+    return arr
+
+
+def _same_as_previous(arr: pa.Array) -> npt.NDArray[np.bool_]:
+    """Whether each value equals the one before it, NULL-safe and NaN-safe (the first: False)."""
+    n = len(arr)
+    out = np.zeros(n, dtype=bool)
+    if n < 2:
+        return out
+    a, b = arr.slice(1), arr.slice(0, n - 1)
+    eq = pc.fill_null(pc.equal(a, b), False)
+    if arr.null_count:
+        eq = pc.or_(eq, pc.and_(pc.is_null(a), pc.is_null(b)))
+    if pa.types.is_floating(arr.type):
+        eq = pc.or_(eq, pc.fill_null(pc.and_(pc.is_nan(a), pc.is_nan(b)), False))
+    out[1:] = eq.to_numpy(zero_copy_only=False)
+    return out
+
+
+def _op_codes(ctx: ChangeContext, column: pa.ChunkedArray) -> npt.NDArray[np.int8]:
+    arr = column.combine_chunks()
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.cast(arr.type.value_type)
+    if arr.null_count:
+        msg = f"op column {ctx.op_column!r} is NULL in {arr.null_count} rows ({_OP_HELP})"
+        raise InvalidArgumentError(msg)
+    encoded = pc.dictionary_encode(arr)
+    codes = np.empty(len(encoded.dictionary), dtype=np.int8)
+    for i, value in enumerate(encoded.dictionary.to_pylist()):  # the few distinct op spellings
+        code = _OPS.get(str(value).strip().lower())
+        if code is None:
+            n = pc.sum(pc.equal(arr, value)).as_py()
+            msg = f"unknown op {value!r} in column {ctx.op_column!r} ({n} rows): {_OP_HELP}"
+            raise InvalidArgumentError(msg)
+        codes[i] = code
+    return np.asarray(codes[encoded.indices.to_numpy(zero_copy_only=False)], dtype=np.int8)
+
+
+def _describe_key(ctx: ChangeContext, rows: pa.Table, i: int) -> str:
+    return ", ".join(f"{k}={rows.column(k)[i].as_py()!r}" for k in ctx.key)
+
+
+def _plan(ctx: ChangeContext, rows: pa.Table) -> _Plan:
+    """Validate the rows and decide, vectorised, what is written and what is deleted."""
+    normalized = _normalized(rows.schema, ctx.schema)
+    if normalized != rows.schema:
+        rows = rows.cast(normalized)
+    ops = _op_codes(ctx, rows.column(ctx.op_column))
+    counts = ChangeUnitResult(
+        changes=rows.num_rows,
+        inserts=int(np.count_nonzero(ops == INSERT)),
+        updates=int(np.count_nonzero(ops == UPDATE)),
+        deletes=int(np.count_nonzero(ops == DELETE)),
+        ignored=int(np.count_nonzero(ops == UPDATE_BEFORE)),
+    )
+    keep = ops != UPDATE_BEFORE
+    if not keep.all():
+        rows, ops = rows.filter(keep), ops[keep]
+    for k in ctx.key:
+        nulls = rows.column(k).null_count
+        if nulls and (not ctx.nullable_key or k in ctx.required):
+            hint = "" if k in ctx.required else " (allow_nullable_key / --allow-nullable-key accepts them)"
+            msg = f"key column {k!r} is NULL in {nulls} change rows{hint}"
+            raise InvalidArgumentError(msg)
+    if ctx.order_column is not None and (nulls := rows.column(ctx.order_column).null_count):
+        msg = f"order column {ctx.order_column!r} is NULL in {nulls} change rows"
+        raise InvalidArgumentError(msg)
+    sort_keys = [(k, "ascending") for k in ctx.key]
+    if ctx.order_column is not None:
+        sort_keys.append((ctx.order_column, "ascending"))
+    # a stable sort: without an order column, the rows of one key keep their row order
+    order = pc.sort_indices(rows, sort_keys=sort_keys)
+    rows, ops = rows.take(order), ops[order.to_numpy()]
+    n = rows.num_rows
+    same = np.ones(n, dtype=bool)
+    same[:1] = False
+    for k in ctx.key:
+        same &= _same_as_previous(rows.column(k).combine_chunks())
+    if ctx.order_column is not None and n > 1:
+        tie = same & _same_as_previous(rows.column(ctx.order_column).combine_chunks())
+        if tie.any():
+            i = int(np.argmax(tie))
+            value = rows.column(ctx.order_column)[i].as_py()
+            msg = (
+                f"two changes of key ({_describe_key(ctx, rows, i)}) have the same {ctx.order_column} "
+                f"value {value!r}: their order is ambiguous"
+            )
+            raise InvalidArgumentError(msg)
+    starts = np.flatnonzero(~same)
+    last = np.ones(n, dtype=bool)
+    last[:-1] = ~same[1:]
+    written = (ops == INSERT) | (ops == UPDATE)
+    superseded = written & ~last
+    touched = (ops == UPDATE) | (ops == DELETE)
+    eq_rows = starts[np.logical_or.reduceat(touched, starts)] if n else np.zeros(0, np.int64)
+    for name in ctx.required:
+        if name in rows.column_names and rows.column(name).null_count:
+            nulls = pc.sum(pc.and_(pc.is_null(rows.column(name)), pa.array(written))).as_py() or 0
+            if nulls:
+                msg = f"column {name!r} is required but NULL in {nulls} inserted/updated rows"
+                raise InvalidArgumentError(msg)
+    return _Plan(rows, ops, written, superseded, eq_rows.astype(np.int64), counts)

@@ -1,0 +1,530 @@
+"""MERGE as merge-on-read: matched rows updated or deleted, unmatched source rows inserted, one snapshot.
+
+Semantics are Spark SQL's ``MERGE INTO``: clauses are tried in order and the first whose
+condition holds acts; a target row matched by more than one source row is an error (when a
+matched clause exists), never a silent duplicate; a source row matched by no target row goes to
+the ``WHEN NOT MATCHED`` clauses.
+
+Locally, one DuckDB hash join of the source against the streamed merge-on-read scan of the
+target gives every matched pair with its clause and new row. The target is pruned first by the
+``ON`` condition: its target-only conjuncts, and the source's key range for each ``t.k = s.k``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyiceberg.expressions as _expressions
+from pyiceberg.expressions import AlwaysTrue, And
+
+from icemor.exceptions import InvalidArgumentError
+from icemor.expr.duck import empty_table, session
+from icemor.expr.sql import parse_sql, to_iceberg
+from icemor.ops.delete import check_writable
+from icemor.ops.rowlevel import (
+    DUCKDB,
+    SPARK,
+    NewRows,
+    Positions,
+    check_assignment,
+    check_condition,
+    commit_row_changes,
+    resolve_column,
+    typed,
+)
+from icemor.planning.scan import prepare_scan
+from icemor.spec import properties as P
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
+
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import Table as PyIcebergTable
+    from pyiceberg.types import PrimitiveType
+    from pyspark.sql import SparkSession
+
+    from icemor.engines import Runner
+    from icemor.expr.sql import SqlExpression
+    from icemor.ops.rowlevel import Dialect
+    from icemor.planning.scan import ScanJob
+
+__all__ = ["MergeClause", "MergeMetrics", "MergePlan", "merge_rows", "plan_merge"]
+
+_E: Any = _expressions  # pydantic predicates: mypy cannot see their (term, value) constructors
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+DUPLICATE_MATCH = (
+    "MERGE matched a target row with more than one source row: a target row can be updated or "
+    "deleted once only (make the ON condition match at most one source row per target row)"
+)
+
+
+@dataclass(frozen=True)
+class MergeClause:
+    """One ``WHEN [NOT] MATCHED [AND condition] THEN …`` clause."""
+
+    kind: Literal["update", "delete", "insert"]
+    condition: str | None = None
+    values: Mapping[str, str] | None = None
+    """Column -> SQL value; None: every column from the source column of the same name (``*``)."""
+
+
+@dataclass(frozen=True)
+class MergeMetrics:
+    """What a MERGE did."""
+
+    rows_updated: int
+    rows_deleted: int
+    rows_inserted: int
+    data_files_added: int
+    delete_files_added: int
+    data_files_removed: int
+    snapshot_id: int | None
+    """The new snapshot; None when nothing changed (nothing was committed)."""
+    seconds: float
+
+
+@dataclass(frozen=True)
+class _Clause:
+    kind: str
+    condition: SqlExpression | None
+    values: dict[str, SqlExpression]
+    types: dict[str, PrimitiveType] = field(default_factory=dict)
+    star: dict[str, str] = field(default_factory=dict)
+    """``*`` clauses: table column -> the source column it takes (quoted per dialect)."""
+
+    def value_sql(self, column: str, dialect: Dialect, source_alias: str) -> str:
+        if column in self.star:
+            ref = f"{dialect.quote(source_alias)}.{dialect.quote(self.star[column])}"
+            return dialect.cast(ref, self.types[column])
+        return dialect.cast(self.values[column].text, self.types[column])
+
+
+@dataclass(frozen=True)
+class MergePlan:
+    """A MERGE checked against the table and source, with the SQL that runs it."""
+
+    job: ScanJob
+    source: pa.Table
+    """The source rows plus ``__src_row`` (their index)."""
+    on: SqlExpression
+    target_alias: str
+    source_alias: str
+    matched: list[_Clause]
+    not_matched: list[_Clause]
+
+    def matched_sql(self, dialect: Dialect, target: str = "__target", source: str = "__source") -> str:
+        """Every matched pair: ``__file, __pos, __src, __clause`` (-1: no clause acts) and new row."""
+        q = dialect.quote
+        t, s = self.target_alias, self.source_alias
+        whens = " ".join(
+            f"WHEN ({c.condition.text}\n) THEN {i}" if c.condition is not None else f"WHEN TRUE THEN {i}"
+            for i, c in enumerate(self.matched)
+        )
+        clause = f"CASE {whens} ELSE -1 END" if self.matched else "-1"
+        columns = []
+        for f in self.job.metadata.schema().fields:
+            arms = []
+            for c in self.matched:
+                if c.kind != "update":
+                    value = "NULL"
+                elif f.name in c.values:
+                    value = c.value_sql(f.name, dialect, s)
+                else:
+                    value = f"{q(t)}.{q(f.name)}"
+                cond = f"({c.condition.text}\n)" if c.condition is not None else "TRUE"
+                arms.append(f"WHEN {cond} THEN {value}")
+            expr = f"CASE {' '.join(arms)} ELSE NULL END" if arms else "NULL"
+            columns.append(f"{expr} AS {q(f.name)}")
+        return (
+            f"SELECT {q(t)}._file AS __file, {q(t)}._pos AS __pos, {q(s)}.__src_row AS __src, "
+            f"{clause} AS __clause, {', '.join(columns)} "
+            f"FROM {target} AS {q(t)} JOIN {source} AS {q(s)} ON ({self.on.text}\n)"
+        )
+
+    def insert_sql(self, dialect: Dialect, source: str = "__unmatched") -> str:
+        """The inserted rows of unmatched source rows: ``__clause`` (>= 0) and the new row."""
+        q = dialect.quote
+        s = self.source_alias
+        whens = " ".join(
+            f"WHEN ({c.condition.text}\n) THEN {i}" if c.condition is not None else f"WHEN TRUE THEN {i}"
+            for i, c in enumerate(self.not_matched)
+        )
+        columns = []
+        for f in self.job.metadata.schema().fields:
+            arms = []
+            for c in self.not_matched:
+                cond = f"({c.condition.text}\n)" if c.condition is not None else "TRUE"
+                value = c.value_sql(f.name, dialect, s) if f.name in c.values else "NULL"
+                arms.append(f"WHEN {cond} THEN {value}")
+            columns.append(f"CASE {' '.join(arms)} ELSE NULL END AS {q(f.name)}")
+        inner = f"SELECT CASE {whens} ELSE -1 END AS __clause, {', '.join(columns)} FROM {source} AS {q(s)}"
+        return f"SELECT * FROM ({inner}) AS __inserts WHERE __clause >= 0"
+
+
+def _key_on(keys: Sequence[str], schema: Schema, source: pa.Schema, t: str, s: str) -> str:
+    parts = []
+    for key in keys:
+        column = resolve_column(schema, key)
+        if key not in source.names:
+            msg = f"the MERGE source has no key column {key!r} (source columns: {', '.join(source.names)})"
+            raise InvalidArgumentError(msg)
+        parts.append(f"{_name(t)}.{_name(column)} = {_name(s)}.{_name(key)}")
+    if not parts:
+        msg = "MERGE needs at least one key column in on="
+        raise InvalidArgumentError(msg)
+    return " AND ".join(parts)
+
+
+def _name(identifier: str) -> str:
+    """A plain identifier as is (the same in Spark SQL and DuckDB), any other double-quoted."""
+    return identifier if _IDENTIFIER.fullmatch(identifier) else DUCKDB.quote(identifier)
+
+
+def _equi_keys(on: SqlExpression, t: str, s: str) -> list[tuple[str, str]]:
+    """``(target column, source column)`` of each top-level ``t.a = s.b`` conjunct of ON."""
+    out = []
+    stack = [on.tree]
+    while stack:
+        node = stack.pop()
+        if node.get("type") == "CONJUNCTION_AND":
+            stack.extend(node["children"])
+        elif node.get("type") == "COMPARE_EQUAL":
+            sides = [node["left"], node["right"]]
+            if all(n.get("class") == "COLUMN_REF" and len(n["column_names"]) == 2 for n in sides):
+                names = {n["column_names"][0].lower(): n["column_names"][1] for n in sides}
+                if set(names) == {t.lower(), s.lower()}:
+                    out.append((names[t.lower()], names[s.lower()]))
+    return out
+
+
+def _source_range_filter(
+    on: SqlExpression, source: pa.Table, schema: Schema, t: str, s: str
+) -> BooleanExpression:
+    """``k >= min(s.k) AND k <= max(s.k)`` for each equi-key whose source values are comparable."""
+    terms: list[BooleanExpression] = []
+    for target_col, source_col in _equi_keys(on, t, s):
+        names = {n.lower(): n for n in source.column_names}
+        col = names.get(source_col.lower())
+        if col is None or not source.num_rows:
+            continue
+        values = source.column(col)
+        if not (pa.types.is_integer(values.type) or pa.types.is_string(values.type)):
+            continue
+        try:
+            field_type = str(schema.find_type(target_col, case_sensitive=False))
+            name = schema.find_column_name(schema.find_field(target_col, case_sensitive=False).field_id)
+        except ValueError:
+            continue
+        if pa.types.is_integer(values.type) != (field_type in ("int", "long")):
+            continue
+        if pa.types.is_string(values.type) != (field_type == "string"):
+            continue
+        bounds = pc.min_max(values)
+        lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
+        if lo is None or name is None:
+            continue
+        terms += [_E.GreaterThanOrEqual(name, lo), _E.LessThanOrEqual(name, hi)]
+    if not terms:
+        return AlwaysTrue()
+    return terms[0] if len(terms) == 1 else And(*terms)
+
+
+def plan_merge(
+    table: PyIcebergTable,
+    source: pa.Table,
+    on: str | Sequence[str],
+    clauses: Sequence[MergeClause],
+    *,
+    source_alias: str = "s",
+    target_alias: str = "t",
+    bind: bool = True,
+) -> MergePlan:
+    """Check the MERGE and build the scan and SQL that run it.
+
+    Raises:
+        InvalidArgumentError: No clause; unknown column; source without the key columns; a
+            value that cannot be stored in its column; a non-boolean condition; ``*`` with a
+            source that lacks a table column.
+    """
+    metadata = table.metadata
+    schema = metadata.schema()
+    t, s = target_alias, source_alias
+    if t.lower() == s.lower():
+        msg = f"the source and target aliases must differ (both are {t!r})"
+        raise InvalidArgumentError(msg)
+    if not clauses:
+        msg = "MERGE needs at least one WHEN clause"
+        raise InvalidArgumentError(msg)
+    if "__src_row" in source.column_names:
+        msg = "the MERGE source must not have a column named __src_row"
+        raise InvalidArgumentError(msg)
+    if isinstance(on, str) and _IDENTIFIER.fullmatch(on.strip()):
+        on = [on.strip()]  # one key column, as ["id"]
+    on_text = on if isinstance(on, str) else _key_on(list(on), schema, source.schema, t, s)
+    on_sql = parse_sql(on_text, what="ON condition")
+    for parts in on_sql.columns():
+        if (
+            len(parts) == 2
+            and parts[0].lower() == s.lower()
+            and parts[1].lower() not in {n.lower() for n in source.column_names}
+        ):
+            names = ", ".join(source.column_names)
+            msg = f"the MERGE source has no column {parts[1]!r} used in ON (source columns: {names})"
+            raise InvalidArgumentError(msg)
+    prune = to_iceberg(on_sql, schema, qualifier=t)
+    key_range = _source_range_filter(on_sql, source, schema, t, s)
+    row_filter = prune if isinstance(key_range, AlwaysTrue) else And(prune, key_range)
+    job = prepare_scan(metadata, table.io, row_filter=row_filter, metadata_columns=True)
+    src = source.append_column("__src_row", pa.array(np.arange(source.num_rows, dtype=np.int64)))
+    matched: list[_Clause] = []
+    not_matched: list[_Clause] = []
+    source_names = {n.lower(): n for n in source.column_names}
+    empty_source = empty_table(src.schema)
+    seen_unconditional = {"matched": False, "not": False}
+    for i, clause in enumerate(clauses):
+        what = f"clause {i + 1} ({'WHEN NOT MATCHED' if clause.kind == 'insert' else 'WHEN MATCHED'} "
+        what += f"THEN {clause.kind.upper()})"
+        group = "not" if clause.kind == "insert" else "matched"
+        if seen_unconditional[group]:
+            msg = f"{what} can never act: an earlier clause of its kind has no condition"
+            raise InvalidArgumentError(msg)
+        if clause.condition is None:
+            seen_unconditional[group] = True
+        if clause.kind not in ("update", "delete", "insert"):
+            msg = f"unknown MERGE clause kind {clause.kind!r}"
+            raise InvalidArgumentError(msg)
+        condition = parse_sql(clause.condition, what=f"condition of {what}") if clause.condition else None
+        values: dict[str, SqlExpression] = {}
+        star: dict[str, str] = {}
+        if clause.kind != "delete":
+            if clause.values is None:  # * : every table column from the source's same-named column
+                missing = [f.name for f in schema.fields if f.name.lower() not in source_names]
+                if missing:
+                    msg = (
+                        f"{what} with * needs every table column in the source; it lacks {', '.join(missing)}"
+                    )
+                    raise InvalidArgumentError(msg)
+                star = {f.name: source_names[f.name.lower()] for f in schema.fields}
+                values = {
+                    column: parse_sql(f"{DUCKDB.quote(s)}.{DUCKDB.quote(source)}")
+                    for column, source in star.items()
+                }
+            else:
+                for name, text in clause.values.items():
+                    values[resolve_column(schema, name)] = parse_sql(text, what=f"value of {name} in {what}")
+        types: dict[str, PrimitiveType] = {}
+        for column, value in values.items():
+            value_type = "NULL"
+            if bind:
+                value_type = _typed(job, empty_source, value.text, clause.kind, t, s, f"{what}, {column}")
+            types[column] = check_assignment(schema, column, value_type, f"{what}, {column}")
+        if condition is not None and bind:
+            ctype = _typed(job, empty_source, condition.text, clause.kind, t, s, f"condition of {what}")
+            check_condition([("c", ctype)], f"condition of {what}", condition.text)
+        (not_matched if clause.kind == "insert" else matched).append(
+            _Clause(clause.kind, condition, values, types, star)
+        )
+    plan = MergePlan(job, src, on_sql, t, s, matched, not_matched)
+    if bind:
+        on_type = _typed(job, empty_source, on_sql.text, "update", t, s, "ON condition")
+        check_condition([("c", on_type)], "ON condition", on_sql.text)
+        typed(job, plan.matched_sql(DUCKDB), "MERGE", __source=empty_source)
+    return plan
+
+
+def _typed(job: ScanJob, source: pa.Table, sql: str, kind: str, t: str, s: str, what: str) -> str:
+    q = DUCKDB.quote
+    if kind == "insert":  # NOT MATCHED clauses see the source row only
+        statement = f"SELECT ({sql}\n) FROM __source AS {q(s)}"
+    else:
+        statement = f"SELECT ({sql}\n) FROM __target AS {q(t)} JOIN __source AS {q(s)} ON TRUE"
+    return typed(job, statement, what, __source=source)[0][1]
+
+
+def merge_rows(
+    table: PyIcebergTable,
+    source: pa.Table,
+    on: str | Sequence[str],
+    clauses: Sequence[MergeClause],
+    *,
+    source_alias: str = "s",
+    target_alias: str = "t",
+    run: Runner,
+    engine: MergeEngine | None = None,
+) -> MergeMetrics:
+    """Run a MERGE as one merge-on-read snapshot (see the module docstring).
+
+    Raises:
+        InvalidArgumentError: See :func:`plan_merge`; a duplicate match; NULL in a required column.
+        CommitConflictError: A concurrent commit conflicts; nothing is committed.
+    """
+    started = time.monotonic()
+    table = table.refresh()
+    check_writable(table, mode_property=P.MERGE_MODE)
+    engine = engine or LocalMerge()
+    plan = plan_merge(table, source, on, clauses, source_alias=source_alias, target_alias=target_alias)
+    positions = Positions()
+    pairs = Positions()  # every matched (file, pos), to catch a target row matched twice
+    new_rows = NewRows(table)
+    matched_src = np.zeros(plan.source.num_rows, dtype=bool)
+    counts = {"update": 0, "delete": 0, "insert": 0}
+    kinds = np.array([c.kind for c in plan.matched] or ["none"])
+    try:
+        if plan.job.snapshot is not None:
+            for batch in engine.matched(plan):
+                clause = batch.column("__clause").to_numpy(zero_copy_only=False).astype(np.int64)
+                matched_src[batch.column("__src").to_numpy(zero_copy_only=False)] = True
+                if plan.matched:
+                    pairs.add(batch.column("__file"), batch.column("__pos"))
+                acting = clause >= 0
+                if not acting.any():
+                    continue
+                acted = batch.filter(pa.array(acting))
+                positions.add(acted.column("__file"), acted.column("__pos"))
+                kind = kinds[clause[acting]]
+                counts["delete"] += int((kind == "delete").sum())
+                updates = kind == "update"
+                counts["update"] += int(updates.sum())
+                if updates.any():
+                    new_rows.add(acted.filter(pa.array(updates)))
+            if plan.matched:
+                pairs.finish(unique=DUPLICATE_MATCH)
+        if plan.not_matched and not matched_src.all():
+            unmatched = plan.source.filter(pa.array(~matched_src))
+            for batch in engine.inserted(plan, unmatched):
+                counts["insert"] += batch.num_rows
+                new_rows.add(batch)
+        found = positions.finish()
+    except BaseException:
+        new_rows.abort()
+        raise
+    if not found and not new_rows.rows:
+        return MergeMetrics(0, 0, 0, 0, 0, 0, None, time.monotonic() - started)
+    if plan.job.snapshot is None:  # an empty table: only inserts
+        from icemor.commit.row_delta import RowDelta
+        from icemor.commit.validation import Validation
+
+        try:
+            files = new_rows.files()
+        except BaseException:
+            new_rows.abort()
+            raise
+        snap = RowDelta(table, Validation(start_snapshot_id=None), added_files=files).commit()
+        return MergeMetrics(
+            0, 0, counts["insert"], len(files), 0, 0, snap.snapshot_id, time.monotonic() - started
+        )
+    result = commit_row_changes(
+        table,
+        plan.job,
+        found,
+        new_rows,
+        run=run,
+        isolation_property=P.MERGE_ISOLATION_LEVEL,
+        conflict_filter=plan.job.options.row_filter,
+    )
+    return MergeMetrics(
+        rows_updated=counts["update"],
+        rows_deleted=counts["delete"],
+        rows_inserted=counts["insert"],
+        data_files_added=result.data_files_added,
+        delete_files_added=result.delete_files_added,
+        data_files_removed=result.data_files_removed,
+        snapshot_id=result.snapshot.snapshot_id if result.snapshot is not None else None,
+        seconds=time.monotonic() - started,
+    )
+
+
+class MergeEngine:
+    """Runs a MergePlan's SQL: the matched pairs and the inserted rows, as Arrow batches."""
+
+    def matched(self, plan: MergePlan) -> Iterator[pa.RecordBatch]:
+        raise NotImplementedError
+
+    def inserted(self, plan: MergePlan, unmatched: pa.Table) -> Iterator[pa.RecordBatch]:
+        raise NotImplementedError
+
+
+class LocalMerge(MergeEngine):
+    """DuckDB: a hash join of the source against the streamed local scan."""
+
+    def matched(self, plan: MergePlan) -> Iterator[pa.RecordBatch]:
+        from icemor.engines.local import read_batches
+
+        job = plan.job
+        target = pa.RecordBatchReader.from_batches(job.arrow_schema, read_batches(job))
+        s = session()
+        with s.inputs({"__target": target, "__source": plan.source}):
+            yield from s.reader(plan.matched_sql(DUCKDB))
+
+    def inserted(self, plan: MergePlan, unmatched: pa.Table) -> Iterator[pa.RecordBatch]:
+        s = session()
+        with s.inputs({"__unmatched": unmatched}):
+            yield from s.reader(plan.insert_sql(DUCKDB))
+
+
+class SparkMerge(MergeEngine):
+    """Spark SQL: the target scan read on the executors, joined with the source in Spark."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    def matched(self, plan: MergePlan) -> Iterator[pa.RecordBatch]:
+        from icemor.engines.spark.sql import run_sql
+
+        sql = plan.matched_sql(SPARK, target="{target}", source="{source}")
+        result = run_sql(self.spark, sql, scans={"target": plan.job}, tables={"source": plan.source})
+        return iter(result.to_batches())
+
+    def inserted(self, plan: MergePlan, unmatched: pa.Table) -> Iterator[pa.RecordBatch]:
+        from icemor.engines.spark.sql import run_sql
+
+        sql = plan.insert_sql(SPARK, source="{unmatched}")
+        return iter(run_sql(self.spark, sql, tables={"unmatched": unmatched}).to_batches())
+
+
+def read_source(source: Any) -> pa.Table:
+    """A MERGE source as an Arrow table: a table, batches, pandas or Spark DataFrame, Parquet paths.
+
+    A Spark DataFrame is collected to the driver (as Arrow).
+    """
+    from pathlib import Path
+
+    if type(source).__module__.startswith("pyspark.sql"):
+        from icemor.engines.spark import collect_arrow
+
+        return collect_arrow(source)
+    if isinstance(source, pa.Table):
+        return source
+    if isinstance(source, pa.RecordBatch):
+        return pa.Table.from_batches([source])
+    if isinstance(source, pa.RecordBatchReader):
+        return source.read_all()
+    if isinstance(source, str | Path) or (
+        isinstance(source, list | tuple) and source and all(isinstance(p, str | Path) for p in source)
+    ):
+        import pyarrow.parquet as pq
+
+        paths = [Path(p) for p in ([source] if isinstance(source, str | Path) else source)]
+        for p in paths:
+            if not p.is_file():
+                msg = f"no such file: {p}"
+                raise InvalidArgumentError(msg)
+        try:
+            return pa.concat_tables([pq.read_table(p) for p in paths], promote_options="default")
+        except (OSError, pa.ArrowInvalid) as e:
+            msg = f"cannot read the MERGE source: {str(e).splitlines()[0]}"
+            raise InvalidArgumentError(msg) from e
+    if type(source).__name__ == "DataFrame" and hasattr(source, "to_records"):  # pandas
+        return pa.Table.from_pandas(source, preserve_index=False)
+    msg = (
+        "a MERGE source must be an Arrow table, Parquet file paths or a pandas DataFrame, "
+        f"not {type(source).__name__}"
+    )
+    raise InvalidArgumentError(msg)

@@ -1,0 +1,380 @@
+"""What UPDATE and MERGE share: SQL checks, the changed rows' positions, new data files, one commit.
+
+Both find their target rows with SQL over the merge-on-read scan (``_file``, ``_pos`` and every
+column, existing deletes applied), then:
+
+- the old rows' positions become position-delete files through DELETE's per-file units
+  (:func:`icemor.ops.delete.delete_unit`: ``write.delete.granularity``, a data file whose every
+  live row changes is removed rather than listed row by row, seed 004);
+- the new rows are written as data files of the table's current partition spec, so a row
+  whose partition column changes moves to its new partition;
+- one RowDelta commits both, validated as Iceberg Java validates its row-level operations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyiceberg.types import (
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    PrimitiveType,
+    StringType,
+    TimestampType,
+    TimestamptzType,
+)
+
+from icemor._compat.pyiceberg import write_data_files
+from icemor.commit.files import from_data_file
+from icemor.commit.row_delta import RowDelta
+from icemor.commit.validation import Validation
+from icemor.exceptions import InvalidArgumentError
+from icemor.expr.duck import duck_type, empty_table, session
+from icemor.expr.sql import quote_identifier
+from icemor.ops.delete import delete_units, run_units
+from icemor.spec import properties as P
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+
+    import numpy.typing as npt
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import Table as PyIcebergTable
+    from pyiceberg.table.snapshots import Snapshot
+
+    from icemor.engines import Runner
+    from icemor.planning.scan import ScanJob
+    from icemor.spec.files import WrittenFile
+
+__all__ = [
+    "DUCKDB",
+    "SPARK",
+    "Dialect",
+    "NewRows",
+    "Positions",
+    "RowLevelResult",
+    "check_assignment",
+    "check_condition",
+    "commit_row_changes",
+    "resolve_column",
+]
+
+# New rows held before they are written: the memory bound of an UPDATE/MERGE's output.
+BATCH_ROWS = 1 << 20
+
+# Which value types SQL may assign to a column (Spark's ANSI store assignment: numbers to
+# numbers, strings to strings, dates and timestamps to each other; never a string to a number).
+_NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "FLOAT", "DOUBLE", "DECIMAL", "UTINYINT",
+            "USMALLINT", "UINTEGER", "UBIGINT")  # fmt: skip
+_TEMPORAL = ("DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ", "TIMESTAMP_NS", "TIMESTAMP_MS",
+             "TIMESTAMP_S")  # fmt: skip
+
+
+def _assignable(target: PrimitiveType, value_type: str) -> bool:
+    base = value_type.split("(", maxsplit=1)[0].upper()
+    if base in ("NULL", '"NULL"'):
+        return True
+    if isinstance(target, IntegerType | LongType | FloatType | DoubleType | DecimalType):
+        return base in _NUMERIC
+    if isinstance(target, StringType):
+        return base == "VARCHAR"
+    if isinstance(target, BooleanType):
+        return base == "BOOLEAN"
+    if isinstance(target, DateType | TimestampType | TimestamptzType):
+        return base in _TEMPORAL
+    return base == duck_type(target).split("(")[0]
+
+
+def resolve_column(schema: Schema, name: str) -> str:
+    """The table's spelling of a top-level column ``name`` (matched case-insensitively, as SQL)."""
+    for f in schema.fields:
+        if f.name == name:
+            return f.name
+    matches = [f.name for f in schema.fields if f.name.lower() == name.lower()]
+    if len(matches) == 1:
+        return matches[0]
+    if "." in name:
+        msg = f"cannot assign to nested field {name!r}: only top-level columns can be SET"
+        raise InvalidArgumentError(msg)
+    msg = f"unknown column {name!r} (columns: {', '.join(f.name for f in schema.fields)})"
+    raise InvalidArgumentError(msg)
+
+
+def check_condition(types: list[tuple[str, str]], what: str, text: str) -> None:
+    """Refuse a condition whose SQL type is not BOOLEAN."""
+    t = types[0][1].upper()
+    if t not in ("BOOLEAN", '"NULL"', "NULL"):
+        msg = f"the {what} {text!r} is of type {t}, not a boolean condition"
+        raise InvalidArgumentError(msg)
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one engine's SQL spells identifiers and column types."""
+
+    name: str
+    quote: Callable[[str], str]
+    type_name: Callable[[PrimitiveType], str]
+    rounds_to_integer: bool = False
+    """CAST of a fraction to an integer rounds (DuckDB) rather than truncating (Spark)."""
+
+    def cast(self, value_sql: str, t: PrimitiveType) -> str:
+        """``value_sql`` as a value of column type ``t``, as Spark stores it (2.7 -> 2)."""
+        value = f"({value_sql}\n)"
+        if self.rounds_to_integer and isinstance(t, IntegerType | LongType):
+            value = f"trunc{value}"  # numeric (check_assignment): truncate toward zero first
+        return f"CAST({value} AS {self.type_name(t)})"
+
+
+def _spark_type_name(t: PrimitiveType) -> str:
+    simple = {
+        BooleanType: "boolean",
+        IntegerType: "int",
+        LongType: "bigint",
+        FloatType: "float",
+        DoubleType: "double",
+        DateType: "date",
+        TimestampType: "timestamp_ntz",
+        TimestamptzType: "timestamp",  # Spark's TIMESTAMP is an instant: Iceberg's timestamptz
+        StringType: "string",
+    }
+    if isinstance(t, DecimalType):
+        return f"decimal({t.precision},{t.scale})"
+    for cls, name in simple.items():
+        if isinstance(t, cls):
+            return name
+    msg = f"SQL expressions on columns of type {t} are not supported on Spark"
+    raise InvalidArgumentError(msg)
+
+
+DUCKDB = Dialect("duckdb", quote_identifier, duck_type, rounds_to_integer=True)
+SPARK = Dialect("spark", lambda n: "`" + n.replace("`", "``") + "`", _spark_type_name)
+
+
+def check_assignment(schema: Schema, column: str, value_type: str, source: str) -> PrimitiveType:
+    """The column's type, refusing a value type Spark would not store in it (ANSI store assignment).
+
+    Args:
+        schema: The table schema.
+        column: The table's column name.
+        value_type: DuckDB's type of the value.
+        source: How errors name the value (``SET qty``, ``INSERT value of qty``).
+    """
+    field = schema.find_field(column)
+    if not isinstance(field.field_type, PrimitiveType):
+        msg = f"{source}: assigning to a {field.field_type} column is not supported"
+        raise InvalidArgumentError(msg)
+    if not _assignable(field.field_type, value_type):
+        msg = (
+            f"{source}: a {value_type} value cannot be stored in column {column!r} of type {field.field_type}"
+        )
+        raise InvalidArgumentError(msg)
+    return field.field_type
+
+
+def empty_scan_table(job: ScanJob) -> pa.Table:
+    return empty_table(job.arrow_schema)
+
+
+class Positions:
+    """The positions of changed rows, per data file, gathered from query output batches."""
+
+    def __init__(self) -> None:
+        self._parts: dict[str, list[npt.NDArray[np.int64]]] = defaultdict(list)
+        self.rows = 0
+
+    def add(self, files: pa.Array | pa.ChunkedArray, positions: pa.Array | pa.ChunkedArray) -> None:
+        if not len(files):
+            return
+        encoded = pc.dictionary_encode(files)
+        if isinstance(encoded, pa.ChunkedArray):
+            encoded = encoded.combine_chunks()
+        codes = encoded.indices.to_numpy(zero_copy_only=False)
+        pos = np.asarray(positions.to_numpy(zero_copy_only=False) if isinstance(positions, pa.Array)
+                         else positions.to_numpy(), dtype=np.int64)  # fmt: skip
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1))
+        for i, path in enumerate(encoded.dictionary.to_pylist()):
+            lo, hi = bounds[i], bounds[i + 1]
+            if hi > lo:
+                self._parts[path].append(pos[order[lo:hi]])
+        self.rows += len(pos)
+
+    def finish(self, *, unique: str | None = None) -> dict[str, npt.NDArray[np.int64]]:
+        """Sorted positions per file. ``unique``: the error if a position comes twice."""
+        out: dict[str, npt.NDArray[np.int64]] = {}
+        for path, parts in self._parts.items():
+            pos = np.sort(np.concatenate(parts))
+            if len(pos) > 1 and bool((pos[1:] == pos[:-1]).any()):
+                if unique is not None:
+                    raise InvalidArgumentError(unique)
+                pos = np.unique(pos)
+            out[path] = pos
+        return out
+
+
+@dataclass
+class NewRows:
+    """New rows of the table, written as data files of its current spec ``BATCH_ROWS`` at a time."""
+
+    table: PyIcebergTable
+    rows: int = 0
+    written: list[DataFile] = field(default_factory=list)
+    _pending: list[pa.RecordBatch | pa.Table] = field(default_factory=list)
+    _pending_rows: int = 0
+    _uuid: uuid.UUID = field(default_factory=uuid.uuid4)
+    _counter: Iterable[int] = field(default_factory=itertools.count)
+
+    def __post_init__(self) -> None:
+        self.arrow_schema = schema_to_pyarrow(self.table.metadata.schema(), include_field_ids=False)
+        self.required = [f.name for f in self.table.metadata.schema().fields if f.required]
+
+    def add(self, data: pa.RecordBatch | pa.Table) -> None:
+        if not data.num_rows:
+            return
+        for name in self.required:
+            if data.column(name).null_count:
+                msg = f"column {name!r} is required (NOT NULL) but a new value of it is NULL"
+                raise InvalidArgumentError(msg)
+        self._pending.append(data.select(self.arrow_schema.names))
+        self._pending_rows += data.num_rows
+        self.rows += data.num_rows
+        if self._pending_rows >= BATCH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        tables = [t if isinstance(t, pa.Table) else pa.Table.from_batches([t]) for t in self._pending]
+        data = pa.concat_tables([t.cast(self.arrow_schema) for t in tables])
+        self._pending, self._pending_rows = [], 0
+        self.written += write_data_files(
+            self.table.metadata,
+            data,
+            self.table.io,
+            write_uuid=self._uuid,
+            counter=self._counter,  # type: ignore[arg-type]
+        )
+
+    def files(self) -> list[WrittenFile]:
+        self.flush()
+        spec_id = self.table.metadata.default_spec_id
+        return [from_data_file(f, spec_id) for f in self.written]
+
+    def abort(self) -> None:
+        for f in self.written:
+            with contextlib.suppress(OSError):
+                self.table.io.delete(f.file_path)
+        self.written = []
+
+
+@dataclass(frozen=True)
+class RowLevelResult:
+    snapshot: Snapshot | None
+    rows_deleted: int
+    data_files_added: int
+    delete_files_added: int
+    data_files_removed: int
+
+
+def commit_row_changes(
+    table: PyIcebergTable,
+    job: ScanJob,
+    positions: Mapping[str, npt.NDArray[np.int64]],
+    new_rows: NewRows,
+    *,
+    run: Runner,
+    isolation_property: str,
+    conflict_filter: BooleanExpression,
+    snapshot_properties: Mapping[str, str] | None = None,
+) -> RowLevelResult:
+    """Write the position deletes of ``positions``, then commit them with ``new_rows``' files.
+
+    On any failure nothing is committed and every file written for the operation is removed.
+    """
+    assert job.snapshot is not None
+    try:
+        data = new_rows.files()
+    except BaseException:
+        new_rows.abort()
+        raise
+    by_path = {p.data_file.path: p for p in job.live_files()}
+    planned = [by_path[path] for path in positions]
+    units = delete_units(table, planned, job.options, positions=positions) if planned else []
+    try:
+        results = run_units(table, units, run)
+    except BaseException:
+        new_rows.abort()
+        raise
+    deletes = [w for r in results for w in r.written]
+    removed = {p for r in results for p in r.removed}
+    if not data and not deletes and not removed:
+        return RowLevelResult(None, 0, 0, 0, 0)
+    isolation = P.choice(
+        table.metadata.properties, isolation_property, P.ISOLATION_LEVEL_DEFAULT, ("serializable", "snapshot")
+    )
+    delta = RowDelta(
+        table,
+        Validation(
+            start_snapshot_id=job.snapshot.snapshot_id,
+            conflict_filter=conflict_filter,
+            serializable=isolation == "serializable",
+            referenced_data_files={p for r in results for p in r.referenced},
+            removed_data_files={p for r in results for p in r.removed},
+            # a removed data file's live rows live on in the new data files: a delete that a
+            # concurrent commit adds for it would be lost (Java: validateNoNewDeletesForDataFiles)
+            no_new_deletes_for={p for r in results for p in r.removed},
+        ),
+        added_files=[*deletes, *data],
+        removed_paths=removed,
+        snapshot_properties=dict(snapshot_properties or {}),
+    )
+    committed = delta.commit()  # on failure it removes what it was given (not when the outcome is unknown)
+    return RowLevelResult(
+        snapshot=committed,
+        rows_deleted=sum(r.deleted_rows for r in results),
+        data_files_added=len(data),
+        delete_files_added=len(deletes),
+        data_files_removed=sum(r.removed_data_files for r in results),
+    )
+
+
+def elapsed(started: float) -> float:
+    return time.monotonic() - started
+
+
+def typed(job: ScanJob, sql: str, what: str, **others: pa.Table) -> list[tuple[str, str]]:
+    """The output types of ``sql`` over an empty ``__target`` with the scan's columns.
+
+    Raises:
+        InvalidArgumentError: ``sql`` does not bind (unknown column or function, bad types),
+            named as ``what``.
+    """
+    s = session()
+    try:
+        with s.inputs({"__target": empty_scan_table(job), **others}):
+            return s.types(sql)
+    except InvalidArgumentError as e:
+        msg = f"{what}: {e}"
+        raise InvalidArgumentError(msg) from e
+
+
+def column_list(names: Iterable[str], prefix: str = "") -> str:
+    return ", ".join(f"{prefix}{quote_identifier(n)}" for n in names)

@@ -1,0 +1,207 @@
+"""UPDATE as merge-on-read: position deletes for the old rows, data files for the new, one snapshot.
+
+``SET`` values and the condition are SQL (:mod:`icemor.expr`). On the local engine DuckDB runs
+``SELECT _file, _pos, <new row> FROM <scan> WHERE <condition>`` over the streamed merge-on-read
+scan; the conjuncts of the condition that translate to pyiceberg prune data files first. The
+rest is :mod:`icemor.ops.rowlevel`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from icemor.exceptions import InvalidArgumentError
+from icemor.expr.duck import session
+from icemor.expr.sql import parse_sql, to_iceberg
+from icemor.ops.delete import check_writable
+from icemor.ops.rowlevel import (
+    DUCKDB,
+    SPARK,
+    NewRows,
+    Positions,
+    check_assignment,
+    check_condition,
+    commit_row_changes,
+    resolve_column,
+    typed,
+)
+from icemor.planning.scan import prepare_scan
+from icemor.spec import properties as P
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+    from pyiceberg.table import Table as PyIcebergTable
+    from pyiceberg.types import PrimitiveType
+    from pyspark.sql import SparkSession
+
+    from icemor.engines import Runner
+    from icemor.expr.sql import SqlExpression
+    from icemor.ops.rowlevel import Dialect
+    from icemor.planning.scan import ScanJob
+
+__all__ = ["UpdateMetrics", "UpdatePlan", "plan_update", "update_rows"]
+
+
+@dataclass(frozen=True)
+class UpdateMetrics:
+    """What an UPDATE did."""
+
+    rows_updated: int
+    data_files_added: int
+    delete_files_added: int
+    data_files_removed: int
+    snapshot_id: int | None
+    """The new snapshot; None when no row matched (nothing was committed)."""
+    seconds: float
+
+
+@dataclass(frozen=True)
+class UpdatePlan:
+    """An UPDATE checked against the table: the scan of its targets and its SQL."""
+
+    job: ScanJob
+    condition: SqlExpression | None
+    values: dict[str, SqlExpression]
+    """Table column -> its new value (unassigned columns keep theirs)."""
+    types: dict[str, PrimitiveType]
+
+    def select_sql(self, dialect: Dialect, target: str = "__target") -> str:
+        """``SELECT _file, _pos, <every column, new or kept> FROM target WHERE …``."""
+        q = dialect.quote
+        row = ", ".join(
+            f"{dialect.cast(self.values[f.name].text, self.types[f.name])} AS {q(f.name)}"
+            if f.name in self.values
+            else q(f.name)
+            for f in self.job.metadata.schema().fields
+        )
+        where = f" WHERE ({self.condition.text}\n)" if self.condition is not None else ""
+        return f"SELECT _file, _pos, {row} FROM {target}{where}"
+
+
+def plan_update(
+    table: PyIcebergTable,
+    set: Mapping[str, str],
+    where: str | None,
+    *,
+    bind: bool = True,
+) -> UpdatePlan:
+    """Check the UPDATE and build the scan and SQL that find its rows.
+
+    ``bind``: also bind the SQL with DuckDB (types, columns, functions); the Spark engine
+    leaves that to Spark's analyzer.
+
+    Raises:
+        InvalidArgumentError: No assignment, unknown column, a value that cannot be stored in
+            its column, a condition that is not boolean or does not parse.
+    """
+    metadata = table.metadata
+    schema = metadata.schema()
+    if not set:
+        msg = "UPDATE needs at least one SET column = value"
+        raise InvalidArgumentError(msg)
+    condition = parse_sql(where, what="condition") if where is not None else None
+    values: dict[str, SqlExpression] = {}
+    for name, text in set.items():
+        column = resolve_column(schema, name)
+        if column in values:
+            msg = f"column {column!r} is SET twice"
+            raise InvalidArgumentError(msg)
+        values[column] = parse_sql(text, what=f"SET value of {column}")
+    job = prepare_scan(metadata, table.io, row_filter=to_iceberg(condition, schema), metadata_columns=True)
+    types: dict[str, PrimitiveType] = {}
+    for column, value in values.items():
+        value_type = "NULL"
+        if bind:
+            value_type = typed(job, f"SELECT ({value.text}\n) FROM __target", f"SET {column}")[0][1]
+        types[column] = check_assignment(schema, column, value_type, f"SET {column}")
+    if condition is not None and bind:
+        sql = f"SELECT ({condition.text}\n) FROM __target"
+        check_condition(typed(job, sql, "condition"), "condition", condition.text)
+    plan = UpdatePlan(job, condition, values, types)
+    if bind:
+        typed(job, plan.select_sql(DUCKDB), "UPDATE")  # the whole statement: any other error, now
+    return plan
+
+
+def update_rows(
+    table: PyIcebergTable,
+    set: Mapping[str, str],
+    where: str | None = None,
+    *,
+    run: Runner,
+    spark: SparkSession | None = None,
+) -> UpdateMetrics:
+    """Update the rows matching ``where`` (every row when None) as one merge-on-read snapshot.
+
+    Args:
+        table: The pyiceberg table (refreshed here).
+        set: Column -> SQL value, e.g. ``{"qty": "qty + 1"}``.
+        where: SQL condition; None updates every row.
+        run: Scheduler of the per-file delete work.
+        spark: Run the SQL as Spark SQL on this session (the scan read on its executors)
+            instead of DuckDB over the local scan.
+
+    Raises:
+        InvalidArgumentError: See :func:`plan_update`; a NULL for a required column.
+        CommitConflictError: A concurrent commit conflicts; nothing is committed.
+    """
+    started = time.monotonic()
+    table = table.refresh()
+    check_writable(table, mode_property=P.UPDATE_MODE)
+    plan = plan_update(table, set, where)
+    if plan.job.snapshot is None:
+        return UpdateMetrics(0, 0, 0, 0, None, time.monotonic() - started)
+    positions = Positions()
+    new_rows = NewRows(table)
+    try:
+        batches = local_changed_rows(plan) if spark is None else spark_changed_rows(plan, spark)
+        for batch in batches:
+            positions.add(batch.column("_file"), batch.column("_pos"))
+            new_rows.add(batch)
+        found = positions.finish()
+    except BaseException:
+        new_rows.abort()
+        raise
+    if not found:
+        return UpdateMetrics(0, 0, 0, 0, None, time.monotonic() - started)
+    result = commit_row_changes(
+        table,
+        plan.job,
+        found,
+        new_rows,
+        run=run,
+        isolation_property=P.UPDATE_ISOLATION_LEVEL,
+        conflict_filter=plan.job.options.row_filter,
+    )
+    return UpdateMetrics(
+        rows_updated=positions.rows,
+        data_files_added=result.data_files_added,
+        delete_files_added=result.delete_files_added,
+        data_files_removed=result.data_files_removed,
+        snapshot_id=result.snapshot.snapshot_id if result.snapshot is not None else None,
+        seconds=time.monotonic() - started,
+    )
+
+
+def spark_changed_rows(plan: UpdatePlan, spark: SparkSession) -> Iterator[pa.RecordBatch]:
+    """Spark SQL over the scan read on the executors; the changed rows come back as Arrow."""
+    from icemor.engines.spark.sql import run_sql
+
+    sql = plan.select_sql(SPARK, target="{target}")
+    return iter(run_sql(spark, sql, scans={"target": plan.job}).to_batches())
+
+
+def local_changed_rows(plan: UpdatePlan) -> Iterator[pa.RecordBatch]:
+    """DuckDB over the streamed local scan."""
+    from icemor.engines.local import read_batches
+
+    job = plan.job
+    target = pa.RecordBatchReader.from_batches(job.arrow_schema, read_batches(job))
+    s = session()
+    with s.inputs({"__target": target}):
+        yield from s.reader(plan.select_sql(DUCKDB))
