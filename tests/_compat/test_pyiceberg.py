@@ -45,15 +45,6 @@ def test_to_requested_schema_projects_by_field_id() -> None:
     assert out.column(1).to_pylist() == ["x", "x"]  # an identity-partition constant fills the column
 
 
-def test_to_requested_schema_for_a_parquet_write_adds_field_ids() -> None:
-    batch = pa.RecordBatch.from_pydict({"id": pa.array([1, 2], pa.int64()), "cat": ["a", None]})
-    out = compat.to_requested_schema(
-        SCHEMA, SCHEMA, batch, downcast_ns_timestamp_to_us=False, missing_fields={}, for_parquet_write=True
-    )
-    assert [f.metadata[b"PARQUET:field_id"] for f in out.schema] == [b"1", b"2"]
-    assert out.column(1).to_pylist() == ["a", None]
-
-
 def test_partition_constants_for_a_file_without_the_partition_column() -> None:
     spec = PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "cat"), spec_id=1)
     data_file = DataFile.from_args(partition=Record("a"))

@@ -13,8 +13,9 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
 from icemor.engines.local import runner
-from icemor.io.writers import DataFileTarget, write_data_rows
+from icemor.io.data_writer import DataFileTarget
 from icemor.maintenance._units import run_guarded
+from icemor.maintenance.data_files import write_streamed
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -34,11 +35,18 @@ def _batches(n: int, size: int) -> list[pa.RecordBatch]:
     ]
 
 
+def _target(tmp_path: Path, prefix: str, size: int) -> DataFileTarget:
+    return DataFileTarget(str(tmp_path), prefix, 0, (), target_file_size=size, row_group_rows=1000)
+
+
+def write_data_rows(io: Any, target: DataFileTarget, batches: Any) -> Any:
+    return write_streamed(io, target, iter(batches), SCHEMA, {}, format_version=2)
+
+
 def test_data_files_roll_at_the_target_size_with_metrics(tmp_path: Path) -> None:
     io = PyArrowFileIO()
-    target = DataFileTarget(str(tmp_path), "u", 0, (), target_file_size=1)  # every row group is too big
-    props = {"write.parquet.row-group-limit": "1000"}
-    written = write_data_rows(io, target, SCHEMA, props, _batches(10, 500))
+    target = _target(tmp_path, "u", 1)  # every row group is too big
+    written = write_data_rows(io, target, _batches(10, 500))
     assert [w.record_count for w in written] == [1000] * 5
     assert [w.path for w in written] == [target.location(i) for i in range(5)]
     for i, w in enumerate(written):
@@ -49,12 +57,12 @@ def test_data_files_roll_at_the_target_size_with_metrics(tmp_path: Path) -> None
         assert from_bytes(LongType(), w.lower_bounds[1]) == 1000 * i
         assert from_bytes(LongType(), w.upper_bounds[1]) == 1000 * i + 999
         assert w.value_counts[2] == 1000 and w.null_value_counts[2] == 0
-    big = DataFileTarget(str(tmp_path), "big", 0, (), target_file_size=1 << 30)
-    (one,) = write_data_rows(io, big, SCHEMA, props, _batches(10, 500))
+    big = _target(tmp_path, "big", 1 << 30)
+    (one,) = write_data_rows(io, big, _batches(10, 500))
     assert one.record_count == 5000 and pq.ParquetFile(one.path).metadata.num_row_groups == 5
     # batches that do not add up to the limit: full row groups all the same, the rest last
-    odd = DataFileTarget(str(tmp_path), "odd", 0, (), target_file_size=1 << 30)
-    (one,) = write_data_rows(io, odd, SCHEMA, props, _batches(7, 700))
+    odd = _target(tmp_path, "odd", 1 << 30)
+    (one,) = write_data_rows(io, odd, _batches(7, 700))
     md = pq.ParquetFile(one.path).metadata
     assert [md.row_group(i).num_rows for i in range(md.num_row_groups)] == [1000, 1000, 1000, 1000, 900]
     ids = pq.read_table(one.path).column("id").to_pylist()
@@ -66,9 +74,8 @@ def test_a_failed_write_removes_its_files(tmp_path: Path) -> None:
         yield from _batches(3, 1000)
         raise RuntimeError("reader failed")
 
-    target = DataFileTarget(str(tmp_path), "u", 0, (), target_file_size=1)
     with pytest.raises(RuntimeError, match="reader failed"):
-        write_data_rows(PyArrowFileIO(), target, SCHEMA, {"write.parquet.row-group-limit": "1000"}, batches())
+        write_data_rows(PyArrowFileIO(), _target(tmp_path, "u", 1), batches())
     assert list(tmp_path.iterdir()) == []
 
 

@@ -60,27 +60,13 @@ def to_requested_schema(
     *,
     downcast_ns_timestamp_to_us: bool,
     missing_fields: dict[int, Any],
-    for_parquet_write: bool = False,
 ) -> pa.RecordBatch:
     """Project a batch read with ``file_schema`` onto ``requested`` by field id.
 
     Why: pyiceberg's projection handles renames, added columns (nulls or initial defaults),
     type promotions and identity-partition constants exactly as its own reader does; there is
-    no public per-batch entry point. ``for_parquet_write``: the batch pyiceberg's own writer
-    hands to Parquet (its types, Parquet field ids on every field).
+    no public per-batch entry point.
     """
-    if for_parquet_write:
-        from pyiceberg.io.fileformat import FileFormatFactory
-        from pyiceberg.manifest import FileFormat
-
-        return _pyarrow_io._to_requested_schema(
-            requested,
-            file_schema,
-            batch,
-            downcast_ns_timestamp_to_us=downcast_ns_timestamp_to_us,
-            include_field_ids=True,
-            format_model=FileFormatFactory.get(FileFormat.PARQUET),
-        )
     return _pyarrow_io._to_requested_schema(
         requested,
         file_schema,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.io.pyarrow import (
     compute_statistics_plan,
@@ -28,10 +29,9 @@ from pyiceberg.io.pyarrow import (
 from icemor.spec.files import FileContent, WrittenFile
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     import numpy.typing as npt
-    import pyarrow as pa
     from pyiceberg.io import FileIO, OutputStream
     from pyiceberg.schema import Schema
 
@@ -75,7 +75,7 @@ class ParquetFile:
 def write_rolling(
     io: FileIO,
     location: Callable[[int], str],
-    rows: pa.Table,
+    rows: pa.Table | Iterable[pa.Table],
     schema: Schema,
     metrics_properties: Mapping[str, str],
     *,
@@ -91,7 +91,8 @@ def write_rolling(
     Args:
         io: The table's FileIO.
         location: The path of the n-th file.
-        rows: The rows, in the file's Arrow schema (field ids on the columns).
+        rows: The rows, in the file's Arrow schema (field ids on the columns); or chunks of
+            them as they come (a rewrite streams its input: memory holds one chunk).
         schema: The Iceberg schema of ``rows`` (for the metrics).
         metrics_properties: Table properties deciding the metrics mode of each column.
         target_file_size: Bytes on disk after which the next file is started.
@@ -101,14 +102,16 @@ def write_rolling(
     out: list[ParquetFile] = []
     current: _OpenFile | None = None
     step = max(1, row_group_rows)
+    chunks = [rows] if isinstance(rows, pa.Table) else rows
     try:
-        for start in range(0, rows.num_rows, step):
-            if current is None:
-                current = _OpenFile(io, location(len(out)), rows.schema, compression)
-            current.write(rows.slice(start, step))
-            if current.size() >= target_file_size:
-                out.append(current.close(schema, metrics_properties))
-                current = None
+        for chunk in chunks:
+            for start in range(0, chunk.num_rows, step):
+                if current is None:
+                    current = _OpenFile(io, location(len(out)), chunk.schema, compression)
+                current.write(chunk.slice(start, step))
+                if current.size() >= target_file_size:
+                    out.append(current.close(schema, metrics_properties))
+                    current = None
         if current is not None:
             out.append(current.close(schema, metrics_properties))
     except BaseException:
@@ -125,7 +128,7 @@ def write_rolling(
 def write_data_files(
     io: FileIO,
     target: DataFileTarget,
-    rows: pa.Table,
+    rows: pa.Table | Iterable[pa.Table],
     schema: Schema,
     properties: Mapping[str, str],
 ) -> list[WrittenFile]:
@@ -134,12 +137,12 @@ def write_data_files(
     Args:
         io: The table's FileIO.
         target: Directory, name prefix, partition and sizes.
-        rows: The rows, in the order their positions are counted.
+        rows: The rows, in the order their positions are counted (or chunks of them).
         schema: The Iceberg schema of ``rows``.
         properties: Table properties (metrics modes).
 
     Returns:
-        The files in row order; their record counts add up to ``rows.num_rows``.
+        The files in row order; their record counts add up to the rows'.
     """
     files = write_rolling(
         io,
@@ -168,6 +171,7 @@ def write_data_files(
                 lower_bounds=dict(m["lower_bounds"]),
                 upper_bounds=dict(m["upper_bounds"]),
                 split_offsets=tuple(m["split_offsets"]) if m.get("split_offsets") else None,
+                nan_value_counts=dict(m.get("nan_value_counts") or {}),
             )
         )
     return out

@@ -1,47 +1,32 @@
-"""Write position-delete files and rewritten data files, rolled at a target size, with metrics.
+"""Write position-delete files: sorted (file_path, pos) rows, rolled at a target size, with metrics.
 
 Spec, "Position Delete Files": rows sorted by ``file_path`` then ``pos``; the file belongs to
 the partition (and spec) of the data files it deletes from. Metrics are full for both columns
 (Iceberg Java's ``MetricsConfig.forPositionDelete``): a file referencing one data file has
 equal ``file_path`` bounds, which is how v2 readers scope it to that file.
-
-Data files (compaction) are written by pyiceberg's own Parquet writer, metrics included
-(``write.metadata.metrics.*``); icemor only rolls to a new file once the bytes written reach
-the target, as Java's rolling writers do, so memory stays at one row group.
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.conversions import to_bytes
-from pyiceberg.io import OutputFile
 from pyiceberg.types import LongType, StringType
 
-from icemor._compat.pyiceberg import to_requested_schema
 from icemor.spec.files import FileContent, WrittenFile
 from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID, DELETE_FILE_POS_FIELD_ID
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Sequence
 
     import numpy.typing as npt
-    from pyiceberg.io import FileIO, InputFile, OutputStream
-    from pyiceberg.schema import Schema
+    from pyiceberg.io import FileIO
 
-__all__ = [
-    "POSITION_DELETE_SCHEMA",
-    "DataFileTarget",
-    "DeleteFileTarget",
-    "remove_written",
-    "write_data_rows",
-    "write_position_deletes",
-]
+__all__ = ["POSITION_DELETE_SCHEMA", "DeleteFileTarget", "remove_written", "write_position_deletes"]
 
 POSITION_DELETE_SCHEMA = pa.schema(
     [
@@ -203,150 +188,3 @@ class _RollingFile:
             },
             referenced_data_file=self.paths[0] if len(self.paths) == 1 else None,
         )
-
-
-@dataclass(frozen=True, slots=True)
-class DataFileTarget:
-    """Where and how to write the data files of one partition (picklable for executors)."""
-
-    directory: str
-    """The partition's data directory (a URI or path, no trailing slash)."""
-    prefix: str
-    """Unique per unit of work: the file names are ``{prefix}-{n:05d}.parquet``, n = 0, 1, …"""
-    spec_id: int
-    partition: tuple[object, ...]
-    target_file_size: int
-
-    def location(self, index: int) -> str:
-        return f"{self.directory}/{self.prefix}-{index:05d}.parquet"
-
-
-class _Measured(OutputFile):
-    """An output file that keeps its stream, so the bytes written so far can be read (``tell``)."""
-
-    def __init__(self, inner: OutputFile) -> None:
-        super().__init__(inner.location)
-        self._inner = inner
-        self.stream: OutputStream | None = None
-
-    def __len__(self) -> int:
-        return len(self._inner)
-
-    def exists(self) -> bool:
-        return self._inner.exists()
-
-    def to_input_file(self) -> InputFile:
-        return self._inner.to_input_file()
-
-    def create(self, overwrite: bool = False) -> OutputStream:
-        self.stream = self._inner.create(overwrite=overwrite)
-        return self.stream
-
-
-def write_data_rows(
-    io: FileIO,
-    target: DataFileTarget,
-    schema: Schema,
-    properties: Mapping[str, str],
-    batches: Iterable[pa.RecordBatch],
-) -> list[WrittenFile]:
-    """Write rows of ``schema`` (all of one partition of ``target``) as data files of the target size.
-
-    Row groups hold ``write.parquet.row-group-limit`` rows; a new file starts once the bytes
-    written reach ``target.target_file_size``. On failure every file written is removed.
-    """
-    from pyiceberg.table import TableProperties
-    from pyiceberg.utils.properties import property_as_int
-
-    files = _RollingDataFiles(io, target, schema, properties)
-    row_limit = property_as_int(
-        dict(properties),
-        TableProperties.PARQUET_ROW_GROUP_LIMIT,
-        TableProperties.PARQUET_ROW_GROUP_LIMIT_DEFAULT,
-    )
-    assert row_limit is not None
-    try:
-        held: list[pa.RecordBatch] = []
-        rows = 0
-        for batch in batches:
-            if batch.num_rows:
-                held.append(files.convert(batch))
-                rows += batch.num_rows
-            while rows >= row_limit:  # whole row groups of exactly the limit; the rest waits
-                table = pa.Table.from_batches(held)
-                files.write(table.slice(0, row_limit))
-                held = table.slice(row_limit).to_batches()
-                rows -= row_limit
-        if rows:
-            files.write(pa.Table.from_batches(held))
-        files.close()
-    except BaseException:
-        files.abort()
-        raise
-    return files.written
-
-
-class _RollingDataFiles:
-    """pyiceberg's Parquet writer (field ids, metrics), one file after another at the target size."""
-
-    def __init__(
-        self, io: FileIO, target: DataFileTarget, schema: Schema, properties: Mapping[str, str]
-    ) -> None:
-        from pyiceberg.io.fileformat import FileFormatFactory
-        from pyiceberg.manifest import FileFormat
-        from pyiceberg.schema import sanitize_column_names
-
-        self._io, self._target, self._schema = io, target, schema
-        self._props = dict(properties)
-        self._model = FileFormatFactory.get(FileFormat.PARQUET)
-        # as pyiceberg's write_file: Parquet gets Avro-safe column names when the table's are not
-        self._file_schema = sanitize_column_names(schema)
-        self._writer: Any = None
-        self._file: _Measured | None = None
-        self.written: list[WrittenFile] = []
-
-    def convert(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """The batch as pyiceberg's writer takes it (its types, field ids)."""
-        return to_requested_schema(
-            self._file_schema,
-            self._schema,
-            batch,
-            downcast_ns_timestamp_to_us=False,
-            missing_fields={},
-            for_parquet_write=True,
-        )
-
-    def write(self, rows: pa.Table) -> None:
-        """Write one row group; start the next file once this one reached the target."""
-        if self._writer is None:
-            self._file = _Measured(self._io.new_output(self._target.location(len(self.written))))
-            self._writer = self._model.create_writer(self._file, self._file_schema, self._props)
-        self._writer.write(rows)
-        stream = self._file.stream if self._file is not None else None
-        if stream is not None and stream.tell() >= self._target.target_file_size:
-            self.close()
-
-    def close(self) -> None:
-        if self._writer is None or self._file is None:
-            return
-        writer, measured = self._writer, self._file
-        self._writer = self._file = None
-        stats = writer.close().to_serialized_dict()
-        offsets = stats.pop("split_offsets", None)
-        self.written.append(
-            WrittenFile(
-                content=FileContent.DATA,
-                path=measured.location,
-                file_size_in_bytes=len(measured),
-                spec_id=self._target.spec_id,
-                partition=self._target.partition,
-                split_offsets=tuple(offsets) if offsets else None,
-                **stats,
-            )
-        )
-
-    def abort(self) -> None:
-        if self._writer is not None:
-            with contextlib.suppress(Exception):  # the original error matters, not this one
-                self._writer.close()
-        remove_written(self._io, self._target)

@@ -16,8 +16,9 @@ file-scoped delete files only); equality deletes cannot be counted without readi
 so they count through ``delete-file-threshold`` only, as in Java.
 
 Each group is split into units of about the target size; a unit reads its files with every
-delete applied (the read path's own verdict) and writes the rows with pyiceberg's Parquet
-writer (field ids, metrics), rolling to a new file once the bytes written reach the target,
+delete applied (the read path's own verdict) and writes the rows with icemor's data writer
+(pyiceberg's field-id projection and metrics), in row groups of ``write.parquet.row-group-limit``
+rows, rolling to a new file once the bytes written reach the target,
 locally or on Spark executors. Files of an older partition spec are written by pyiceberg's
 ``append`` writer instead, which partitions rows by the current spec but sizes files by
 in-memory Arrow bytes (they come out smaller). One ``replace`` commit removes the rewritten
@@ -41,18 +42,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
+from pyiceberg.schema import sanitize_column_names
 from pyiceberg.table.snapshots import Operation
 
-from icemor._compat.pyiceberg import write_data_files
+from icemor._compat.pyiceberg import to_file_schema, write_data_files
 from icemor.commit.files import from_data_file
 from icemor.commit.manifests import delete_quietly
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
 from icemor.engines.local import stream
 from icemor.exceptions import InvalidArgumentError
+from icemor.io.data_writer import DataFileTarget
+from icemor.io.data_writer import write_data_files as write_rows
 from icemor.io.deletes import deleted_positions
 from icemor.io.reader import output_schema, read_task
-from icemor.io.writers import DataFileTarget, remove_written, write_data_rows
+from icemor.io.writers import remove_written
 from icemor.maintenance._units import check_rewritable, partition_directory, run_guarded
 from icemor.planning.manifests import live_delete_files
 from icemor.planning.scan import prepare_scan
@@ -61,10 +65,11 @@ from icemor.spec.files import FileContent
 from icemor.spec.tasks import FileScanTask
 
 if TYPE_CHECKING:
-    from collections.abc import Generator, Iterator
+    from collections.abc import Generator, Iterator, Mapping
 
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.io import FileIO
+    from pyiceberg.schema import Schema
     from pyiceberg.table import Table as PyIcebergTable
     from pyiceberg.table.metadata import TableMetadata
 
@@ -73,7 +78,7 @@ if TYPE_CHECKING:
     from icemor.spec.files import WrittenFile
     from icemor.spec.tasks import PlannedFile
 
-__all__ = ["DataRewriteMetrics", "RewriteUnit", "rewrite_data_files", "rewrite_data_unit"]
+__all__ = ["DataRewriteMetrics", "RewriteUnit", "rewrite_data_files", "rewrite_data_unit", "write_streamed"]
 
 # Iceberg Java's SizeBasedFileRewritePlanner defaults
 MIN_FILE_SIZE_RATIO = 0.75
@@ -151,6 +156,43 @@ def _repartitioned(io: FileIO, unit: RewriteUnit, batches: Iterator[pa.RecordBat
     return written
 
 
+def _row_groups(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.Table]:
+    """The rows in tables of exactly ``rows`` rows (the last one shorter): one row group each."""
+    held: list[pa.RecordBatch] = []
+    count = 0
+    for batch in batches:
+        if batch.num_rows:
+            held.append(batch)
+            count += batch.num_rows
+        while count >= rows:
+            table = pa.Table.from_batches(held)
+            yield table.slice(0, rows)
+            rest = table.slice(rows)
+            held, count = rest.to_batches(), rest.num_rows
+    if count:
+        yield pa.Table.from_batches(held)
+
+
+def write_streamed(
+    io: FileIO,
+    target: DataFileTarget,
+    batches: Iterator[pa.RecordBatch],
+    schema: Schema,
+    properties: Mapping[str, str],
+    *,
+    format_version: int,
+) -> list[WrittenFile]:
+    """Write rows of ``schema`` as they come, in row groups of ``target.row_group_rows`` rows,
+    rolled at the target size; memory holds one row group. On failure nothing is left."""
+    # as pyiceberg's writer: Parquet gets Avro-safe column names when the table's are not
+    file_schema = sanitize_column_names(schema)
+    chunks = (
+        to_file_schema(schema, file_schema, g, format_version=format_version)
+        for g in _row_groups(batches, target.row_group_rows)
+    )
+    return write_rows(io, target, chunks, file_schema, properties)
+
+
 def rewrite_data_unit(io: FileIO, unit: RewriteUnit) -> _UnitResult:
     """Read the unit's files with every delete applied and write their rows as new data files.
 
@@ -164,7 +206,15 @@ def rewrite_data_unit(io: FileIO, unit: RewriteUnit) -> _UnitResult:
         if unit.target is None:
             written = _repartitioned(io, unit, batches)
         else:
-            written = write_data_rows(io, unit.target, opts.schema, unit.metadata.properties, batches)
+            metadata = unit.metadata
+            written = write_streamed(
+                io,
+                unit.target,
+                batches,
+                opts.schema,
+                metadata.properties,
+                format_version=metadata.format_version,
+            )
     finally:
         batches.close()  # stops the readers when writing failed
     return _UnitResult(tuple(written), sum(w.record_count for w in written))
@@ -288,6 +338,7 @@ def rewrite_data_files(
         update={"properties": {**props, P.WRITE_TARGET_FILE_SIZE_BYTES: str(target)}}
     )
     commit_id = uuid.uuid4().hex[:12]
+    row_group_rows = P.int_property(props, P.PARQUET_ROW_GROUP_LIMIT, P.PARQUET_ROW_GROUP_LIMIT_DEFAULT)
     units: list[RewriteUnit] = []
     for files in rewrite:
         f = files[0].data_file
@@ -300,6 +351,8 @@ def rewrite_data_files(
                     spec_id=f.spec_id,
                     partition=f.partition,
                     target_file_size=target,
+                    row_group_rows=row_group_rows,
+                    compression=props.get(P.PARQUET_COMPRESSION, P.PARQUET_COMPRESSION_DEFAULT),
                 )
             units.append(RewriteUnit(tuple(b), job.options, data_target, write_metadata, str(uuid.uuid4())))
 

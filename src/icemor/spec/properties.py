@@ -50,6 +50,9 @@ COMMIT_TOTAL_RETRY_TIME_MS_DEFAULT = 1_800_000
 WRITE_TARGET_FILE_SIZE_BYTES = "write.target-file-size-bytes"
 WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT = 512 * 1024 * 1024
 
+PARQUET_ROW_GROUP_LIMIT = "write.parquet.row-group-limit"  # pyiceberg's, in rows
+PARQUET_ROW_GROUP_LIMIT_DEFAULT = 1_048_576
+
 PARQUET_COMPRESSION = "write.parquet.compression-codec"
 PARQUET_COMPRESSION_DEFAULT = "zstd"
 
