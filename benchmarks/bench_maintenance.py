@@ -6,7 +6,8 @@ files, built by Iceberg Java on first use). Each run takes a fresh copy of base 
 files registered, not copied), deletes 10 % of the rows with Iceberg Java's merge-on-read
 ``DELETE ... WHERE id % 10 = 3`` (one position-delete file per data file: pos10), reads it,
 compacts it with ``rewrite_data_files(delete_file_threshold=1)`` and reads it again; base is
-read the same way for comparison. Reads are icemor local, warm (the second of two reads):
+read the same way for comparison. Reads are icemor local, warm (the median of 5 reads after
+one warm-up read):
 narrow (``qty``, then count and sum) and all columns to Arrow; Java's narrow
 ``count(*), sum(qty)`` too. Every result is checked (rows, sum(id) through Java; sum(qty) in
 cents through icemor) before its time counts. Seconds, median of ``--runs`` after a warm-up.
@@ -44,16 +45,22 @@ def _cents(values: Any) -> int:
     return int(pc.sum(pc.cast(pc.round(pc.multiply(values, 100)), "int64")).as_py() or 0)
 
 
+READS = 5
+
+
 def _warm(read: Callable[[], tuple[int, int]], expected: tuple[int, int], what: str) -> float:
-    """Time the second of two reads, after checking what both read."""
-    for _ in range(2):
+    """The median of READS reads after one warm-up read, each checked."""
+    times = []
+    for i in range(READS + 1):
         t0 = time.perf_counter()
         got = read()
         elapsed = time.perf_counter() - t0
         if got != expected:
             msg = f"{what}: read (rows, qty cents) {got}, expected {expected}"
             raise RuntimeError(msg)
-    return elapsed
+        if i:
+            times.append(elapsed)
+    return statistics.median(times)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,9 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     def java_narrow(name: str) -> float:
         query = f"SELECT count(*), sum(qty) FROM {java.qualified(name)}"
         java.sql(query)
-        t0 = time.perf_counter()
-        java.sql(query)
-        return time.perf_counter() - t0
+        times = []
+        for _ in range(READS):
+            t0 = time.perf_counter()
+            java.sql(query)
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
 
     times: dict[str, list[float]] = {}
 
@@ -152,8 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"pos10 ({args.rows:,} rows, 10 % deleted by Java, one position-delete file per data file) before "
-        f"and after rewrite_data_files(delete_file_threshold=1), and base; seconds, median of {args.runs} "
-        "after a warm-up"
+        f"and after rewrite_data_files(delete_file_threshold=1), and base; seconds: each read the median of "
+        f"{READS} warm reads, each cell the median over {args.runs} runs after a warm-up run"
     )
     table = [["", "median s", "runs"]]
     table += [[k, f"{statistics.median(v):.3f}", " ".join(f"{t:.2f}" for t in v)] for k, v in times.items()]
