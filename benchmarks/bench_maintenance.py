@@ -7,10 +7,10 @@ files registered, not copied), deletes 10 % of the rows with Iceberg Java's merg
 ``DELETE ... WHERE id % 10 = 3`` (one position-delete file per data file: pos10), reads it,
 compacts it with ``rewrite_data_files(delete_file_threshold=1)`` and reads it again; base is
 read the same way for comparison. Reads are icemor local, warm (the median of 5 reads after
-one warm-up read):
-narrow (``qty``, then count and sum) and all columns to Arrow; Java's narrow
-``count(*), sum(qty)`` too. Every result is checked (rows, sum(id) through Java; sum(qty) in
-cents through icemor) before its time counts. Seconds, median of ``--runs`` after a warm-up.
+one warm-up read): narrow (``qty``, then count and sum) and all columns to Arrow; Java's
+narrow ``count(*), sum(qty)`` too. Every result is checked (rows, sum(id) through Java;
+sum(qty) in cents through icemor) before its time counts. Seconds, median of ``--runs`` runs
+after a warm-up run.
 """
 
 from __future__ import annotations
