@@ -27,7 +27,15 @@ if TYPE_CHECKING:
 
     from pyiceberg.types import IcebergType
 
-__all__ = ["DuckSession", "duck_type", "empty_table", "filter_batches", "first_line", "session"]
+__all__ = [
+    "DuckSession",
+    "duck_type",
+    "empty_table",
+    "filter_batches",
+    "first_line",
+    "is_boolean_type",
+    "session",
+]
 
 _local = threading.local()
 
@@ -182,6 +190,11 @@ def duck_type(t: IcebergType) -> str:
             return name
     msg = f"SQL expressions on columns of type {t} are not supported"
     raise InvalidArgumentError(msg)
+
+
+def is_boolean_type(value_type: str) -> bool:
+    """Whether a DuckDB type name can be a condition: BOOLEAN, or the type of a bare NULL."""
+    return value_type.upper() in ("BOOLEAN", "NULL", '"NULL"')
 
 
 def empty_table(schema: pa.Schema) -> pa.Table:

@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from icemor._compat.pyiceberg import check_arrow_schema_compatible, write_data_files
 from icemor.exceptions import InvalidArgumentError
+from icemor.ops.inputs import open_parquet
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -54,7 +55,7 @@ def append_files(
     metadata = table.metadata
     opened = []
     for path in paths:
-        pf = _open(path)
+        pf = open_parquet(path)
         schema = downcast_ns_timestamps(pf.schema_arrow) if metadata.format_version < 3 else pf.schema_arrow
         try:
             check_arrow_schema_compatible(metadata.schema(), schema, format_version=metadata.format_version)
@@ -88,22 +89,6 @@ def append_files(
             table.io.delete(f.file_path)
         raise
     return rows
-
-
-def _open(path: Path) -> pq.ParquetFile:
-    import pyarrow.parquet as pq
-
-    if not path.exists():
-        msg = f"no such file: {path}"
-        raise InvalidArgumentError(msg)
-    if path.is_dir():
-        msg = f"{path} is a directory, not a Parquet file"
-        raise InvalidArgumentError(msg)
-    try:
-        return pq.ParquetFile(path)
-    except (OSError, pa.ArrowInvalid) as e:
-        msg = f"cannot read Parquet file {path}: {e}"
-        raise InvalidArgumentError(msg) from e
 
 
 class _Chunk:

@@ -37,7 +37,6 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -61,6 +60,7 @@ from icemor.io.equality_writer import write_equality_deletes
 from icemor.io.writers import DeleteFileTarget, write_position_deletes
 from icemor.ops.append import downcast_ns_timestamps, schema_mismatch_message
 from icemor.ops.delete import check_writable
+from icemor.ops.inputs import read_arrow
 from icemor.spec import properties as P
 from icemor.spec.files import FileContent
 
@@ -391,43 +391,6 @@ def _unpartitioned_spec_id(metadata: TableMetadata) -> int:
     return _UNSET_SPEC
 
 
-def _read_changes(changes: Any) -> pa.Table:
-    """The batch as one Arrow table: a table, a reader, a pandas DataFrame, or Parquet files."""
-    import pyarrow.parquet as pq
-
-    if isinstance(changes, pa.Table):
-        return changes
-    if isinstance(changes, pa.RecordBatch):
-        return pa.Table.from_batches([changes])
-    if isinstance(changes, pa.RecordBatchReader):
-        return changes.read_all()
-    if type(changes).__module__.startswith("pandas"):
-        return pa.Table.from_pandas(changes, preserve_index=False)
-    paths = [changes] if isinstance(changes, str | Path) else list(changes)
-    tables = []
-    for p in paths:
-        path = Path(p)
-        if not path.exists():
-            msg = f"no such file: {path}"
-            raise InvalidArgumentError(msg)
-        if path.is_dir():
-            msg = f"{path} is a directory, not a Parquet file"
-            raise InvalidArgumentError(msg)
-        try:
-            tables.append(pq.read_table(path))
-        except (OSError, pa.ArrowInvalid) as e:
-            msg = f"cannot read Parquet file {path}: {str(e).splitlines()[0]}"
-            raise InvalidArgumentError(msg) from e
-    if not tables:
-        msg = "no change files given"
-        raise InvalidArgumentError(msg)
-    try:
-        return pa.concat_tables(tables, promote_options="default")
-    except pa.ArrowInvalid as e:
-        msg = f"the change files' schemas differ: {str(e).splitlines()[0]}"
-        raise InvalidArgumentError(msg) from e
-
-
 def apply_changes(
     table: PyIcebergTable,
     changes: Any,
@@ -463,7 +426,7 @@ def apply_changes(
     _check_app(app_id, batch_id)
     if app_id is not None and _already_committed(table, app_id, batch_id):
         return _skipped(started)
-    rows = _read_changes(changes)
+    rows = read_arrow(changes, what="the changes")
     ctx = prepare_changes(
         table,
         rows.schema,

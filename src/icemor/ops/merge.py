@@ -27,6 +27,7 @@ from icemor.exceptions import InvalidArgumentError
 from icemor.expr.duck import empty_table, session
 from icemor.expr.sql import parse_sql, to_iceberg
 from icemor.ops.delete import check_writable
+from icemor.ops.inputs import read_arrow
 from icemor.ops.rowlevel import (
     DUCKDB,
     SPARK,
@@ -244,7 +245,6 @@ def plan_merge(
     *,
     source_alias: str = "s",
     target_alias: str = "t",
-    bind: bool = True,
 ) -> MergePlan:
     """Check the MERGE and build the scan and SQL that run it.
 
@@ -321,21 +321,18 @@ def plan_merge(
                     values[resolve_column(schema, name)] = parse_sql(text, what=f"value of {name} in {what}")
         types: dict[str, PrimitiveType] = {}
         for column, value in values.items():
-            value_type = "NULL"
-            if bind:
-                value_type = _typed(job, empty_source, value.text, clause.kind, t, s, f"{what}, {column}")
+            value_type = _typed(job, empty_source, value.text, clause.kind, t, s, f"{what}, {column}")
             types[column] = check_assignment(schema, column, value_type, f"{what}, {column}")
-        if condition is not None and bind:
+        if condition is not None:
             ctype = _typed(job, empty_source, condition.text, clause.kind, t, s, f"condition of {what}")
-            check_condition([("c", ctype)], f"condition of {what}", condition.text)
+            check_condition(ctype, f"condition of {what}", condition.text)
         (not_matched if clause.kind == "insert" else matched).append(
             _Clause(clause.kind, condition, values, types, star)
         )
     plan = MergePlan(job, src, on_sql, t, s, matched, not_matched)
-    if bind:
-        on_type = _typed(job, empty_source, on_sql.text, "update", t, s, "ON condition")
-        check_condition([("c", on_type)], "ON condition", on_sql.text)
-        typed(job, plan.matched_sql(DUCKDB), "MERGE", __source=empty_source)
+    on_type = _typed(job, empty_source, on_sql.text, "update", t, s, "ON condition")
+    check_condition(on_type, "ON condition", on_sql.text)
+    typed(job, plan.matched_sql(DUCKDB), "MERGE", __source=empty_source)
     return plan
 
 
@@ -407,19 +404,6 @@ def merge_rows(
         raise
     if not found and not new_rows.rows:
         return MergeMetrics(0, 0, 0, 0, 0, 0, None, time.monotonic() - started)
-    if plan.job.snapshot is None:  # an empty table: only inserts
-        from icemor.commit.row_delta import RowDelta
-        from icemor.commit.validation import Validation
-
-        try:
-            files = new_rows.files()
-        except BaseException:
-            new_rows.abort()
-            raise
-        snap = RowDelta(table, Validation(start_snapshot_id=None), added_files=files).commit()
-        return MergeMetrics(
-            0, 0, counts["insert"], len(files), 0, 0, snap.snapshot_id, time.monotonic() - started
-        )
     result = commit_row_changes(
         table,
         plan.job,
@@ -490,41 +474,10 @@ class SparkMerge(MergeEngine):
 
 
 def read_source(source: Any) -> pa.Table:
-    """A MERGE source as an Arrow table: a table, batches, pandas or Spark DataFrame, Parquet paths.
-
-    A Spark DataFrame is collected to the driver (as Arrow).
-    """
-    from pathlib import Path
-
+    """A MERGE source as an Arrow table (see :func:`icemor.ops.inputs.read_arrow`); a Spark
+    DataFrame is collected to the driver (as Arrow)."""
     if type(source).__module__.startswith("pyspark.sql"):
         from icemor.engines.spark import collect_arrow
 
         return collect_arrow(source)
-    if isinstance(source, pa.Table):
-        return source
-    if isinstance(source, pa.RecordBatch):
-        return pa.Table.from_batches([source])
-    if isinstance(source, pa.RecordBatchReader):
-        return source.read_all()
-    if isinstance(source, str | Path) or (
-        isinstance(source, list | tuple) and source and all(isinstance(p, str | Path) for p in source)
-    ):
-        import pyarrow.parquet as pq
-
-        paths = [Path(p) for p in ([source] if isinstance(source, str | Path) else source)]
-        for p in paths:
-            if not p.is_file():
-                msg = f"no such file: {p}"
-                raise InvalidArgumentError(msg)
-        try:
-            return pa.concat_tables([pq.read_table(p) for p in paths], promote_options="default")
-        except (OSError, pa.ArrowInvalid) as e:
-            msg = f"cannot read the MERGE source: {str(e).splitlines()[0]}"
-            raise InvalidArgumentError(msg) from e
-    if type(source).__name__ == "DataFrame" and hasattr(source, "to_records"):  # pandas
-        return pa.Table.from_pandas(source, preserve_index=False)
-    msg = (
-        "a MERGE source must be an Arrow table, Parquet file paths or a pandas DataFrame, "
-        f"not {type(source).__name__}"
-    )
-    raise InvalidArgumentError(msg)
+    return read_arrow(source, what="the MERGE source")

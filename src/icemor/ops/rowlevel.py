@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -44,7 +43,7 @@ from icemor.commit.files import from_data_file
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
 from icemor.exceptions import InvalidArgumentError
-from icemor.expr.duck import duck_type, empty_table, session
+from icemor.expr.duck import duck_type, empty_table, is_boolean_type, session
 from icemor.expr.sql import quote_identifier
 from icemor.ops.delete import delete_units, run_units
 from icemor.spec import properties as P
@@ -117,11 +116,10 @@ def resolve_column(schema: Schema, name: str) -> str:
     raise InvalidArgumentError(msg)
 
 
-def check_condition(types: list[tuple[str, str]], what: str, text: str) -> None:
-    """Refuse a condition whose SQL type is not BOOLEAN."""
-    t = types[0][1].upper()
-    if t not in ("BOOLEAN", '"NULL"', "NULL"):
-        msg = f"the {what} {text!r} is of type {t}, not a boolean condition"
+def check_condition(value_type: str, what: str, text: str) -> None:
+    """Refuse a condition whose SQL type (DuckDB's name) is not BOOLEAN."""
+    if not is_boolean_type(value_type):
+        msg = f"the {what} {text!r} is of type {value_type.upper()}, not a boolean condition"
         raise InvalidArgumentError(msg)
 
 
@@ -165,7 +163,7 @@ def _spark_type_name(t: PrimitiveType) -> str:
 
 
 DUCKDB = Dialect("duckdb", quote_identifier, duck_type, rounds_to_integer=True)
-SPARK = Dialect("spark", lambda n: "`" + n.replace("`", "``") + "`", _spark_type_name)
+SPARK = Dialect("spark", quote_identifier, _spark_type_name)
 
 
 def check_assignment(schema: Schema, column: str, value_type: str, source: str) -> PrimitiveType:
@@ -308,8 +306,8 @@ def commit_row_changes(
     """Write the position deletes of ``positions``, then commit them with ``new_rows``' files.
 
     On any failure nothing is committed and every file written for the operation is removed.
+    An empty table (no snapshot) takes new rows only.
     """
-    assert job.snapshot is not None
     try:
         data = new_rows.files()
     except BaseException:
@@ -333,7 +331,7 @@ def commit_row_changes(
     delta = RowDelta(
         table,
         Validation(
-            start_snapshot_id=job.snapshot.snapshot_id,
+            start_snapshot_id=job.snapshot.snapshot_id if job.snapshot is not None else None,
             conflict_filter=conflict_filter,
             serializable=isolation == "serializable",
             referenced_data_files={p for r in results for p in r.referenced},
@@ -356,10 +354,6 @@ def commit_row_changes(
     )
 
 
-def elapsed(started: float) -> float:
-    return time.monotonic() - started
-
-
 def typed(job: ScanJob, sql: str, what: str, **others: pa.Table) -> list[tuple[str, str]]:
     """The output types of ``sql`` over an empty ``__target`` with the scan's columns.
 
@@ -374,7 +368,3 @@ def typed(job: ScanJob, sql: str, what: str, **others: pa.Table) -> list[tuple[s
     except InvalidArgumentError as e:
         msg = f"{what}: {e}"
         raise InvalidArgumentError(msg) from e
-
-
-def column_list(names: Iterable[str], prefix: str = "") -> str:
-    return ", ".join(f"{prefix}{quote_identifier(n)}" for n in names)

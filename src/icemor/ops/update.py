@@ -87,13 +87,11 @@ def plan_update(
     table: PyIcebergTable,
     set: Mapping[str, str],
     where: str | None,
-    *,
-    bind: bool = True,
 ) -> UpdatePlan:
     """Check the UPDATE and build the scan and SQL that find its rows.
 
-    ``bind``: also bind the SQL with DuckDB (types, columns, functions); the Spark engine
-    leaves that to Spark's analyzer.
+    DuckDB binds the SQL (types, columns, functions) on both engines: the documented subset
+    is the same on both, so a bad value or condition is refused before anything runs.
 
     Raises:
         InvalidArgumentError: No assignment, unknown column, a value that cannot be stored in
@@ -115,16 +113,13 @@ def plan_update(
     job = prepare_scan(metadata, table.io, row_filter=to_iceberg(condition, schema), metadata_columns=True)
     types: dict[str, PrimitiveType] = {}
     for column, value in values.items():
-        value_type = "NULL"
-        if bind:
-            value_type = typed(job, f"SELECT ({value.text}\n) FROM __target", f"SET {column}")[0][1]
+        value_type = typed(job, f"SELECT ({value.text}\n) FROM __target", f"SET {column}")[0][1]
         types[column] = check_assignment(schema, column, value_type, f"SET {column}")
-    if condition is not None and bind:
+    if condition is not None:
         sql = f"SELECT ({condition.text}\n) FROM __target"
-        check_condition(typed(job, sql, "condition"), "condition", condition.text)
+        check_condition(typed(job, sql, "condition")[0][1], "condition", condition.text)
     plan = UpdatePlan(job, condition, values, types)
-    if bind:
-        typed(job, plan.select_sql(DUCKDB), "UPDATE")  # the whole statement: any other error, now
+    typed(job, plan.select_sql(DUCKDB), "UPDATE")  # the whole statement: any other error, now
     return plan
 
 

@@ -208,7 +208,7 @@ def prepare_scan(
 
 def _check_condition(text: str, read_schema: pa.Schema) -> None:
     """Bind the SQL row filter now (columns, functions, types), not on the first batch."""
-    from icemor.expr.duck import empty_table, session
+    from icemor.expr.duck import empty_table, is_boolean_type, session
 
     s = session()
     try:
@@ -216,7 +216,7 @@ def _check_condition(text: str, read_schema: pa.Schema) -> None:
             kind = s.types(f"SELECT ({text}\n) FROM __batch")[0][1].upper()
     except InvalidArgumentError as e:
         raise InvalidArgumentError(str(e)) from e
-    if kind not in ("BOOLEAN", "NULL", '"NULL"'):
+    if not is_boolean_type(kind):
         msg = f"it is of type {kind}, not a boolean condition"
         raise InvalidArgumentError(msg)
 
