@@ -32,46 +32,14 @@ import pytest
 from pyiceberg.table.snapshots import ancestors_of
 
 import icemor
+from concurrency import WORKER_PRELUDE
 from icemor.catalog import load_catalog
 
 SCHEMA = pa.schema([("id", pa.int64()), ("k", pa.string())])
 
-WORKER = r"""
-import json, os, sys, time
-from pathlib import Path
-
-plan = json.loads(sys.argv[1])
-
-import pyarrow as pa
-from pyiceberg.catalog.sql import SqlCatalog
-
-import icemor
-from icemor.exceptions import CommitConflictError, CommitFailedError
-from pyiceberg.exceptions import CommitFailedException
-
-
-def wait_for(path):
-    deadline = time.monotonic() + 60
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {path}")
-        time.sleep(0.002)
-
-
-pause = {}
-original = SqlCatalog.commit_table
-
-
-def commit_table(self, table, requirements, updates):
-    if pause:
-        p = dict(pause)
-        pause.clear()
-        Path(p["touch"]).touch()
-        wait_for(p["wait"])
-    return original(self, table, requirements, updates)
-
-
-SqlCatalog.commit_table = commit_table
+WORKER = (
+    WORKER_PRELUDE
+    + r"""
 table = icemor.load_table(plan["table"])
 Path(plan["ready"]).touch()
 wait_for(plan["go"])
@@ -118,6 +86,7 @@ for i, op in enumerate(plan["ops"]):
     assert not pause, f"operation {i} never reached its catalog swap"
 print(json.dumps(log))
 """
+)
 
 
 @pytest.fixture

@@ -40,6 +40,7 @@ from pyiceberg.manifest import ManifestContent
 from pyiceberg.table.snapshots import ancestors_of
 
 import icemor
+from concurrency import WORKER_PRELUDE
 from icemor.catalog import load_catalog
 
 if TYPE_CHECKING:
@@ -57,42 +58,9 @@ Row = tuple[int, str, int]
 # One worker process. argv[1] is its plan (JSON): its ready/go files and its operations. An
 # operation may name its own table (default: the plan's) and `pause`: its first catalog swap
 # touches one file, then waits for another before going on.
-WORKER = r"""
-import json, os, sys, time
-from pathlib import Path
-
-plan = json.loads(sys.argv[1])
-
-import pyarrow as pa
-from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.exceptions import CommitFailedException
-
-import icemor
-from icemor.exceptions import CommitConflictError, CommitFailedError
-
-
-def wait_for(path):
-    deadline = time.monotonic() + 40
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {path}")
-        time.sleep(0.002)
-
-
-pause = {}
-original = SqlCatalog.commit_table
-
-
-def commit_table(self, table, requirements, updates):
-    if pause:
-        p = dict(pause)
-        pause.clear()
-        Path(p["touch"]).touch()
-        wait_for(p["wait"])
-    return original(self, table, requirements, updates)
-
-
-SqlCatalog.commit_table = commit_table
+WORKER = (
+    WORKER_PRELUDE
+    + r"""
 
 tables = {}
 
@@ -156,6 +124,7 @@ for i, op in enumerate(plan["ops"]):
     assert not pause, f"operation {i} never reached its catalog swap"
 print(json.dumps(log))
 """
+)
 
 
 @pytest.fixture
