@@ -18,7 +18,6 @@ written table, side by side with a copy of base without changes: icemor local, i
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -36,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from bench_scan import COLUMNS_DDL, EXACT_SQL, SPARK_SQL, machine_info, note_of, qty_cents, render
-from bench_write import DEFAULT_DATA_DIR, LAYOUT, MARKER, NAMESPACE, ROWS, _build
+from bench_write import DEFAULT_DATA_DIR, NAMESPACE, ROWS, open_base
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -199,22 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--skip-spark", action="store_true", help="no Spark-engine apply")
     args = parser.parse_args(argv)
-    home = args.data_dir.resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    os.environ["ICEMOR_HOME"] = str(home)
-
     import icemor
-    from oracle import IcebergJava
 
-    java = IcebergJava(home)
-    marker = json.loads((home / MARKER).read_text()) if (home / MARKER).exists() else None
-    if marker != {"rows": args.rows, "layout": LAYOUT}:
-        print(
-            f"Building bench.base ({args.rows:,} rows, 10 id-range files) with Iceberg Java ...", flush=True
-        )
-        t0 = time.perf_counter()
-        _build(java, home, args.rows)
-        print(f"  built in {time.perf_counter() - t0:.1f} s", flush=True)
+    java = open_base(args.data_dir, args.rows)
 
     print(f"Generating {args.changes:,} changes in {args.batches} batches ...", flush=True)
     batches = _batches(args.rows, args.changes, args.batches)

@@ -16,8 +16,6 @@ after a warm-up run.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import sys
 import time
@@ -30,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import numpy as np
 import pyarrow.compute as pc
 from bench_scan import machine_info, render
-from bench_write import DEFAULT_DATA_DIR, LAYOUT, MARKER, NAMESPACE, ROWS, _build, _check, _fresh_copy
+from bench_write import DEFAULT_DATA_DIR, NAMESPACE, ROWS, _check, _fresh_copy, open_base
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -69,21 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=ROWS)
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     args = parser.parse_args(argv)
-    home = args.data_dir.resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    os.environ["ICEMOR_HOME"] = str(home)
-
     import icemor
-    from oracle import IcebergJava
 
     load_start = _loadavg()
-    java = IcebergJava(home)
-    marker = json.loads((home / MARKER).read_text()) if (home / MARKER).exists() else None
-    if marker != {"rows": args.rows, "layout": LAYOUT}:
-        print(f"Building bench.base ({args.rows:,} rows, 10 id-range files) with Java ...", flush=True)
-        t0 = time.perf_counter()
-        _build(java, home, args.rows)
-        print(f"  built in {time.perf_counter() - t0:.1f} s", flush=True)
+    java = open_base(args.data_dir, args.rows)
 
     ids = np.arange(args.rows, dtype=np.int64)
     qty_cents = ids * 7919 % 10000  # qty = (id * 7919 % 10000) / 100

@@ -69,6 +69,24 @@ def _build(java: Any, home: Path, rows: int) -> None:
     (home / MARKER).write_text(json.dumps({"rows": rows, "layout": LAYOUT}))
 
 
+def open_base(data_dir: Path, rows: int) -> Any:
+    """Iceberg Java on the bench home ``data_dir`` (also icemor's), with ``bench.base`` built
+    there first unless a complete build of this size and layout is already there."""
+    home = data_dir.resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ["ICEMOR_HOME"] = str(home)
+    from oracle import IcebergJava
+
+    java = IcebergJava(home)
+    marker = json.loads((home / MARKER).read_text()) if (home / MARKER).exists() else None
+    if marker != {"rows": rows, "layout": LAYOUT}:
+        print(f"Building bench.base ({rows:,} rows, 10 id-range files) with Iceberg Java ...", flush=True)
+        t0 = time.perf_counter()
+        _build(java, home, rows)
+        print(f"  built in {time.perf_counter() - t0:.1f} s", flush=True)
+    return java
+
+
 def _fresh_copy(java: Any, n: int) -> str:
     """A new merge-on-read table holding base's data files (registered, not copied)."""
     name = f"{NAMESPACE}.copy_{n}"
@@ -277,22 +295,9 @@ def main(argv: list[str] | None = None) -> int:
         "--skip-pyiceberg", action="store_true", help="pyiceberg's copy-on-write takes ~7 s a run"
     )
     args = parser.parse_args(argv)
-    home = args.data_dir.resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    os.environ["ICEMOR_HOME"] = str(home)
-
     import icemor
-    from oracle import IcebergJava
 
-    java = IcebergJava(home)
-    marker = json.loads((home / MARKER).read_text()) if (home / MARKER).exists() else None
-    if marker != {"rows": args.rows, "layout": LAYOUT}:
-        print(
-            f"Building bench.base ({args.rows:,} rows, 10 id-range files) with Iceberg Java ...", flush=True
-        )
-        t0 = time.perf_counter()
-        _build(java, home, args.rows)
-        print(f"  built in {time.perf_counter() - t0:.1f} s", flush=True)
+    java = open_base(args.data_dir, args.rows)
     ids = np.arange(args.rows, dtype=np.int64)
     counter = [0]
     results: dict[tuple[str, str], list[float] | str] = {}
