@@ -96,6 +96,7 @@ def test_java_reads_the_model_after_every_batch(
     deletes = oracle.sql(f"SELECT content, equality_ids, spec_id FROM {q}.delete_files")
     equality = [r for r in deletes if r.content == 2]
     assert equality and all(list(r.equality_ids) == [ids["id"]] for r in equality)
+    assert any(r.content == 1 for r in deletes)  # in-batch rewrites: position deletes, listed too
     specs = java.specs()
     if partitioned_by == "cat":  # the key does not decide the partition: global deletes
         assert all(specs.get(r.spec_id).isUnpartitioned() for r in equality)
