@@ -36,7 +36,8 @@ from pyiceberg.types import DecimalType, IntegerType, LongType, NestedField, Str
 from pyroaring import BitMap64
 
 from icemor.exceptions import CorruptFileError, MissingFileError
-from icemor.io.reader import ReadOptions, count_task, output_schema, read_task
+from icemor.io.cache import DELETE_CACHE
+from icemor.io.reader import VERDICT, ReadOptions, _verdict_key, count_task, output_schema, read_task
 from icemor.spec.files import DataFileRef, DeleteFileRef, FileContent
 from icemor.spec.tasks import FileScanTask
 
@@ -316,6 +317,75 @@ def test_deletion_vector_with_equality_deletes(tmp_path: Path, ten_rows: DataFil
     eq = equality_delete_file(tmp_path, "eq.parquet", {"category": (pa.string(), 2, [None])})
     # categories by position: a b NULL a b NULL a b NULL a
     assert ids(read(whole(ten_rows, [d, eq]))) == [103, 104, 106, 107, 109]
+
+
+# --- the equality verdict cache --------------------------------------------------------------
+
+
+def verdict(task: FileScanTask) -> list[int] | None:
+    value = DELETE_CACHE.peek(VERDICT, _verdict_key(task))
+    return None if value is None else [int(p) for p in value]
+
+
+def test_equality_verdict_is_recorded_and_replaces_the_probe(
+    tmp_path: Path, ten_rows: DataFileRef, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    eq_cat = equality_delete_file(tmp_path, "eq-cat.parquet", {"category": (pa.string(), 2, ["a"])})
+    eq_id = equality_delete_file(tmp_path, "eq-id.parquet", {"id": (pa.int64(), 1, [105, 999])})
+    pos = position_delete_file(tmp_path, "pos.parquet", [(ten_rows.path, 1)])
+    task = whole(ten_rows, [pos, eq_cat, eq_id])
+    table = numbered_table(10).to_pylist()
+    by_eq = [i for i, r in enumerate(table) if r["category"] == "a" or r["id"] == 105]
+    live = [r["id"] for i, r in enumerate(table) if i not in by_eq and i != 1]
+    assert verdict(task) is None
+    assert ids(read(task)) == live
+    # the positions the equality deletes remove, and only those (the position delete is not in it)
+    assert verdict(task) == by_eq
+
+    def no_probe(*_: Any, **__: Any) -> Any:
+        raise AssertionError("equality deletes probed again")
+
+    monkeypatch.setattr("icemor.io.reader.equality_delete_sets", no_probe)
+    assert ids(read(task)) == live
+    names = read(task, options(Schema(NAME)))
+    assert [r["name"] for r in names] == [f"r{i}" for i in range(10) if 100 + i in live]
+    flagged = read(task, options(include_deleted=True))
+    assert [(r["id"], r["_deleted"]) for r in flagged] == [(100 + i, 100 + i not in live) for i in range(10)]
+    # another set of equality deletes is another verdict
+    other = whole(ten_rows, [eq_id])
+    with pytest.raises(AssertionError, match="probed again"):
+        read(other)
+
+
+def test_equality_verdict_per_split(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    offsets = row_group_offsets(ten_rows.path)
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [101, 107])})
+    bounds = [0, offsets[2], ten_rows.file_size_in_bytes]
+    splits = [FileScanTask(ten_rows, (eq,), lo, hi - lo) for lo, hi in itertools.pairwise(bounds)]
+    for _ in range(2):  # recorded, then used
+        assert [ids(read(t)) for t in splits] == [[100, 102, 103, 104, 105], [106, 108, 109]]
+    assert [verdict(t) for t in splits] == [[1], [7]]
+    assert ids(read(whole(ten_rows, [eq]))) == [100, 102, 103, 104, 105, 106, 108, 109]
+
+
+def test_no_equality_verdict_when_row_groups_were_skipped(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    """Row group [3-5] is wholly position-deleted, so it is never probed: a verdict recorded from
+    that read would miss row 4, which the equality delete removes when those positions do not."""
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [104, 107])})
+    pos = position_delete_file(tmp_path, "pos.parquet", [(ten_rows.path, p) for p in (3, 4, 5)])
+    assert ids(read(whole(ten_rows, [pos, eq]))) == [100, 101, 102, 106, 108, 109]
+    assert verdict(whole(ten_rows, [eq])) is None
+    assert ids(read(whole(ten_rows, [eq]))) == [100, 101, 102, 103, 105, 106, 108, 109]
+    assert verdict(whole(ten_rows, [eq])) == [4, 7]
+
+
+def test_no_equality_verdict_from_a_read_stopped_early(tmp_path: Path, ten_rows: DataFileRef) -> None:
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [108])})
+    task = whole(ten_rows, [eq])
+    batches = read_task(IO, task, options())
+    assert next(batches).num_rows == 3
+    batches.close()
+    assert verdict(task) is None
 
 
 # --- include_deleted, metadata columns, projection -----------------------------------------

@@ -63,6 +63,28 @@ class DeleteCache:
                 self._inflight.pop(full_key, None)
             event.set()
 
+    def peek(self, kind: str, key: Hashable) -> Any:
+        """The cached value for ``(kind, key)``, or None; never loads."""
+        with self._lock:
+            hit = self._entries.get((kind, key))
+            if hit is None:
+                return None
+            self._entries.move_to_end((kind, key))
+            return hit[0]
+
+    def put(self, kind: str, key: Hashable, value: Any, nbytes: int) -> None:
+        """Store a value computed elsewhere (a by-product of a read), evicting LRU entries."""
+        full_key = (kind, key)
+        with self._lock:
+            if nbytes > self.max_bytes or full_key in self._entries:
+                return
+            self._entries[full_key] = (value, nbytes)
+            self._bytes += nbytes
+            self.loads[kind] += 1
+            while self._bytes > self.max_bytes and self._entries:
+                _, (_, size) = self._entries.popitem(last=False)
+                self._bytes -= size
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()

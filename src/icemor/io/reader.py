@@ -5,6 +5,10 @@ deletes always address the right rows. Per batch: one boolean mask from the posi
 (sorted positions sliced by binary search), AND-NOT each equality set's vectorised probe,
 then the row filter, then projection by field id (renames, added columns, promotions,
 identity-partition values, metadata columns).
+
+Equality verdicts: once a task has been read with every row probed, the positions its
+equality deletes removed are cached (files are immutable, so they never change). Later reads
+of that task apply them as positions and read no key columns; see :func:`_equality_state`.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pyiceberg.typedef import Record
 
 from icemor._compat.pyiceberg import partition_constants, to_requested_schema
 from icemor.exceptions import CorruptFileError, UnsupportedFeatureError
+from icemor.io.cache import DELETE_CACHE
 from icemor.io.columns import equality_key_columns, top_level_names
 from icemor.io.deletes import deleted_positions, equality_delete_sets, open_parquet, reaching
 from icemor.spec.files import FileContent
@@ -192,14 +197,6 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
     )
 
 
-def _delete_state(
-    io: FileIO, task: FileScanTask, opts: ReadOptions
-) -> tuple[npt.NDArray[np.int64], list[tuple[tuple[int, ...], Any]]]:
-    positions = deleted_positions(io, task.data_file.path, task.delete_files)
-    eq_sets = equality_delete_sets(io, task.delete_files, opts.field_types, opts.field_parents)
-    return positions, eq_sets
-
-
 def _keep_mask(
     batch: pa.RecordBatch,
     first_pos: int,
@@ -209,10 +206,12 @@ def _keep_mask(
     field_types: Mapping[int, IcebergType],
     field_parents: Mapping[int, tuple[int, ...]],
     constants: Mapping[int, Any],
+    eq_hits: list[npt.NDArray[np.int64]] | None = None,
 ) -> npt.NDArray[np.bool_] | None:
     """True for rows not deleted; None when nothing in this batch is deleted.
 
-    ``constants``: identity-partition values of fields the file does not store.
+    ``constants``: identity-partition values of fields the file does not store. ``eq_hits``,
+    when given, collects the file positions the equality deletes remove (the verdict cache).
     """
     n = batch.num_rows
     keep: npt.NDArray[np.bool_] | None = None
@@ -226,6 +225,8 @@ def _keep_mask(
         hit = eq.matches(cols)
         if hit.any():
             keep = ~hit if keep is None else keep & ~hit
+            if eq_hits is not None:
+                eq_hits.append(first_pos + np.flatnonzero(hit))
     return keep
 
 
@@ -237,27 +238,83 @@ def _all_deleted(positions: npt.NDArray[np.int64], first: int, num_rows: int) ->
     return bool(hi - lo == num_rows)
 
 
+VERDICT = "equality-verdict"
+"""Cache kind of a task's equality verdict: the sorted file positions its equality deletes remove."""
+
+
+def _union(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Union of two sorted, unique position arrays (sorted, unique)."""
+    if not len(a):
+        return b
+    if not len(b):
+        return a
+    return np.union1d(a, b)
+
+
+def _verdict_key(task: FileScanTask) -> tuple[Any, ...] | None:
+    """What the equality verdict of a task depends on; None when no equality delete applies.
+
+    Data and delete files are immutable, so the rows a fixed set of equality delete files
+    removes from a fixed slice of a data file never change: the verdict is computed once.
+    """
+    eq = sorted(
+        (d.path, tuple(sorted(d.equality_ids)))
+        for d in task.delete_files
+        if d.content == FileContent.EQUALITY_DELETES
+    )
+    if not eq:
+        return None
+    f = task.data_file
+    split = None if task.is_whole_file else (task.start, task.length)
+    return (f.path, f.file_size_in_bytes, f.record_count, split, tuple(eq))
+
+
+def _equality_state(
+    io: FileIO, task: FileScanTask, opts: ReadOptions, positions: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], list[tuple[tuple[int, ...], Any]], tuple[Any, ...] | None]:
+    """(positions, equality sets to probe, verdict key to record under or None).
+
+    A cached verdict turns the task's equality deletes into positions: the read then needs
+    no key columns and no probe (a 72-character string key is most of a narrow read's cost).
+    """
+    key = _verdict_key(task)
+    if key is None:
+        return positions, [], None
+    verdict = DELETE_CACHE.peek(VERDICT, key)
+    if verdict is not None:
+        return _union(positions, verdict), [], None
+    eq_sets = equality_delete_sets(io, task.delete_files, opts.field_types, opts.field_parents)
+    return positions, eq_sets, key
+
+
 def read_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
     """Yield the live rows of one task (or all rows with ``_deleted`` when include_deleted)."""
-    positions, eq_sets = _delete_state(io, task, opts)
+    positions = deleted_positions(io, task.data_file.path, task.delete_files)
+    positions, eq_sets, verdict_key = _equality_state(io, task, opts, positions)
     eq_ids = {fid for ids, _ in eq_sets for fid in ids}
     plan = _plan_file(io, task, opts, eq_ids)
     out_schema = output_schema(opts)
+    # the verdict is recorded only when every row of the task was probed
+    eq_hits: list[npt.NDArray[np.int64]] | None = [] if verdict_key is not None else None
     try:
         for rg in plan.row_groups:
             first = plan.rg_first_row[rg]
             if not opts.include_deleted and _all_deleted(
                 positions, first, plan.pf.metadata.row_group(rg).num_rows
             ):
+                eq_hits = None
                 continue  # every row of this row group is deleted: do not decode it
             for batch in _decoded(plan, rg, opts.batch_size, task.data_file.path):
                 n = batch.num_rows
                 out = _process_batch(
-                    batch, first, positions, eq_sets, plan, opts, task.data_file.path, out_schema
+                    batch, first, positions, eq_sets, plan, opts, task.data_file.path, out_schema, eq_hits
                 )
                 first += n
                 if out is not None and out.num_rows:
                     yield out
+        if eq_hits is not None and verdict_key is not None:
+            verdict = np.unique(np.concatenate(eq_hits)) if eq_hits else np.zeros(0, dtype=np.int64)
+            DELETE_CACHE.put(VERDICT, verdict_key, verdict, verdict.nbytes + 64)
     finally:
         plan.pf.close()
 
@@ -283,6 +340,7 @@ def _process_batch(
     opts: ReadOptions,
     path: str,
     out_schema: pa.Schema,
+    eq_hits: list[npt.NDArray[np.int64]] | None = None,
 ) -> pa.RecordBatch | None:
     n = batch.num_rows
     keep = _keep_mask(
@@ -294,6 +352,7 @@ def _process_batch(
         opts.field_types,
         opts.field_parents,
         plan.missing_fields,
+        eq_hits,
     )
     pos: npt.NDArray[np.int64] | None = (
         np.arange(first, first + n, dtype=np.int64) if opts.pos_column else None
@@ -427,16 +486,20 @@ def _check_present(io: FileIO, data_file: DataFileRef) -> None:
 
 
 def count_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> int:
-    """Live rows of one task; reads no data when only position deletes and no filter apply.
+    """Live rows of one task; reads no data when only positions (or a known verdict) and no filter apply.
 
     Without reading, the count still checks (one stat) that the data file exists with its
     recorded size: Iceberg Java's ``count(*)`` reads files that have deletes, so a missing or
     truncated file fails there, and it must not give a number here either.
     """
-    has_eq = any(d.content == FileContent.EQUALITY_DELETES for d in task.delete_files)
-    if not has_eq and isinstance(opts.row_filter, AlwaysTrue) and task.is_whole_file:
+    key = _verdict_key(task)
+    verdict = None if key is None else DELETE_CACHE.peek(VERDICT, key)
+    no_probe = key is None or verdict is not None  # no equality deletes, or their verdict is known
+    if no_probe and isinstance(opts.row_filter, AlwaysTrue) and task.is_whole_file:
         _check_present(io, task.data_file)
         positions = deleted_positions(io, task.data_file.path, task.delete_files)
+        if verdict is not None:
+            positions = _union(positions, verdict)
         n = task.data_file.record_count
         return n - int(np.count_nonzero(positions < n))
     # no columns, no metadata columns: every other option (field parents!) stays as the scan's
