@@ -348,6 +348,7 @@ class Cell:
     qty: float | None = None
     wrong: str | None = None  # a result that differs from the expected one
     cold_only: bool = False  # the warm-up exceeded --slow: its time is the only one
+    first: float | None = None  # the warm-up call: the first of this query on this table in the process
 
     def text(self, reference: float | None) -> str:
         if self.median is None:
@@ -430,21 +431,22 @@ def call_within(fn: Callable[[], Any], limits: Limits, spark: SparkSession | Non
 
 def measure(
     fn: Callable[[], Any], runs: int, limits: Limits, spark: SparkSession | None = None
-) -> tuple[list[float], Any, bool]:
-    """One warm-up call, then ``runs`` timed calls; returns the times, the last result and whether
-    only the warm-up ran (it took longer than ``limits.slow``: its time is the one returned)."""
+) -> tuple[list[float], Any, bool, float]:
+    """One warm-up call, then ``runs`` timed calls; returns the times, the last result, whether
+    only the warm-up ran (it took longer than ``limits.slow``: its time is the one returned) and
+    the warm-up's time."""
     gc.collect()
     t0 = time.perf_counter()
     result = call_within(fn, limits, spark)
     warm_up = time.perf_counter() - t0
     if limits.slow is not None and warm_up > limits.slow:
-        return [warm_up], result, True
+        return [warm_up], result, True, warm_up
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
         result = call_within(fn, limits, spark)
         times.append(time.perf_counter() - t0)
-    return times, result, False
+    return times, result, False, warm_up
 
 
 def one_line(exc: BaseException, limit: int = 90) -> str:
@@ -486,7 +488,7 @@ class Bench:
         self.cells.append(cell)
         label = f"{ENGINES[engine]} {query} {table}"
         try:
-            cell.times, result, cell.cold_only = measure(fn, self.runs, self.limits, spark)
+            cell.times, result, cell.cold_only, cell.first = measure(fn, self.runs, self.limits, spark)
         except CellTimeoutError:
             cell.note = f"timeout (> {self.limits.timeout:g} s)"
             print(f"  {label}: {cell.note}", flush=True)
@@ -866,6 +868,10 @@ def report(bench: Bench, machine: dict[str, Any], build_info: dict[str, Any], ro
         f" built in {build_info['seconds']:.0f} s"
     )
     print(f"Seconds, warm, median of {bench.runs} after 1 warm-up; (×) = ratio to the raw scan of base.")
+    print(
+        "'first call' = that warm-up: the first query of a table in this process, which decodes its"
+        " delete files and, for equality deletes, computes the verdicts later calls reuse."
+    )
     limits = bench.limits
     if limits.slow is not None:
         print(
@@ -903,6 +909,13 @@ def report(bench: Bench, machine: dict[str, Any], build_info: dict[str, Any], ro
             ]
             if any(ratios):
                 versus_java.append([label, *ratios])
+        if query == "narrow":
+            table.append(["", *[""] * len(bench.variants)])
+            for engine in ("icemor", "icemor_spark"):
+                cells = [bench.get(engine, query, name) for name in bench.variants]
+                if any(c is not None and c.first is not None for c in cells):
+                    firsts = ["" if c is None or c.first is None else f"{c.first:.3f}" for c in cells]
+                    table.append([f"{ENGINES[engine]}, first call", *firsts])
         print()
         if reference is not None and "base" not in bench.variants:
             print(f"{query}: {ENGINES['raw']} of base's files (the reference): {reference:.3f} s")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -10,6 +12,7 @@ from icemor.exceptions import InvalidArgumentError
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
+    from pyiceberg.catalog.sql import SqlCatalog
 
 __all__ = [
     "DEFAULT_CATALOG_NAME",
@@ -42,9 +45,21 @@ def load_catalog(name: str | None = None, **properties: str) -> Catalog:
 
         home = icemor_home()
         (home / "warehouse").mkdir(parents=True, exist_ok=True)
-        props = {"uri": f"sqlite:///{home / 'catalog.db'}", "warehouse": (home / "warehouse").as_uri()}
+        db = home / "catalog.db"
+        props = {"uri": f"sqlite:///{db}", "warehouse": (home / "warehouse").as_uri()}
         props.update(properties)
-        return SqlCatalog(DEFAULT_CATALOG_NAME, **props)
+        key = tuple(sorted(props.items()))
+        with _EMBEDDED_LOCK:
+            hit = _EMBEDDED.get(key)
+            if hit is not None and hit[0] == _identity(db):
+                return hit[1]
+        catalog = SqlCatalog(DEFAULT_CATALOG_NAME, **props)
+        with _EMBEDDED_LOCK:
+            _EMBEDDED[key] = (_identity(db), catalog)
+            while len(_EMBEDDED) > _EMBEDDED_MAX:
+                _, (_, old) = _EMBEDDED.popitem(last=False)
+                old.engine.dispose()
+        return catalog
 
     from pyiceberg.catalog import load_catalog as _pyiceberg_load_catalog
 
@@ -53,6 +68,26 @@ def load_catalog(name: str | None = None, **properties: str) -> Catalog:
     except (ValueError, KeyError, NotImplementedError) as e:
         msg = f"cannot load catalog {name!r}: {e}"
         raise InvalidArgumentError(msg) from e
+
+
+# Opening the embedded catalog (an SQLAlchemy engine, then table checks) cost ~4 ms of every
+# small query, so each process keeps a few open. One is reused only in the process that opened
+# it and while its database is the same file: a catalog.db deleted and made again (or a fork)
+# gets a new engine, never a connection to a file that is gone.
+_EMBEDDED: OrderedDict[tuple[tuple[str, str], ...], tuple[tuple[int, int, int] | None, SqlCatalog]] = (
+    OrderedDict()
+)
+_EMBEDDED_LOCK = threading.Lock()
+_EMBEDDED_MAX = 8
+
+
+def _identity(db: Path) -> tuple[int, int, int] | None:
+    """(process, device, inode) of the catalog database, None when it does not exist."""
+    try:
+        st = db.stat()
+    except OSError:
+        return None
+    return (os.getpid(), st.st_dev, st.st_ino)
 
 
 def _configured(name: str) -> bool:
