@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -238,14 +240,20 @@ def equality_delete_sets(
             singles: list[tuple[int, tuple[Any, EqualityDeleteSet]]] = singles,
             nesting: tuple[tuple[int, ...], ...] = nesting,
         ) -> tuple[EqualityDeleteSet, int]:
-            per_file = [
-                DELETE_CACHE.get_or_load(
+            def one(r: DeleteFileRef) -> list[pa.ChunkedArray]:
+                return DELETE_CACHE.get_or_load(
                     "equality",
                     (r.path, ids, nesting),
                     partial(_equality_file, io, _sorted_ids(r, ids), field_types, parents),
                 )
-                for r in refs
-            ]
+
+            # the other readers wait for this set: its files are decoded side by side
+            workers = min(len(refs), os.cpu_count() or 1)
+            if workers > 1:
+                with ThreadPoolExecutor(workers, thread_name_prefix="icemor-eq") as pool:
+                    per_file = list(pool.map(one, refs))
+            else:
+                per_file = [one(r) for r in refs]
             columns = [
                 pa.chunked_array([c for cols in per_file for c in cols[i].chunks], type=per_file[0][i].type)
                 for i in range(len(per_file[0]))  # the keys, then nested-field indicators
