@@ -443,6 +443,10 @@ def measure(
         return [warm_up], result, True, warm_up
     times = []
     for _ in range(runs):
+        # the previous result is freed first: otherwise every call of a wide scan allocates
+        # 1+ GB of fresh pages beside it, and times measure the allocator, not the scan
+        result = None
+        gc.collect()
         t0 = time.perf_counter()
         result = call_within(fn, limits, spark)
         times.append(time.perf_counter() - t0)

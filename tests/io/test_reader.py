@@ -37,7 +37,16 @@ from pyroaring import BitMap64
 
 from icemor.exceptions import CorruptFileError, MissingFileError
 from icemor.io.cache import DELETE_CACHE
-from icemor.io.reader import VERDICT, ReadOptions, _verdict_key, count_task, output_schema, read_task
+from icemor.io.reader import (
+    BATCH_BYTES,
+    VERDICT,
+    ReadOptions,
+    _leaf_indices,
+    _verdict_key,
+    count_task,
+    output_schema,
+    read_task,
+)
 from icemor.spec.files import DataFileRef, DeleteFileRef, FileContent
 from icemor.spec.tasks import FileScanTask
 
@@ -832,3 +841,43 @@ def test_filter_evaluated_in_pieces_keeps_kleene_logic(
     assert isinstance(split, tuple)
     assert ids(read(whole(data), opts)) == whole_expr
     assert 0 < len(whole_expr) < 12
+
+
+# --- batch sizing -------------------------------------------------------------------------------
+
+
+def test_default_batches_are_sized_by_bytes(tmp_path: Path) -> None:
+    n = 40_000
+    wide_name = pa.array([f"{i:08d}" + "x" * 1016 for i in range(n)])  # 1 KiB a row
+    table = pa.table(
+        {"id": pa.array(range(n), pa.int64()), "category": pa.nulls(n, pa.string()), "name": wide_name},
+        schema=numbered_table(1).schema,
+    )
+    ref = data_ref(write(tmp_path / "wide.parquet", table))
+    narrow = list(read_task(IO, whole(ref), options(Schema(ID))))
+    assert [b.num_rows for b in narrow] == [n]  # 320 KB of ids: one batch
+    wide = list(read_task(IO, whole(ref), options()))
+    assert sum(b.num_rows for b in wide) == n
+    assert len(wide) >= 2 and max(b.nbytes for b in wide) <= 2 * BATCH_BYTES
+    assert ids(read(whole(ref), options(batch_size=7_000))) == list(range(n))
+
+
+def test_leaf_indices_follow_parquet_leaf_order(tmp_path: Path) -> None:
+    schema = pa.schema(
+        [
+            pa.field("a", pa.int32()),
+            pa.field("s", pa.struct([pa.field("x", pa.int32()), pa.field("y", pa.list_(pa.string()))])),
+            pa.field(
+                "m", pa.map_(pa.string(), pa.struct([pa.field("p", pa.int64()), pa.field("q", pa.bool_())]))
+            ),
+            pa.field("z.dot", pa.string()),
+        ]
+    )
+    path = write(tmp_path / "nested.parquet", schema.empty_table())
+    parquet_schema = pq.ParquetFile(path).schema
+    leaves = [parquet_schema.column(i).path for i in range(len(parquet_schema))]
+    for columns in (["a"], ["s"], ["m"], ["z.dot"], ["a", "z.dot"], ["m", "s"]):
+        got = [leaves[i] for i in _leaf_indices(schema, columns)]
+        # a leaf path starts with its top-level column's name and a dot (or is that name)
+        want = [p for p in leaves if any(p == c or p.startswith(c + ".") for c in columns)]
+        assert got == want, columns
