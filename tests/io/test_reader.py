@@ -881,3 +881,19 @@ def test_leaf_indices_follow_parquet_leaf_order(tmp_path: Path) -> None:
         # a leaf path starts with its top-level column's name and a dot (or is that name)
         want = [p for p in leaves if any(p == c or p.startswith(c + ".") for c in columns)]
         assert got == want, columns
+
+
+def test_projection_memo_across_files_and_projections(tmp_path: Path) -> None:
+    """Files written alike share the remembered projection; each projection has its own."""
+    a = data_ref(write(tmp_path / "a.parquet", numbered_table(5)))
+    b_table = numbered_table(5).set_column(
+        0, numbered_table(5).schema.field("id"), pa.array(range(5), pa.int64())
+    )
+    b = data_ref(write(tmp_path / "b.parquet", b_table))
+    reordered = Schema(NAME, ID)
+    for _ in range(2):  # the first read of each remembers, the second uses it
+        assert read(whole(a), options(reordered)) == [{"name": f"r{i}", "id": 100 + i} for i in range(5)]
+        assert read(whole(b), options(reordered)) == [{"name": f"r{i}", "id": i} for i in range(5)]
+        assert read(whole(b), options(Schema(CATEGORY))) == [
+            {"category": c} for c in ["a", "b", None, "a", "b"]
+        ]

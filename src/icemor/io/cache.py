@@ -1,4 +1,4 @@
-"""A process-wide, bounded cache of decoded delete files.
+"""A process-wide, bounded cache of decoded delete files (and other immutable-file decodes).
 
 Each delete file is read and decoded once per process (one Spark executor's Python worker,
 or the local engine's threads) and shared by every task that needs it. Concurrent requests
@@ -100,7 +100,7 @@ def _log_load(kind: str, key: Hashable) -> None:
     log_dir = os.environ.get("ICEMOR_DELETE_LOAD_LOG")
     if log_dir:
         with open(os.path.join(log_dir, f"{os.getpid()}.log"), "a", encoding="utf-8") as f:
-            f.write(f"{kind}\t{key!r}\n")
+            f.write(f"{kind}\t{key!r}".replace("\n", "\\n") + "\n")  # one line per load
 
 
 DELETE_CACHE = DeleteCache(int(os.environ.get("ICEMOR_DELETE_CACHE_BYTES", str(4 << 30))))
