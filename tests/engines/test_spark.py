@@ -159,3 +159,21 @@ def test_auto_reads_clean_files_natively_and_files_with_deletes_in_python(
     java = sorted_rows(tuple(r) for r in oracle.sql(f"SELECT id, v, _file, _pos FROM {q}"))
     assert [r[:4] for r in got if not r[4]] == java
     assert sorted(r[0] for r in got if r[4]) == [5, 6, 7]
+
+
+def test_few_combined_tasks_are_split_into_one_partition_per_file(
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str
+) -> None:
+    """Four data files packed into one combined task would run on one core of local[2]."""
+    name = f"{ns}.few"
+    oracle.create_table(name, "id BIGINT, k INT")
+    q = oracle.qualified(name)
+    oracle.sql(f"INSERT INTO {q} SELECT /*+ REPARTITION(4) */ id, cast(id % 10 AS INT) FROM range(0, 4000)")
+    oracle.sql(f"DELETE FROM {q} WHERE id % 7 = 0")
+    table = icemor.load_table(name, catalog=catalog)
+    combined = table.scan().plan_tasks()
+    pieces = [t for ct in combined for t in ct.tasks]
+    assert len(combined) < 2 * oracle.spark.sparkContext.defaultParallelism < len(pieces) + 1
+    df = table.to_spark(oracle.spark, strategy="python")
+    assert df.rdd.getNumPartitions() == len(pieces) == 4
+    assert sorted_rows(tuple(r) for r in df.collect()) == sorted_rows(oracle.rows(name))
