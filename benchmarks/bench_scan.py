@@ -90,7 +90,7 @@ ENGINES = {
     "icemor": "icemor local",
     "icemor_count": "icemor local .count()",
     "java": "Iceberg Java on Spark",
-    "icemor_spark": "icemor on Spark (auto = native plans)",
+    "icemor_spark": "icemor on Spark (auto)",
     "icemor_spark_python": "icemor on Spark (Python workers)",
     "pyiceberg": "pyiceberg",
 }
