@@ -28,7 +28,6 @@ import os
 import pickle
 import re
 from collections import OrderedDict
-from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -85,7 +84,7 @@ if TYPE_CHECKING:
 
 __all__ = ["native_dataframe", "native_ineligibility", "spark_file_path"]
 
-_FP, _POS, _FS = "__icemor_fp", "__icemor_pos", "__icemor_fs"
+_FP, _POS = "__icemor_fp", "__icemor_pos"
 # Bits of all bitmaps of one scan (16 MiB): they travel in every query's task binary.
 _MAX_BITS = 1 << 27
 # Entries of the size-slot array (4 MiB); enough for about a thousand files with position deletes.
@@ -228,30 +227,20 @@ def native_dataframe(
             return None
         positions = _positions_df(job, spark, planned)
 
-    # what every group keeps (their union needs the same columns)
-    keep = [_hidden(fid) for fid in sorted(needed)]
+    # Spark's _metadata columns cost a lot per row (the path string most): only the needed ones
+    meta = []
     if positions is not None or opts.file_column:
-        keep.append(_FP)
+        meta.append(F.col("_metadata.file_path").alias(_FP))
     if positions is not None or opts.pos_column:
-        keep.append(_POS)
+        meta.append(F.col("_metadata.row_index").alias(_POS))
 
-    def read(paths: list[str], bits: _Bitmaps | None) -> DataFrame:
+    def read(paths: list[str], live: Column | None) -> DataFrame:
+        # few DataFrame steps: each one is analysed anew in the JVM
         df = spark.read.schema(read_schema).parquet(*paths)
-        # Spark's _metadata columns cost a lot per row (the path string most): only the needed ones
-        meta = []
-        if _FP in keep:
-            meta.append(F.col("_metadata.file_path").alias(_FP))
-        if bits is not None:
-            meta.append(F.col("_metadata.file_size").alias(_FS))
-        if bits is not None or _POS in keep:
-            meta.append(F.col("_metadata.row_index").alias(_POS))
-        if meta:
-            df = df.select("*", *meta)
-        if where is not None:
-            df = df.where(where)
-        if bits is not None:
-            df = df.where(~F.coalesce(bits.deleted(), F.lit(False))).select(*keep)
-        return df
+        cond = live if where is None else where if live is None else where & live
+        if cond is not None:
+            df = df.where(cond)
+        return df.select("*", *meta) if meta else df
 
     # group data files by their applicable equality deletes (one scan and join chain per group),
     # and by whether position deletes apply (only those read the bitmaps)
@@ -314,24 +303,20 @@ def _position_deletes(p: PlannedFile) -> tuple[Any, ...]:
     return tuple(d for d in p.delete_files if d.content == FileContent.POSITION_DELETES)
 
 
-@dataclass(frozen=True)
-class _Bitmaps:
-    """Deleted-position bitmaps as plan literals, and how a data row finds its bit."""
+def _live(bits: Column, slots: Column, mask: int) -> Column:
+    """True for a row whose position is not set in its file's bitmap, read from ``_metadata``.
 
-    bits: Column  # array<array<bigint>>: the 64-bit words of each file's bitmap
-    slots: Column  # array<int>: file size & mask -> index into bits (-1: none)
-    mask: int
+    ``bits`` (array<array<bigint>>) holds the 64-bit words of each file's bitmap, ``slots``
+    (array<int>) maps ``file size & mask`` to an index into ``bits`` (-1: none).
+    """
+    from pyspark.sql import functions as F
 
-    def deleted(self) -> Column:
-        """True for a row whose position is set in its file's bitmap (null: no bitmap)."""
-        from pyspark.sql import functions as F
-
-        size, pos = F.col(_FS), F.col(_POS)
-        # get() is null out of range: rows past their file's bitmap stay
-        ordinal = F.get(self.slots, size.bitwiseAND(F.lit(self.mask)).cast("int"))
-        word = F.get(F.get(self.bits, ordinal), F.shiftright(pos, 6).cast("int"))
-        shifted = F.call_function("shiftright", word, pos.bitwiseAND(F.lit(63)).cast("int"))
-        return shifted.bitwiseAND(F.lit(1)) == 1
+    size, pos = F.col("_metadata.file_size"), F.col("_metadata.row_index")
+    # get() is null out of range: rows past their file's bitmap stay
+    ordinal = F.get(slots, size.bitwiseAND(F.lit(mask)).cast("int"))
+    word = F.get(F.get(bits, ordinal), F.shiftright(pos, 6).cast("int"))
+    bit = F.call_function("shiftright", word, pos.bitwiseAND(F.lit(63)).cast("int")).bitwiseAND(F.lit(1))
+    return F.coalesce(bit, F.lit(0)) == 0
 
 
 def _size_mask(sizes: list[int]) -> int | None:
@@ -346,10 +331,11 @@ def _size_mask(sizes: list[int]) -> int | None:
     return None
 
 
-def _bitmaps(job: ScanJob, spark: SparkSession, planned: list[PlannedFile]) -> _Bitmaps | None:
-    """Bitmaps of the rows position deletes and DVs remove; None when none apply or not exact.
+def _bitmaps(job: ScanJob, spark: SparkSession, planned: list[PlannedFile]) -> Column | None:
+    """A filter keeping the rows position deletes and DVs leave; None when none apply or not exact.
 
-    Decoded on the driver by the shared core, cached per exact set of (data file, deletes).
+    Bitmaps decoded on the driver by the shared core, cached per exact set of (data file,
+    deletes) with the filter built on them (it is the same for every query).
     A file is known by its size (``_metadata.file_size``, a constant long per file, is far
     cheaper per row than the path string), so the sizes must differ in their low bits.
     """
@@ -366,7 +352,7 @@ def _bitmaps(job: ScanJob, spark: SparkSession, planned: list[PlannedFile]) -> _
         for (p, deletes), size in zip(work, sizes, strict=True)
     )
 
-    def build() -> _Bitmaps | None:
+    def build() -> Column | None:
         from icemor.io.deletes import deleted_positions
 
         words: list[npt.NDArray[np.int64]] = []
@@ -380,7 +366,7 @@ def _bitmaps(job: ScanJob, spark: SparkSession, planned: list[PlannedFile]) -> _
             words.append(np.packbits(flags, bitorder="little").view("<i8"))
             slots[size & mask] = ordinal
         literals = _array_literals(spark, words, slots)
-        return None if literals is None else _Bitmaps(*literals, mask)
+        return None if literals is None else _live(*literals, mask)
 
     return _cached(spark, ("bitmaps", key), build)
 
