@@ -14,8 +14,10 @@ from oracle import sorted_rows
 
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import Any
 
     from pyiceberg.catalog.sql import SqlCatalog
+    from pyspark.sql import DataFrame
 
     from oracle import IcebergJava
 
@@ -177,3 +179,115 @@ def test_few_combined_tasks_are_split_into_one_partition_per_file(
     df = table.to_spark(oracle.spark, strategy="python")
     assert df.rdd.getNumPartitions() == len(pieces) == 4
     assert sorted_rows(tuple(r) for r in df.collect()) == sorted_rows(oracle.rows(name))
+
+
+def _plan(df: DataFrame) -> str:
+    return str(df._jdf.queryExecution().executedPlan().toString())
+
+
+def _files_of_different_sizes(oracle: IcebergJava, q: str, counts: list[int]) -> None:
+    """One data file per count of rows (different row counts: different file sizes)."""
+    start = 0
+    for n in counts:
+        oracle.sql(
+            f"INSERT INTO {q} SELECT /*+ COALESCE(1) */ id, cast(id % 10 AS INT), cast(id * 7 AS STRING)"
+            f" FROM range({start}, {start + n})"
+        )
+        start += n
+
+
+@pytest.mark.parametrize("format_version", [2, 3])
+def test_position_deletes_in_many_files_read_natively_as_java_reads_them(
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str, format_version: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Position deletes (v2) or deletion vectors (v3) in every file: auto reads them with Spark's reader."""
+    import icemor.io.deletes
+
+    name = f"{ns}.t"
+    oracle.create_table(name, "id BIGINT, k INT, s STRING", format_version=format_version)
+    q = oracle.qualified(name)
+    _files_of_different_sizes(oracle, q, [700, 1300, 2100, 900, 1600])
+    oracle.sql(f"DELETE FROM {q} WHERE id % 10 = 3")
+    oracle.sql(f"DELETE FROM {q} WHERE id % 97 = 5")  # a second delete file (v2) or a merged DV (v3)
+    table = icemor.load_table(name, catalog=catalog)
+    planned = table.scan().plan_files()
+    assert len(planned) == 5 and all(p.delete_files for p in planned)
+
+    decoded: list[str] = []
+    real = icemor.io.deletes.deleted_positions
+
+    def counting(io: Any, path: str, deletes: Any) -> Any:
+        decoded.append(path)
+        return real(io, path, deletes)
+
+    monkeypatch.setattr(icemor.io.deletes, "deleted_positions", counting)
+    df = table.to_spark(oracle.spark)
+    plan = _plan(df)
+    assert "FileScan parquet" in plan and "MapInArrow" not in plan and "Join" not in plan, plan
+    assert sorted_rows(tuple(r) for r in df.collect()) == sorted_rows(oracle.rows(name))
+    assert len(decoded) == 5  # once per data file, on the driver
+    table.to_spark(oracle.spark).collect()
+    assert len(decoded) == 5  # the same files and deletes again: the cached bitmaps
+
+    # file and position columns, and a filter (which prunes a file)
+    df = table.to_spark(oracle.spark, row_filter="id >= 1000 and k <> 4", metadata_columns=True)
+    assert "MapInArrow" not in _plan(df)
+    got = sorted_rows(tuple(r) for r in df.collect())
+    java = sorted_rows(
+        tuple(r) for r in oracle.sql(f"SELECT id, k, s, _file, _pos FROM {q} WHERE id >= 1000 AND k <> 4")
+    )
+    assert got == java and len(got) > 3000
+
+
+def test_position_and_equality_deletes_on_one_file_match_java(
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str
+) -> None:
+    """One file with both kinds, one with position deletes only, one clean: native and auto as Java."""
+    name = f"{ns}.t"
+    oracle.create_table(name, "id BIGINT, k INT, s STRING")
+    q = oracle.qualified(name)
+    _files_of_different_sizes(oracle, q, [1000])
+    oracle.sql(f"DELETE FROM {q} WHERE id % 10 = 3")
+    ids = oracle.field_ids(name)
+    oracle.write_equality_deletes(name, pa.table({"k": pa.array([5, None], pa.int32())}), [ids["k"]])
+    oracle.sql(
+        f"INSERT INTO {q} SELECT /*+ COALESCE(1) */ id, cast(id % 10 AS INT), 'x' FROM range(1000, 2500)"
+    )
+    oracle.sql(f"DELETE FROM {q} WHERE id % 10 = 7 AND id >= 1000")  # the second file's own deletes
+    # after the equality delete, which therefore does not apply to it
+    oracle.sql(f"INSERT INTO {q} SELECT /*+ COALESCE(1) */ * FROM VALUES (9000, NULL, NULL), (9001, 5, 'y')")
+    table = icemor.load_table(name, catalog=catalog)
+    kinds = sorted(sorted({int(d.content) for d in p.delete_files}) for p in table.scan().plan_files())
+    assert kinds == [[], [1], [1, 2]], kinds
+
+    java = sorted_rows(tuple(r) for r in oracle.sql(f"SELECT id, k, s, _file, _pos FROM {q}"))
+    assert (9001, 5, "y") in {r[:3] for r in java}  # the equality delete does not reach a later file
+    for strategy in ("native", "auto"):
+        df = table.to_spark(oracle.spark, strategy=strategy, metadata_columns=True)
+        got = sorted_rows(tuple(r) for r in df.collect())
+        assert got == java, strategy
+    plan = _plan(table.to_spark(oracle.spark))
+    # auto: only the file with equality deletes goes through the Python workers
+    assert "MapInArrow" in plan and "FileScan parquet" in plan, plan
+
+
+def test_files_of_equal_size_fall_back_exactly(
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sizes that cannot tell the files apart: native anti-joins by path, auto uses the Python workers."""
+    from icemor.engines.spark import native
+
+    name = f"{ns}.t"
+    oracle.create_table(name, "id BIGINT, k INT, s STRING")
+    q = oracle.qualified(name)
+    _files_of_different_sizes(oracle, q, [500, 800])
+    oracle.sql(f"DELETE FROM {q} WHERE id % 4 = 1")
+    table = icemor.load_table(name, catalog=catalog)
+    monkeypatch.setattr(native, "_file_size", lambda path: 4096)
+    java = sorted_rows(tuple(r) for r in oracle.sql(f"SELECT id, k, s, _pos FROM {q}"))
+    native_df = table.to_spark(oracle.spark, strategy="native", metadata_columns=True).drop("_file")
+    assert "LeftAnti" in _plan(native_df)
+    assert sorted_rows(tuple(r) for r in native_df.collect()) == java
+    auto_df = table.to_spark(oracle.spark, metadata_columns=True).drop("_file")
+    assert "MapInArrow" in _plan(auto_df)
+    assert sorted_rows(tuple(r) for r in auto_df.collect()) == java

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from icemor.engines.spark.types import spark_schema
 from icemor.engines.spark.worker import io_spec, item_blob, read_partition, run_items, task_blob
+from icemor.spec.files import FileContent
 from icemor.spec.tasks import CombinedScanTask
 
 if TYPE_CHECKING:
@@ -110,12 +111,13 @@ def scan_to_dataframe(job: ScanJob, spark: SparkSession, *, strategy: str = "aut
     Args:
         job: The merge-on-read scan.
         spark: The session to build the DataFrame in.
-        strategy: ``auto`` (default): data files without deletes are read by Spark's own
-            Parquet reader, data files with deletes by icemor's reader in Python workers,
-            and the two are unioned (Python workers for all when the native reader could
-            not be exact). ``python``: every file through Python workers. ``native``: every
-            file as Spark plans, deletes as anti-joins (exact, but slower than the Python
-            workers when deletes are many; see :mod:`icemor.engines.spark.native`).
+        strategy: ``auto`` (default): data files without deletes or with position deletes
+            only are read by Spark's own Parquet reader (deleted positions as bitmaps),
+            data files with equality deletes by icemor's reader in Python workers, and the
+            two are unioned (Python workers for whatever the native reader could not read
+            exactly). ``python``: every file through Python workers. ``native``: every
+            file as Spark plans, deletes as anti-joins (exact, but equality deletes are
+            slower than in the Python workers; see :mod:`icemor.engines.spark.native`).
 
     Raises:
         InvalidArgumentError: Unknown strategy, or ``native`` for a scan it cannot read exactly.
@@ -151,13 +153,23 @@ def _scan_dataframe(job: ScanJob, spark: SparkSession, strategy: str) -> DataFra
             raise InvalidArgumentError(msg)
         return native
     if strategy == "auto":
-        clean = [p for p in planned if not p.delete_files]
-        dirty = [p for p in planned if p.delete_files]
-        native = native_dataframe(job, spark, clean) if clean else None
+        # Spark's reader for files without deletes and for files with position deletes only
+        # (bitmaps); equality deletes stay in the Python workers, faster there than the keyed
+        # broadcast anti-join (see native.py)
+        positional: list[PlannedFile] = []
+        rest: list[PlannedFile] = []
+        for p in planned:
+            equality = any(d.content == FileContent.EQUALITY_DELETES for d in p.delete_files)
+            (rest if equality else positional).append(p)
+        native = native_dataframe(job, spark, positional, bitmaps_only=True) if positional else None
+        if native is None:
+            positional = [p for p in planned if not p.delete_files]
+            rest = [p for p in planned if p.delete_files]
+            native = native_dataframe(job, spark, positional) if positional else None
         if native is not None:
-            if not dirty:
+            if not rest:
                 return native
-            return native.unionByName(_python_dataframe(job, spark, dirty))
+            return native.unionByName(_python_dataframe(job, spark, rest))
     return _python_dataframe(job, spark, planned)
 
 

@@ -1,13 +1,20 @@
-"""The native Spark strategy: Spark's vectorised Parquet reader, deletes applied as anti-joins.
+"""The native Spark strategy: Spark's vectorised Parquet reader, deletes applied in the plan.
 
 The semantics stay in the shared core: the planner decides which delete files apply to which
 data file (sequence numbers, scoping, pruning), and position deletes and deletion vectors
-are decoded on the executors by :func:`icemor.io.deletes.deleted_positions`. Spark only
-executes the result as plans:
+are decoded by :func:`icemor.io.deletes.deleted_positions`. Spark only executes the result
+as plans:
 
 - data files are read by Iceberg field id (``spark.sql.parquet.fieldId.read.enabled``), with
-  ``_metadata.file_path`` / ``_metadata.row_index`` as each row's position;
-- deleted positions anti-join on (file, position);
+  ``_metadata.row_index`` as each row's position;
+- deleted positions are decoded on the driver into one bitmap per data file; the bitmaps are
+  an array literal of the plan, and each row tests its own bit in a filter (no hash relation
+  to build and broadcast per query, no join, no shuffle). The row's file is found by
+  ``_metadata.file_size`` (a constant long per file, far cheaper per row than the path
+  string): the low bits of the sizes of the files with position deletes index an array of
+  bitmap ordinals. When that cannot be exact (equal sizes, a file the driver cannot stat,
+  bitmaps too large), deleted positions are decoded on the executors instead and anti-join
+  on (``_metadata.file_path``, position), which builds a hash relation per query;
 - equality deletes anti-join, per group of data files sharing the same applicable delete
   files, on NULL-safe equality (``<=>``) of the equality columns.
 
@@ -17,11 +24,12 @@ worker strategy instead; the conditions are in :func:`_ineligible`.
 
 from __future__ import annotations
 
+import os
 import pickle
 import re
 from collections import OrderedDict
 from functools import reduce
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -67,6 +75,7 @@ from icemor.spec.files import FileContent
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
+    import numpy.typing as npt
     from pyiceberg.expressions import BooleanExpression
     from pyspark.sql import Column, DataFrame, SparkSession
 
@@ -76,6 +85,10 @@ if TYPE_CHECKING:
 __all__ = ["native_dataframe", "native_ineligibility", "spark_file_path"]
 
 _FP, _POS = "__icemor_fp", "__icemor_pos"
+# Bits of all bitmaps of one scan (16 MiB): they travel in every query's task binary.
+_MAX_BITS = 1 << 27
+# Entries of the size-slot array (4 MiB); enough for about a thousand files with position deletes.
+_MAX_SLOTS = 1 << 22
 # Paths whose URI form Spark reports unchanged (no percent-encoding can differ).
 _PLAIN_PATH = re.compile(r"^[A-Za-z0-9._/=:+-]+$")
 # Types whose equality Spark's <=> decides exactly as Iceberg Java does (floats are excluded:
@@ -96,6 +109,14 @@ def spark_file_path(path: str) -> str | None:
         return "file:" + path
     # other schemes (s3a://, hdfs://) are not verified here: the Python-worker strategy reads them
     return None
+
+
+def _file_size(spark_path: str) -> int | None:
+    """The size Spark's listing reports for a local ``file:`` path; None if the driver cannot see it."""
+    try:
+        return os.stat(spark_path.removeprefix("file:")).st_size
+    except OSError:
+        return None
 
 
 def _ineligible(job: ScanJob, planned: list[PlannedFile], needed: set[int]) -> str | None:
@@ -162,11 +183,17 @@ def _hidden(fid: int) -> str:
 
 
 def native_dataframe(
-    job: ScanJob, spark: SparkSession, planned: list[PlannedFile] | None = None
+    job: ScanJob,
+    spark: SparkSession,
+    planned: list[PlannedFile] | None = None,
+    *,
+    bitmaps_only: bool = False,
 ) -> DataFrame | None:
     """``planned`` (default: all of the scan's files) as Spark plans; None when not exact.
 
-    With ``include_deleted`` only files without deletes qualify (every row is live).
+    With ``include_deleted`` only files without deletes qualify (every row is live). With
+    ``bitmaps_only``, also None when position deletes would need the keyed anti-join (the
+    caller prefers the Python workers to it).
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as st
@@ -193,29 +220,38 @@ def native_dataframe(
     spark.conf.set("spark.sql.parquet.fieldId.read.enabled", "true")
     spark.conf.set("spark.sql.parquet.fieldId.read.ignoreMissing", "true")
 
-    positions = _positions_df(job, spark, planned)
-    # Spark's _metadata columns cost a third of a narrow scan: only ask for them when needed
-    with_meta = positions is not None or opts.file_column or opts.pos_column
+    bitmaps = _bitmaps(job, spark, planned)
+    positions = None
+    if bitmaps is None and any(_position_deletes(p) for p in planned):
+        if bitmaps_only:
+            return None
+        positions = _positions_df(job, spark, planned)
 
-    def read(paths: list[str]) -> DataFrame:
+    # Spark's _metadata columns cost a lot per row (the path string most): only the needed ones
+    meta = []
+    if positions is not None or opts.file_column:
+        meta.append(F.col("_metadata.file_path").alias(_FP))
+    if positions is not None or opts.pos_column:
+        meta.append(F.col("_metadata.row_index").alias(_POS))
+
+    def read(paths: list[str], live: Column | None) -> DataFrame:
+        # few DataFrame steps: each one is analysed anew in the JVM
         df = spark.read.schema(read_schema).parquet(*paths)
-        if with_meta:
-            df = df.select(
-                "*", F.col("_metadata.file_path").alias(_FP), F.col("_metadata.row_index").alias(_POS)
-            )
-        if where is not None:
-            df = df.where(where)
-        return df
+        cond = live if where is None else where if live is None else where & live
+        if cond is not None:
+            df = df.where(cond)
+        return df.select("*", *meta) if meta else df
 
-    # group data files by their applicable equality deletes: one scan and join chain per group
-    groups: dict[tuple[str, ...], list[int]] = {}
+    # group data files by their applicable equality deletes (one scan and join chain per group),
+    # and by whether position deletes apply (only those read the bitmaps)
+    groups: dict[tuple[tuple[str, ...], bool], list[int]] = {}
     for i, p in enumerate(planned):
-        key = tuple(sorted(d.path for d in p.delete_files if d.content == FileContent.EQUALITY_DELETES))
-        groups.setdefault(key, []).append(i)
+        eq = tuple(sorted(d.path for d in p.delete_files if d.content == FileContent.EQUALITY_DELETES))
+        groups.setdefault((eq, bitmaps is not None and bool(_position_deletes(p))), []).append(i)
 
     parts = []
-    for eq_paths, members in groups.items():
-        df = read([planned[i].data_file.path for i in members])
+    for (eq_paths, deleted_bits), members in groups.items():
+        df = read([planned[i].data_file.path for i in members], bitmaps if deleted_bits else None)
         if positions is not None:
             df = df.join(F.broadcast(positions), [_FP, _POS], "left_anti")
         by_ids: dict[tuple[int, ...], list[str]] = {}
@@ -263,6 +299,126 @@ def _equality_keys(spark: SparkSession, ids: tuple[int, ...], paths: list[str], 
     )
 
 
+def _position_deletes(p: PlannedFile) -> tuple[Any, ...]:
+    return tuple(d for d in p.delete_files if d.content == FileContent.POSITION_DELETES)
+
+
+def _live(bits: Column, slots: Column, mask: int) -> Column:
+    """True for a row whose position is not set in its file's bitmap, read from ``_metadata``.
+
+    ``bits`` (array<array<bigint>>) holds the 64-bit words of each file's bitmap, ``slots``
+    (array<int>) maps ``file size & mask`` to an index into ``bits`` (-1: none).
+    """
+    from pyspark.sql import functions as F
+
+    size, pos = F.col("_metadata.file_size"), F.col("_metadata.row_index")
+    # get() is null out of range: rows past their file's bitmap stay
+    ordinal = F.get(slots, size.bitwiseAND(F.lit(mask)).cast("int"))
+    word = F.get(F.get(bits, ordinal), F.shiftright(pos, 6).cast("int"))
+    bit = F.call_function("shiftright", word, pos.bitwiseAND(F.lit(63)).cast("int")).bitwiseAND(F.lit(1))
+    return F.coalesce(bit, F.lit(0)) == 0
+
+
+def _size_mask(sizes: list[int]) -> int | None:
+    """The smallest ``2**k - 1`` under which ``sizes`` stay pairwise distinct (None: none found)."""
+    if len(set(sizes)) != len(sizes):
+        return None
+    slots = 1
+    while slots <= _MAX_SLOTS:
+        if len({size & (slots - 1) for size in sizes}) == len(sizes):
+            return slots - 1
+        slots *= 2
+    return None
+
+
+def _bitmaps(job: ScanJob, spark: SparkSession, planned: list[PlannedFile]) -> Column | None:
+    """A filter keeping the rows position deletes and DVs leave; None when none apply or not exact.
+
+    Bitmaps decoded on the driver by the shared core, cached per exact set of (data file,
+    deletes) with the filter built on them (it is the same for every query).
+    A file is known by its size (``_metadata.file_size``, a constant long per file, is far
+    cheaper per row than the path string), so the sizes must differ in their low bits.
+    """
+    work = [(p, deletes) for p in planned if (deletes := _position_deletes(p))]
+    if not work or getattr(spark, "_jvm", None) is None:  # Spark Connect: no plan literals
+        return None
+    found = [_file_size(cast("str", spark_file_path(p.data_file.path))) for p, _ in work]
+    sizes = [s for s in found if s is not None]
+    mask = _size_mask(sizes) if len(sizes) == len(work) else None
+    if mask is None or sum(p.data_file.record_count for p, _ in work) > _MAX_BITS:
+        return None
+    key = tuple(
+        (p.data_file.path, size, tuple(d.path for d in deletes))
+        for (p, deletes), size in zip(work, sizes, strict=True)
+    )
+
+    def build() -> Column | None:
+        from icemor.io.deletes import deleted_positions
+
+        words: list[npt.NDArray[np.int64]] = []
+        slots = np.full(mask + 1, -1, np.int32)
+        for ordinal, ((p, deletes), size) in enumerate(zip(work, sizes, strict=True)):
+            positions = deleted_positions(job.io, p.data_file.path, deletes)
+            rows = max(p.data_file.record_count, int(positions[-1]) + 1 if len(positions) else 0)
+            flags = np.zeros(-(-rows // 64) * 64, np.bool_)
+            flags[positions] = True
+            # bit (pos & 63) of word pos >> 6, as deleted() reads it
+            words.append(np.packbits(flags, bitorder="little").view("<i8"))
+            slots[size & mask] = ordinal
+        literals = _array_literals(spark, words, slots)
+        return None if literals is None else _live(*literals, mask)
+
+    return _cached(spark, ("bitmaps", key), build)
+
+
+def _array_literals(
+    spark: SparkSession, words: list[npt.NDArray[np.int64]], slots: npt.NDArray[np.int32]
+) -> tuple[Column, Column] | None:
+    """``words`` as an array<array<bigint>> literal and ``slots`` as an array<int> literal.
+
+    Built in the JVM from one transfer of bytes each: a Python list would cost a py4j call
+    per element, and a broadcast row would cost a relation per query. UnsafeArrayData keeps
+    the literals compact in the task binary and prints as a short name in plans. Its words
+    are read in the JVM's native order, so that must be little-endian like the bitmaps.
+    """
+    from pyspark.sql import Column
+
+    jvm, gateway = spark.sparkContext._jvm, spark.sparkContext._gateway
+    if jvm is None or gateway is None:
+        return None
+    nio = jvm.java.nio
+    if nio.ByteOrder.nativeOrder() != nio.ByteOrder.LITTLE_ENDIAN:
+        return None
+    expressions, types = jvm.org.apache.spark.sql.catalyst.expressions, jvm.org.apache.spark.sql.types
+    unsafe = expressions.UnsafeArrayData
+
+    def java_array(values: npt.NDArray[Any], kind: Any, view: str) -> Any:
+        # one transfer of the bytes, then a JVM-side copy into a primitive array we hold by reference
+        array = gateway.new_array(kind, len(values))
+        buffer = nio.ByteBuffer.wrap(bytearray(values.tobytes())).order(nio.ByteOrder.LITTLE_ENDIAN)
+        getattr(buffer, view)().get(array)
+        return array
+
+    platform = jvm.org.apache.spark.unsafe.Platform
+    longs = java_array(np.concatenate(words).astype("<i8"), jvm.long, "asLongBuffer")
+    arrays = gateway.new_array(jvm.java.lang.Object, len(words))
+    start = 0
+    for i, w in enumerate(words):
+        arrays[i] = unsafe.fromPrimitiveArray(longs, platform.LONG_ARRAY_OFFSET + start * 8, len(w), 8)
+        start += len(w)
+    long_array = types.ArrayType.apply(types.DataTypes.LongType, False)
+    bits = expressions.Literal(
+        jvm.org.apache.spark.sql.catalyst.util.GenericArrayData(arrays),
+        types.ArrayType.apply(long_array, False),
+    )
+    slot_literal = expressions.Literal(
+        unsafe.fromPrimitiveArray(java_array(slots.astype("<i4"), jvm.int, "asIntBuffer")),
+        types.ArrayType.apply(types.DataTypes.IntegerType, False),
+    )
+    column = jvm.org.apache.spark.sql.Column
+    return Column(column(bits)), Column(column(slot_literal))
+
+
 def _positions_df(job: ScanJob, spark: SparkSession, planned: list[PlannedFile]) -> DataFrame | None:
     """(Spark path, position) of every row deleted by position deletes or DVs.
 
@@ -272,7 +428,7 @@ def _positions_df(job: ScanJob, spark: SparkSession, planned: list[PlannedFile])
         (
             spark_file_path(p.data_file.path),
             p.data_file.path,
-            tuple(d for d in p.delete_files if d.content == FileContent.POSITION_DELETES),
+            _position_deletes(p),
         )
         for p in planned
     ]
@@ -299,27 +455,33 @@ def _decode_job(job: ScanJob, spark: SparkSession, work: list[Any]) -> DataFrame
     return tasks.mapInArrow(decode, f"{_FP} string, {_POS} long")
 
 
-_CACHE: OrderedDict[tuple[Any, ...], DataFrame] = OrderedDict()
+_CACHE: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
 _CACHE_ENTRIES = 16
+_T = TypeVar("_T")
 
 
-def _cached(spark: SparkSession, key: tuple[Any, ...], build: Callable[[], DataFrame]) -> DataFrame:
-    """A persisted DataFrame per immutable set of delete files, per SparkContext (LRU).
+def _cached(spark: SparkSession, key: tuple[Any, ...], build: Callable[[], _T]) -> _T:
+    """What was built from an immutable set of delete files, per SparkContext (LRU).
 
     Committed delete files never change, so what was decoded from them serves every later
     query of the session, as the per-process delete cache does for the local engine.
+    DataFrames are persisted while cached.
     """
+    from pyspark.sql import DataFrame
+
     full = (spark.sparkContext.applicationId, *key)
-    df = _CACHE.get(full)
-    if df is not None:
+    if full in _CACHE:
         _CACHE.move_to_end(full)
-        return df
-    df = build().persist()
-    _CACHE[full] = df
+        return cast("_T", _CACHE[full])
+    value = build()
+    if isinstance(value, DataFrame):
+        value.persist()
+    _CACHE[full] = value
     while len(_CACHE) > _CACHE_ENTRIES:
         _, old = _CACHE.popitem(last=False)
-        old.unpersist()
-    return df
+        if isinstance(old, DataFrame):
+            old.unpersist()
+    return value
 
 
 def _decode_positions(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
