@@ -50,13 +50,7 @@ class DeleteCache:
             value, nbytes = load()
             _log_load(kind, key)
             with self._lock:
-                self.loads[kind] += 1
-                if nbytes <= self.max_bytes:
-                    self._entries[full_key] = (value, nbytes)
-                    self._bytes += nbytes
-                    while self._bytes > self.max_bytes and self._entries:
-                        _, (_, size) = self._entries.popitem(last=False)
-                        self._bytes -= size
+                self._store(kind, full_key, value, nbytes)
             return value
         finally:
             with self._lock:
@@ -74,16 +68,20 @@ class DeleteCache:
 
     def put(self, kind: str, key: Hashable, value: Any, nbytes: int) -> None:
         """Store a value computed elsewhere (a by-product of a read), evicting LRU entries."""
-        full_key = (kind, key)
         with self._lock:
-            if nbytes > self.max_bytes or full_key in self._entries:
-                return
-            self._entries[full_key] = (value, nbytes)
-            self._bytes += nbytes
-            self.loads[kind] += 1
-            while self._bytes > self.max_bytes and self._entries:
-                _, (_, size) = self._entries.popitem(last=False)
-                self._bytes -= size
+            if (kind, key) not in self._entries:
+                self._store(kind, (kind, key), value, nbytes)
+
+    def _store(self, kind: str, full_key: Hashable, value: Any, nbytes: int) -> None:
+        """Insert and evict least recently used entries; the caller holds the lock."""
+        self.loads[kind] += 1
+        if nbytes > self.max_bytes:
+            return
+        self._entries[full_key] = (value, nbytes)
+        self._bytes += nbytes
+        while self._bytes > self.max_bytes and self._entries:
+            _, (_, size) = self._entries.popitem(last=False)
+            self._bytes -= size
 
     def clear(self) -> None:
         with self._lock:

@@ -61,8 +61,9 @@ __all__ = [
 ]
 
 BATCH_BYTES = 16 << 20
-T = TypeVar("T")
 MIN_BATCH_ROWS = 1 << 13
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,10 @@ class ReadOptions:
     file_column: bool = False
     pos_column: bool = False
     include_deleted: bool = False
+    batch_size: int | None = None
+    """Rows per batch; None: as many as make ``BATCH_BYTES`` of the columns read (estimated
+    from the row group's metadata), so a narrow read decodes whole row groups at once and a
+    wide one keeps its batches small."""
 
     @cached_property
     def projection_key(self) -> str:
@@ -93,11 +98,6 @@ class ReadOptions:
     def arrow_schema(self) -> pa.Schema:
         """The Arrow schema of every batch this scan yields."""
         return output_schema(self)
-
-    batch_size: int | None = None
-    """Rows per batch; None: as many as make ``BATCH_BYTES`` of the columns read (estimated
-    from the row group's metadata), so a narrow read decodes whole row groups at once and a
-    wide one keeps its batches small."""
 
 
 def _plain(t: pa.DataType) -> pa.DataType:
@@ -236,36 +236,39 @@ _MEMO_MAX = 4096
 
 
 def _memo(key: tuple[Any, ...], owner: object, compute: Callable[[], T]) -> T:
-    """Per-process memo of work derived from ``owner`` (a cached, shared Schema), keyed by its id.
-
-    The entry holds ``owner`` itself, so the id cannot be reused by another object while the
-    entry lives; an entry whose owner is not ``owner`` is recomputed.
-    """
-    hit = _MEMO.get(key)
-    if hit is not None and hit[0] is owner:
-        return cast("T", hit[1])
+    """Per-process memo of work derived from ``owner`` (a cached, shared Schema), keyed by its id."""
+    hit = _memo_get(key, owner)
+    if hit is not None:
+        return cast("T", hit)
     value = compute()
+    _memo_put(key, owner, value)
+    return value
+
+
+def _memo_get(key: tuple[Any, ...], owner: object) -> Any:
+    """The memoised value, or None. An entry holds its owner, so the id in ``key`` cannot be
+    reused by another object while the entry lives; one whose owner is not ``owner`` misses."""
+    hit = _MEMO.get(key)
+    return hit[1] if hit is not None and hit[0] is owner else None
+
+
+def _memo_put(key: tuple[Any, ...], owner: object, value: Any) -> None:
     if len(_MEMO) >= _MEMO_MAX:
         _MEMO.clear()
     _MEMO[key] = (owner, value)
-    return value
 
 
 def _column_sources(out: Sequence[pa.Array], batch: pa.RecordBatch) -> list[int] | None:
     """For each output array, the index of the batch column it is (same buffers); None if any is not."""
-    columns = batch.columns
-    sources = []
-    for a in out:
-        ident = (a.type, a.offset, len(a), [b.address if b is not None else 0 for b in a.buffers()])
-        match = [
-            j
-            for j, c in enumerate(columns)
-            if (c.type, c.offset, len(c), [b.address if b is not None else 0 for b in c.buffers()]) == ident
-        ]
-        if not match:
-            return None
-        sources.append(match[0])
-    return sources
+
+    def identity(a: pa.Array) -> tuple[Any, ...]:
+        return (a.type, a.offset, len(a), tuple(b.address if b is not None else 0 for b in a.buffers()))
+
+    index: dict[tuple[Any, ...], int] = {}
+    for j, c in enumerate(batch.columns):
+        index.setdefault(identity(c), j)
+    sources = [index.get(identity(a)) for a in out]
+    return None if None in sources else cast("list[int]", sources)
 
 
 def _keep_mask(
@@ -515,10 +518,10 @@ def _project(
     key = None
     if not plan.missing_fields:
         key = ("project", id(plan.file_project_schema), opts.projection_key, batch.schema)
-        hit = _MEMO.get(key)
-        if hit is not None and hit[0] is plan.file_project_schema:
+        sources = _memo_get(key, plan.file_project_schema)
+        if sources is not None:
             columns = batch.columns
-            return [columns[j] for j in hit[1]]
+            return [columns[j] for j in sources]
     projected = to_requested_schema(
         opts.projected_schema,
         plan.file_project_schema,
@@ -532,7 +535,7 @@ def _project(
     if key is not None:
         sources = _column_sources(arrays, batch)
         if sources is not None:
-            _memo(key, plan.file_project_schema, lambda: sources)
+            _memo_put(key, plan.file_project_schema, sources)
     return arrays
 
 

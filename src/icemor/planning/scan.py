@@ -21,7 +21,7 @@ from pyiceberg.table.refs import SnapshotRefType
 from icemor.exceptions import InvalidArgumentError, NoSuchSnapshotError
 from icemor.expr.sql import to_iceberg
 from icemor.io.deletes import fully_deleted
-from icemor.io.reader import ReadOptions, output_schema
+from icemor.io.reader import ReadOptions
 from icemor.planning.planner import all_field_parents, all_field_types, plan_files
 from icemor.planning.tasks import SplitOptions, plan_tasks
 from icemor.spec.metadata_columns import METADATA_COLUMNS
@@ -100,7 +100,7 @@ class ScanJob:
     @property
     def arrow_schema(self) -> pa.Schema:
         """The Arrow schema of every batch the scan yields."""
-        schema = output_schema(self.options)
+        schema = self.options.arrow_schema
         if self.output_names is None:
             return schema
         return pa.schema([schema.field(n) for n in self.output_names])
@@ -108,7 +108,7 @@ class ScanJob:
     @property
     def read_schema(self) -> pa.Schema:
         """The Arrow schema of the batches read, before ``residual`` drops its own columns."""
-        return output_schema(self.options)
+        return self.options.arrow_schema
 
 
 @dataclass(frozen=True)
@@ -191,12 +191,12 @@ def prepare_scan(
     )
     if residual is None:
         return ScanJob(metadata, io, snapshot, opts)
-    names = tuple(output_schema(opts).names)
+    names = tuple(opts.arrow_schema.names)
     extra = [c for c in residual_columns if c not in {f.name for f in projected.fields}]
     if extra:
         opts = replace(opts, projected_schema=schema.select(*[f.name for f in projected.fields], *extra))
     try:
-        _check_condition(residual, output_schema(opts))
+        _check_condition(residual, opts.arrow_schema)
     except InvalidArgumentError as sql_error:
         try:
             parse_filter(residual, schema, case_sensitive=case_sensitive)
