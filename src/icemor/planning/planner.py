@@ -14,7 +14,12 @@ from pyiceberg.types import PrimitiveType, StructType
 
 from icemor._compat.pyiceberg import inclusive_metrics_evaluator
 from icemor.planning.delete_index import DeleteFileIndex
-from icemor.planning.manifests import ManifestFileEntry, read_manifest_entries, read_manifest_list
+from icemor.planning.manifests import (
+    ManifestFileEntry,
+    manifest_entries_cached,
+    read_manifest_entries,
+    read_manifest_list,
+)
 from icemor.spec.files import FileContent
 from icemor.spec.tasks import PlannedFile
 
@@ -69,8 +74,12 @@ def plan_files(
     metrics_eval = inclusive_metrics_evaluator(schema, row_filter, case_sensitive=case_sensitive)
 
     selected: list[ManifestFile] = [m for m in manifests if keep_manifest[m.partition_spec_id](m)]
-    with ThreadPoolExecutor(max_workers=max_workers) as pool:
-        per_manifest = list(pool.map(lambda m: (m, read_manifest_entries(io, m)), selected))
+    if sum(not manifest_entries_cached(m) for m in selected) <= 1:
+        # a pool costs ~1 ms to start and join: more than a small, repeated query's whole plan
+        per_manifest = [(m, read_manifest_entries(io, m)) for m in selected]
+    else:
+        with ThreadPoolExecutor(max_workers=max_workers) as pool:
+            per_manifest = list(pool.map(lambda m: (m, read_manifest_entries(io, m)), selected))
 
     data_entries: list[ManifestFileEntry] = []
     delete_entries: list[ManifestFileEntry] = []
