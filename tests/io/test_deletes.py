@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
 from delete_files import equality_delete_file, position_delete_file
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.types import LongType, StringType
 
+from icemor.exceptions import MissingFileError
 from icemor.io.cache import DELETE_CACHE
 from icemor.io.deletes import equality_delete_sets
 from icemor.spec.files import DeleteFileRef
@@ -71,3 +74,23 @@ def test_fully_deleted_counts_distinct_positions_within_the_file(tmp_path: Path)
     assert not fully_deleted(io, data, [other])
     assert DELETE_CACHE.loads["position"] == 5
     assert not fully_deleted(io, data, [few]) and DELETE_CACHE.loads["position"] == 5  # pre-check: no decode
+
+
+def test_only_local_files_of_pyarrows_file_io_are_memory_mapped(tmp_path: Path) -> None:
+    from pyiceberg.io.fsspec import FsspecFileIO
+
+    from icemor.io.deletes import _local_path, open_parquet
+
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"x": [1, 2, 3]}), path)
+    io = PyArrowFileIO()
+    assert _local_path(io, f"file:{path}") == str(path)
+    assert _local_path(io, str(path)) == str(path)
+    assert _local_path(io, "s3://bucket/d.parquet") is None
+    assert _local_path(io, "file://host/d.parquet") is None  # a remote host's file
+    assert _local_path(FsspecFileIO({}), f"file:{path}") is None  # another FileIO: its own reads
+    mapped = open_parquet(io, f"file:{path}", memory_map=True)
+    assert mapped.read().column("x").to_pylist() == [1, 2, 3]
+    mapped.close()
+    with pytest.raises(MissingFileError, match="not found"):
+        open_parquet(io, f"file:{tmp_path / 'gone.parquet'}", memory_map=True)

@@ -168,7 +168,7 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
     if f.file_format.upper() != "PARQUET":
         msg = f"data file {f.path}: format {f.file_format} is not supported (Parquet only)"
         raise UnsupportedFeatureError(msg)
-    pf = open_parquet(io, f.path)
+    pf = open_parquet(io, f.path, memory_map=True)
     downcast = opts.format_version <= 2
 
     def convert() -> Schema:
