@@ -897,3 +897,11 @@ def test_projection_memo_across_files_and_projections(tmp_path: Path) -> None:
         assert read(whole(b), options(Schema(CATEGORY))) == [
             {"category": c} for c in ["a", "b", None, "a", "b"]
         ]
+
+
+def test_decoding_on_the_reading_thread_reads_the_same_rows(tmp_path: Path) -> None:
+    ref = data_ref(write(tmp_path / "d.parquet", numbered_table(50), row_group_size=20))
+    d = position_delete_file(tmp_path, "pos.parquet", [(ref.path, p) for p in (0, 7, 19, 20, 49)])
+    threaded = read(whole(ref, [d]), options(batch_size=7))
+    assert read(whole(ref, [d]), options(batch_size=7, decode_threads=False)) == threaded
+    assert ids(threaded) == [100 + p for p in range(50) if p not in {0, 7, 19, 20, 49}]

@@ -88,6 +88,10 @@ class ReadOptions:
     """Rows per batch; None: as many as make ``BATCH_BYTES`` of the columns read (estimated
     from the row group's metadata), so a narrow read decodes whole row groups at once and a
     wide one keeps its batches small."""
+    decode_threads: bool = True
+    """Decode a batch's columns in parallel on Arrow's thread pool. The local engine turns it
+    off when it already reads a file per core: decoding on the reading thread then saved
+    ~5% of a wide scan (no hand-offs, no oversubscribed cores)."""
 
     @cached_property
     def projection_key(self) -> str:
@@ -161,6 +165,7 @@ class _FilePlan:
     pyarrow_filter: ArrowFilter | None
     missing_fields: dict[int, Any]
     leaves: list[int]
+    decode_threads: bool = True
 
 
 def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set[int]) -> _FilePlan:
@@ -227,7 +232,16 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
     )
     leaves = _leaf_indices(pf.schema_arrow, columns)
     return _FilePlan(
-        pf, file_schema, columns, file_project_schema, row_groups, first_rows, pyarrow_filter, missing, leaves
+        pf,
+        file_schema,
+        columns,
+        file_project_schema,
+        row_groups,
+        first_rows,
+        pyarrow_filter,
+        missing,
+        leaves,
+        opts.decode_threads,
     )
 
 
@@ -431,7 +445,7 @@ def _decoded(plan: _FilePlan, rg: int, batch_size: int, path: str) -> Iterator[p
     try:
         # the consumer's own errors are not thrown in here: only decoding is inside this try
         yield from plan.pf.iter_batches(
-            batch_size=batch_size, row_groups=[rg], columns=plan.columns, use_threads=True
+            batch_size=batch_size, row_groups=[rg], columns=plan.columns, use_threads=plan.decode_threads
         )
     except (pa.ArrowInvalid, OSError) as e:
         msg = f"data file {path} is truncated or corrupt: {e}"
