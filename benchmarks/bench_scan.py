@@ -19,7 +19,8 @@ Every timing is warm and in-process: median of ``--runs`` runs after one warm-up
 takes longer than ``--slow`` seconds reports that one cold call instead (marked ``*``), and every call
 is stopped after ``--cell-timeout`` seconds. Each timed call includes loading the table (catalog lookup,
 metadata), as Spark's SQL does. ``--variants`` and ``--engines`` select what is measured (the build
-always makes every table).
+always makes every table). The local engines are timed with no JVM on the machine: the build runs in a
+child process, and Spark (for the layout re-check and the Spark engines) starts after them.
 """
 
 from __future__ import annotations
@@ -984,6 +985,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--skip-spark", action="store_true", help="no Spark engines (and no Java check)")
     parser.add_argument("--skip-pyiceberg", action="store_true", help="no pyiceberg column")
+    parser.add_argument(
+        "--build-only",
+        action="store_true",
+        help="build (with --rebuild: again) and check the tables, then exit",
+    )
     args = parser.parse_args(argv)
     engines = [e for e in args.engines if not (args.skip_pyiceberg and e == "pyiceberg")]
     if args.skip_spark:
@@ -1035,13 +1041,21 @@ def main(argv: list[str] | None = None) -> int:
     expected = expected_for(args.rows)
     spark_wanted = any(e in SPARK_ENGINES for e in args.engines)
 
+    if need_build and not args.build_only:
+        # built in a child process: its JVM is gone before the local engines are timed (an idle
+        # JVM's memory beside them made their wide times swing by a third on a 2-core VM)
+        child = [sys.executable, str(Path(__file__).resolve()), "--build-only", "--data-dir", str(home)]
+        subprocess.run([*child, "--rows", str(args.rows), "--rebuild"], check=True)
+        marker = json.loads(marker_path.read_text())
+        need_build = False
+        checked = True
+    else:
+        checked = False
+
     java = None
     if need_build:
         clean_data_dir(home)
-    if need_build or not args.skip_spark:
         java = IcebergJava(home)
-    if need_build:
-        assert java is not None
         print(f"Building {args.rows:,}-row tables in {home} with Iceberg Java ...", flush=True)
         build_info = build(java, args.rows)
         print("Planned by Iceberg Java:", flush=True)
@@ -1055,11 +1069,11 @@ def main(argv: list[str] | None = None) -> int:
         }
         marker_path.write_text(json.dumps(marker, indent=2))
         print(f"Built in {build_info['seconds']:.0f} s", flush=True)
-    elif java is not None:
-        print("Planned by Iceberg Java:", flush=True)
-        check_layout(java, args.variants, args.rows)
-        verify_with_java(java, expected, args.variants)
-    else:
+    if args.build_only:
+        if not need_build:
+            print(f"{home} holds the tables already (--rebuild to build them again)")
+        return 0
+    if args.skip_spark and not checked:
         print(f"Reusing {home} (verified through Iceberg Java when built; --skip-spark skips the re-check)")
     assert marker is not None
 
@@ -1073,12 +1087,18 @@ def main(argv: list[str] | None = None) -> int:
     bench = Bench(args.runs, expected, variants=args.variants, engines=args.engines, limits=limits)
     contention: dict[str, float | None] = {}
     monitor = CpuMonitor()
-    bench_local(bench, metadata)
+    bench_local(bench, metadata)  # no JVM on the machine yet
     contention["local"] = monitor.others_share()
-    if java is not None and spark_wanted:
-        monitor = CpuMonitor()
-        bench_spark(bench, java.spark)
-        contention["spark"] = monitor.others_share()
+    if not args.skip_spark:
+        java = IcebergJava(home)
+        if not checked:  # the build checked them already
+            print("Planned by Iceberg Java:", flush=True)
+            check_layout(java, args.variants, args.rows)
+            verify_with_java(java, expected, args.variants)
+        if spark_wanted:
+            monitor = CpuMonitor()
+            bench_spark(bench, java.spark)
+            contention["spark"] = monitor.others_share()
 
     machine = machine_info(java.spark.version if java is not None else None)
     machine["cpu_share_of_other_processes"] = contention
