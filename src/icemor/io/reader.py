@@ -165,7 +165,6 @@ class _FilePlan:
     pyarrow_filter: ArrowFilter | None
     missing_fields: dict[int, Any]
     leaves: list[int]
-    decode_threads: bool = True
 
 
 def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set[int]) -> _FilePlan:
@@ -232,16 +231,7 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
     )
     leaves = _leaf_indices(pf.schema_arrow, columns)
     return _FilePlan(
-        pf,
-        file_schema,
-        columns,
-        file_project_schema,
-        row_groups,
-        first_rows,
-        pyarrow_filter,
-        missing,
-        leaves,
-        opts.decode_threads,
+        pf, file_schema, columns, file_project_schema, row_groups, first_rows, pyarrow_filter, missing, leaves
     )
 
 
@@ -393,7 +383,7 @@ def read_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> Iterator[pa.
                 eq_hits = None
                 continue  # every row of this row group is deleted: do not decode it
             rows = opts.batch_size or _batch_rows(plan, rg)
-            for batch in _decoded(plan, rg, rows, task.data_file.path):
+            for batch in _decoded(plan, rg, rows, task.data_file.path, threads=opts.decode_threads):
                 n = batch.num_rows
                 out = _process_batch(
                     batch, first, positions, eq_sets, plan, opts, task.data_file.path, out_schema, eq_hits
@@ -440,12 +430,14 @@ def _leaf_indices(schema: pa.Schema, columns: list[str]) -> list[int]:
     return out
 
 
-def _decoded(plan: _FilePlan, rg: int, batch_size: int, path: str) -> Iterator[pa.RecordBatch]:
+def _decoded(
+    plan: _FilePlan, rg: int, batch_size: int, path: str, *, threads: bool
+) -> Iterator[pa.RecordBatch]:
     """Decode one row group; only errors of decoding the file's bytes mean the file is corrupt."""
     try:
         # the consumer's own errors are not thrown in here: only decoding is inside this try
         yield from plan.pf.iter_batches(
-            batch_size=batch_size, row_groups=[rg], columns=plan.columns, use_threads=plan.decode_threads
+            batch_size=batch_size, row_groups=[rg], columns=plan.columns, use_threads=threads
         )
     except (pa.ArrowInvalid, OSError) as e:
         msg = f"data file {path} is truncated or corrupt: {e}"

@@ -155,9 +155,7 @@ def read_manifest_entries(io: FileIO, manifest: ManifestFile) -> list[ManifestFi
     # manifests are written once and never changed: decoded once per process (~0.7 ms of Avro
     # for a 10-entry manifest, paid by every small query before)
     return list(
-        DELETE_CACHE.get_or_load(
-            "manifest-entries", key, lambda: _sized(_decode_entries(io, manifest, key[1]))
-        )
+        DELETE_CACHE.get_or_load("manifest-entries", key, lambda: _sized(_decode_entries(io, manifest)))
     )
 
 
@@ -176,7 +174,7 @@ def _sized(entries: list[ManifestFileEntry]) -> tuple[tuple[ManifestFileEntry, .
     return tuple(entries), 1024 + 2048 * len(entries)
 
 
-def _decode_entries(io: FileIO, manifest: ManifestFile, manifest_seq: int) -> list[ManifestFileEntry]:
+def _decode_entries(io: FileIO, manifest: ManifestFile) -> list[ManifestFileEntry]:
     try:
         input_file = io.new_input(manifest.manifest_path)
         with AvroFile[ManifestEntry](
@@ -193,6 +191,7 @@ def _decode_entries(io: FileIO, manifest: ManifestFile, manifest_seq: int) -> li
         raise _corrupt("manifest", manifest.manifest_path, e) from e
 
     out: list[ManifestFileEntry] = []
+    manifest_seq = manifest.sequence_number or 0
     for entry in raw:
         if entry.status == ManifestEntryStatus.DELETED:
             continue
