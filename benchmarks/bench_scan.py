@@ -1064,16 +1064,14 @@ def main(argv: list[str] | None = None) -> int:
     expected = expected_for(args.rows)
     spark_wanted = any(e in SPARK_ENGINES for e in args.engines)
 
-    if need_build and not args.build_only:
+    checked = need_build and not args.build_only  # by the child below, right after building
+    if checked:
         # built in a child process: its JVM is gone before the local engines are timed (an idle
         # JVM's memory beside them made their wide times swing by a third on a 2-core VM)
         child = [sys.executable, str(Path(__file__).resolve()), "--build-only", "--data-dir", str(home)]
         subprocess.run([*child, "--rows", str(args.rows), "--rebuild"], check=True)
         marker = json.loads(marker_path.read_text())
         need_build = False
-        checked = True
-    else:
-        checked = False
 
     java = None
     if need_build:
