@@ -17,7 +17,10 @@ checks that through Iceberg Java's own scan planning.
 Every timing is warm and in-process: median of ``--runs`` runs after one warm-up, and of at least
 ``QUICK_RUNS`` for a cell under ``QUICK_SECONDS`` (thread scheduling moves those). A cell whose warm-up
 takes longer than ``--slow`` seconds reports that one cold call instead (marked ``*``), and every call
-is stopped after ``--cell-timeout`` seconds. Each timed call includes loading the table (catalog lookup,
+is stopped after ``--cell-timeout`` seconds. The local cells are timed in alternation (``Bench.run_group``:
+the narrow ones, then the wide ones, one call per cell per round), so a ratio and its raw reference
+sample the same minutes of a VM that has slow phases; the Spark cells one after the other. Every
+call's result is checked, untimed. Each timed call includes loading the table (catalog lookup,
 metadata), as Spark's SQL does. ``--variants`` and ``--engines`` select what is measured (the build
 always makes every table). The local engines are timed with no JVM on the machine: the build runs in a
 child process, and Spark (for the layout re-check and the Spark engines) starts after them.
@@ -41,7 +44,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -364,6 +367,20 @@ class Cell:
         return f"{self.median:.3f}{star}{ratio}{' WRONG' if self.wrong else ''}{unchecked}"
 
 
+@dataclass(frozen=True)
+class Spec:
+    """What one cell times, and how its result is checked (see ``Bench.run``)."""
+
+    engine: str
+    query: str
+    table: str
+    fn: Callable[[], Any]
+    facts: Callable[[Any], tuple[int, int | None, float | int | None]]
+    _: KW_ONLY
+    exact_qty: bool
+    on_error: Callable[[BaseException], str] | None = None
+
+
 class CellTimeoutError(Exception):
     """A call ran past --cell-timeout."""
 
@@ -434,29 +451,18 @@ def call_within(fn: Callable[[], Any], limits: Limits, spark: SparkSession | Non
             raise
 
 
-def measure(
-    fn: Callable[[], Any], runs: int, limits: Limits, spark: SparkSession | None = None
-) -> tuple[list[float], Any, bool, float]:
-    """One warm-up call, then ``runs`` timed calls; returns the times, the last result, whether
-    only the warm-up ran (it took longer than ``limits.slow``: its time is the one returned) and
-    the warm-up's time."""
+def timed_call(fn: Callable[[], Any], limits: Limits, spark: SparkSession | None) -> tuple[Any, float]:
+    # whatever the previous call returned is freed by then: otherwise every call of a wide scan
+    # allocates 1+ GB of fresh pages beside it, and times measure the allocator, not the scan
     gc.collect()
     t0 = time.perf_counter()
     result = call_within(fn, limits, spark)
-    warm_up = time.perf_counter() - t0
-    if limits.slow is not None and warm_up > limits.slow:
-        return [warm_up], result, True, warm_up
-    times: list[float] = []
+    return result, time.perf_counter() - t0
+
+
+def wants_more(times: list[float], runs: int) -> bool:
     # a quick cell (tens of ms) moves with thread scheduling: it gets more runs for its median
-    while len(times) < runs or (0 < len(times) < QUICK_RUNS and statistics.median(times) < QUICK_SECONDS):
-        # the previous result is freed first: otherwise every call of a wide scan allocates
-        # 1+ GB of fresh pages beside it, and times measure the allocator, not the scan
-        result = None
-        gc.collect()
-        t0 = time.perf_counter()
-        result = call_within(fn, limits, spark)
-        times.append(time.perf_counter() - t0)
-    return times, result, False, warm_up
+    return len(times) < runs or (len(times) < QUICK_RUNS and statistics.median(times) < QUICK_SECONDS)
 
 
 def one_line(exc: BaseException, limit: int = 90) -> str:
@@ -494,39 +500,90 @@ class Bench:
         spark: SparkSession | None = None,
     ) -> Cell:
         """Time ``fn``; ``facts`` turns its result into (rows, sum_id or None, qty cents or qty sum)."""
-        cell = Cell(engine, query, table)
-        self.cells.append(cell)
-        label = f"{ENGINES[engine]} {query} {table}"
+        spec = Spec(engine, query, table, fn, facts, exact_qty=exact_qty, on_error=on_error)
+        return self.run_group([spec], spark=spark)[0]
+
+    def run_group(self, specs: list[Spec], *, spark: SparkSession | None = None) -> list[Cell]:
+        """Time the cells in alternation: one warm-up each, then rounds of one call per cell.
+
+        A ratio divides two cells, and this VM has slow phases lasting tens of seconds; timed one
+        after the other, a cell caught in one is off by a third against its reference. In rounds,
+        both sides of every ratio sample the same minutes. Each round starts one cell further on,
+        so no cell always follows the same one. Every call's result is checked, untimed.
+        """
+        cells = [Cell(spec.engine, spec.query, spec.table) for spec in specs]
+        self.cells.extend(cells)
+        active: list[tuple[Cell, Spec]] = []
+        for cell, spec in zip(cells, specs, strict=True):
+            if self._call(cell, spec, spark, warm_up=True):
+                if cell.cold_only:
+                    self._report(cell)
+                else:
+                    active.append((cell, spec))
+        turn = 0
+        while active:
+            start = turn % len(active)
+            for cell, spec in active[start:] + active[:start]:
+                if not self._call(cell, spec, spark, warm_up=False):
+                    cell.times = []
+            turn += 1
+            for cell, _ in active:
+                if not cell.times or not wants_more(cell.times, self.runs):
+                    self._report(cell)
+            active = [(c, s) for c, s in active if c.times and wants_more(c.times, self.runs)]
+        return cells
+
+    def _call(self, cell: Cell, spec: Spec, spark: SparkSession | None, *, warm_up: bool) -> bool:
+        """One call of the cell, its result checked; False (with ``cell.note``) if it failed."""
+        label = f"{ENGINES[spec.engine]} {spec.query} {spec.table}"
         try:
-            cell.times, result, cell.cold_only, cell.first = measure(fn, self.runs, self.limits, spark)
+            result, seconds = timed_call(spec.fn, self.limits, spark)
         except CellTimeoutError:
             cell.note = f"timeout (> {self.limits.timeout:g} s)"
             print(f"  {label}: {cell.note}", flush=True)
-            return cell
+            return False
         except Exception as exc:
-            cell.note = on_error(exc) if on_error else f"error: {one_line(exc)}"
+            cell.note = spec.on_error(exc) if spec.on_error else f"error: {one_line(exc)}"
             print(f"  {label}: {cell.note}", flush=True)
-            return cell
-        cell.median = statistics.median(cell.times)
-        rows, sum_id, qty = facts(result)
-        want = self.expected[table]
+            return False
+        if warm_up:
+            cell.first = seconds
+            if self.limits.slow is not None and seconds > self.limits.slow:
+                cell.cold_only = True
+                cell.times = [seconds]
+        else:
+            cell.times.append(seconds)
+        self._check(cell, spec, result)
+        return True
+
+    def _check(self, cell: Cell, spec: Spec, result: Any) -> None:
+        rows, sum_id, qty = spec.facts(result)
+        want = self.expected[spec.table]
         cell.rows = rows
-        cell.qty = None if qty is None else (qty / 100 if exact_qty else float(qty))
+        cell.qty = None if qty is None else (qty / 100 if spec.exact_qty else float(qty))
         problems = []
         if rows != want.rows:
             problems.append(f"{rows:,} rows, expected {want.rows:,}")
         if sum_id is not None and sum_id != want.sum_id:
             problems.append(f"sum(id) {sum_id}, expected {want.sum_id}")
         if qty is not None:
-            bad = qty != want.qty_cents if exact_qty else abs(float(qty) - want.qty) > SPARK_QTY_TOLERANCE
+            bad = (
+                qty != want.qty_cents if spec.exact_qty else abs(float(qty) - want.qty) > SPARK_QTY_TOLERANCE
+            )
             if bad:
                 problems.append(f"sum(qty) {cell.qty!r}, expected {want.qty:.2f}")
-        cell.wrong = "; ".join(problems) or None
+        if problems and cell.wrong is None:  # the first wrong call is the one reported
+            cell.wrong = "; ".join(problems)
+
+    def _report(self, cell: Cell) -> None:
+        if not cell.times:
+            return  # failed: its note is printed already
+        cell.median = statistics.median(cell.times)
+        label = f"{ENGINES[cell.engine]} {cell.query} {cell.table}"
         status = f"  WRONG: {cell.wrong}" if cell.wrong else ""
         cold = f" (warm-up > {self.limits.slow:g} s: no timed runs)" if cell.cold_only else ""
         times = [round(t, 3) for t in cell.times]
         print(f"  {label}: {cell.median:.3f} s {times}{cold}{status}", flush=True)
-        return cell
 
     def wants(self, engine: str) -> bool:
         return engine in self.engines
@@ -583,20 +640,18 @@ def bench_local(bench: Bench, metadata: dict[str, str]) -> None:
         tbl = pq.read_table(files, columns=["qty"])
         return tbl, tbl.num_rows, pc.sum(tbl["qty"]).as_py()
 
+    narrow: list[Spec] = []
+    wide: list[Spec] = []
     if bench.wants("raw"):
-        bench.run("raw", "narrow", "base", raw_narrow, narrow_facts, exact_qty=True)
-        bench.run("raw", "wide", "base", lambda: pq.read_table(files), arrow_facts, exact_qty=True)
+        narrow.append(Spec("raw", "narrow", "base", raw_narrow, narrow_facts, exact_qty=True))
+        wide.append(Spec("raw", "wide", "base", lambda: pq.read_table(files), arrow_facts, exact_qty=True))
     if bench.wants("raw_mmap"):
         # not ANCHORS' reference: shown because icemor maps local files and pyarrow's default
         # does not, so part of icemor's standing against "raw" is that difference
-        bench.run(
-            "raw_mmap",
-            "wide",
-            "base",
-            lambda: pq.read_table(files, memory_map=True),
-            arrow_facts,
-            exact_qty=True,
-        )
+        def raw_mmap() -> pa.Table:
+            return pq.read_table(files, memory_map=True)
+
+        wide.append(Spec("raw_mmap", "wide", "base", raw_mmap, arrow_facts, exact_qty=True))
 
     for name in bench.variants:
         ident = f"{NAMESPACE}.{name}"
@@ -612,11 +667,18 @@ def bench_local(bench: Bench, metadata: dict[str, str]) -> None:
             return icemor.load_table(ident).scan().to_arrow()
 
         if bench.wants("icemor"):
-            bench.run("icemor", "narrow", name, icemor_narrow, narrow_facts, exact_qty=True)
+            narrow.append(Spec("icemor", "narrow", name, icemor_narrow, narrow_facts, exact_qty=True))
         if bench.wants("icemor_count"):
-            bench.run("icemor_count", "narrow", name, icemor_count, lambda n: (n, None, None), exact_qty=True)
+            narrow.append(
+                Spec("icemor_count", "narrow", name, icemor_count, lambda n: (n, None, None), exact_qty=True)
+            )
         if bench.wants("icemor"):
-            bench.run("icemor", "wide", name, icemor_wide, arrow_facts, exact_qty=True)
+            wide.append(Spec("icemor", "wide", name, icemor_wide, arrow_facts, exact_qty=True))
+
+    # apart: a call after a wide one may pay the allocator's release of its 1+ GB result, which
+    # is noise next to a narrow call's tens of ms
+    bench.run_group(narrow)
+    bench.run_group(wide)
 
     if not bench.wants("pyiceberg"):
         return
