@@ -17,13 +17,14 @@ checks that through Iceberg Java's own scan planning.
 Every timing is warm and in-process: median of ``--runs`` runs after one warm-up, and of at least
 ``QUICK_RUNS`` for a cell under ``QUICK_SECONDS`` (thread scheduling moves those). A cell whose warm-up
 takes longer than ``--slow`` seconds reports that one cold call instead (marked ``*``), and every call
-is stopped after ``--cell-timeout`` seconds. The local cells are timed in alternation (``Bench.run_group``:
-the narrow ones, then the wide ones, one call per cell per round), so a ratio and its raw reference
-sample the same minutes of a VM that has slow phases; the Spark cells one after the other. Every
-call's result is checked, untimed. Each timed call includes loading the table (catalog lookup,
-metadata), as Spark's SQL does. ``--variants`` and ``--engines`` select what is measured (the build
-always makes every table). The local engines are timed with no JVM on the machine: the build runs in a
-child process, and Spark (for the layout re-check and the Spark engines) starts after them.
+is stopped after ``--cell-timeout`` seconds. Cells are timed in alternation (``Bench.run_group``, one
+call per cell per round): the local narrow cells, then the local wide ones, then on Spark Iceberg Java
+and both icemor strategies per table and query. So a ratio and its reference sample the same minutes
+of a VM that has slow phases. Every call's result is checked, untimed. Each timed call includes
+loading the table (catalog lookup, metadata), as Spark's SQL does. ``--variants`` and ``--engines``
+select what is measured (the build always makes every table). The local engines are timed with no
+JVM on the machine: the build runs in a child process, and Spark (for the layout re-check and the
+Spark engines) starts after them.
 """
 
 from __future__ import annotations
@@ -706,19 +707,7 @@ def bench_local(bench: Bench, metadata: dict[str, str]) -> None:
 
 
 def bench_spark(bench: Bench, spark: SparkSession) -> None:
-
     print("Spark engines:", flush=True)
-    for name in bench.variants:
-        for query in QUERIES:
-            if not bench.wants("java"):
-                continue
-            sql = SPARK_SQL[query].format(table=qualified(name))
-
-            def java_query(sql: str = sql) -> Any:
-                return spark.sql(sql).collect()[0]
-
-            bench.run("java", query, name, java_query, spark_facts(query), exact_qty=False, spark=spark)
-
     reason = None
     try:
         module = importlib.import_module("icemor.engines.spark")
@@ -726,59 +715,78 @@ def bench_spark(bench: Bench, spark: SparkSession) -> None:
             reason = "icemor.engines.spark has no scan_to_dataframe"
     except Exception as exc:
         reason = one_line(exc, 60)
-    for engine, strategy in (("icemor_spark", "auto"), ("icemor_spark_python", "python")):
-        if bench.wants(engine):
-            _icemor_on_spark(bench, spark, engine, strategy, reason)
+    strategies = [
+        (engine, strategy)
+        for engine, strategy in (("icemor_spark", "auto"), ("icemor_spark_python", "python"))
+        if bench.wants(engine)
+    ]
+    # Iceberg Java and icemor on the same table and query are timed in alternation (run_group)
+    for name in bench.variants:
+        for query in QUERIES:
+            specs: list[Spec] = []
+            if bench.wants("java"):
+                sql = SPARK_SQL[query].format(table=qualified(name))
+
+                def java_query(sql: str = sql) -> Any:
+                    return spark.sql(sql).collect()[0]
+
+                specs.append(Spec("java", query, name, java_query, spark_facts(query), exact_qty=False))
+            views: dict[str, str] = {}
+            for engine, strategy in strategies:
+                if reason is not None:
+                    bench.na(engine, query, name, f"n/a ({reason})")
+                    continue
+                views[engine] = view = f"icemor_bench_{name}_{query}_{strategy}"
+                specs.append(
+                    Spec(
+                        engine,
+                        query,
+                        name,
+                        _icemor_on_spark(spark, name, query, strategy, view),
+                        spark_facts(query),
+                        exact_qty=False,
+                        on_error=lambda exc: f"n/a ({one_line(exc, 60)})",
+                    )
+                )
+            for cell in bench.run_group(specs, spark=spark):
+                if cell.engine in views and cell.median is not None and query == "wide" and not cell.wrong:
+                    _exact_check(bench, spark, cell, views[cell.engine])
 
 
 def _icemor_on_spark(
-    bench: Bench, spark: SparkSession, engine: str, strategy: str, reason: str | None
-) -> None:
+    spark: SparkSession, name: str, query: str, strategy: str, view: str
+) -> Callable[[], Any]:
     import icemor
 
-    for name in bench.variants:
-        for query in QUERIES:
-            if reason is not None:
-                bench.na(engine, query, name, f"n/a ({reason})")
-                continue
-            fields = ("qty",) if query == "narrow" else ("*",)
-            view = f"icemor_bench_{name}_{query}_{strategy}"
-            sql = SPARK_SQL[query].format(table=view)
+    fields = ("qty",) if query == "narrow" else ("*",)
+    sql = SPARK_SQL[query].format(table=view)
 
-            def run(
-                name: str = name, fields: tuple[str, ...] = fields, view: str = view, sql: str = sql
-            ) -> Any:
-                table = icemor.load_table(f"{NAMESPACE}.{name}")
-                df = table.to_spark(spark, strategy=strategy, selected_fields=fields)
-                df.createOrReplaceTempView(view)
-                return spark.sql(sql).collect()[0]
+    def run() -> Any:
+        table = icemor.load_table(f"{NAMESPACE}.{name}")
+        df = table.to_spark(spark, strategy=strategy, selected_fields=fields)
+        df.createOrReplaceTempView(view)
+        return spark.sql(sql).collect()[0]
 
-            cell = bench.run(
-                engine,
-                query,
-                name,
-                run,
-                spark_facts(query),
-                exact_qty=False,
-                on_error=lambda exc: f"n/a ({one_line(exc, 60)})",
-                spark=spark,
-            )
-            if cell.median is not None and query == "wide" and not cell.wrong:
-                # the timed query sums qty as doubles; check the rows exactly once, untimed (a read
-                # more, so under the same --cell-timeout)
-                def exact_check(view: str = view) -> Any:
-                    return spark.sql(EXACT_SQL.format(table=view)).collect()[0]
+    return run
 
-                try:
-                    row = call_within(exact_check, bench.limits, spark)
-                except CellTimeoutError:
-                    cell.note = f"exact check: timeout (> {bench.limits.timeout:g} s)"
-                    print(f"  {ENGINES[engine]} {name}: {cell.note}", flush=True)
-                    continue
-                got = Expected(int(row[0]), int(row[1]), int(row[2]))
-                if got != bench.expected[name]:
-                    cell.wrong = f"exact check {got}, expected {bench.expected[name]}"
-                    print(f"  {ENGINES[engine]} {name}: WRONG {cell.wrong}", flush=True)
+
+def _exact_check(bench: Bench, spark: SparkSession, cell: Cell, view: str) -> None:
+    """The timed query sums qty as doubles: check the rows exactly once, untimed (a read more, so
+    under the same --cell-timeout)."""
+
+    def exact_check() -> Any:
+        return spark.sql(EXACT_SQL.format(table=view)).collect()[0]
+
+    try:
+        row = call_within(exact_check, bench.limits, spark)
+    except CellTimeoutError:
+        cell.note = f"exact check: timeout (> {bench.limits.timeout:g} s)"
+        print(f"  {ENGINES[cell.engine]} {cell.table}: {cell.note}", flush=True)
+        return
+    got = Expected(int(row[0]), int(row[1]), int(row[2]))
+    if got != bench.expected[cell.table]:
+        cell.wrong = f"exact check {got}, expected {bench.expected[cell.table]}"
+        print(f"  {ENGINES[cell.engine]} {cell.table}: WRONG {cell.wrong}", flush=True)
 
 
 class CpuMonitor:
@@ -1019,9 +1027,9 @@ def report(bench: Bench, machine: dict[str, Any], build_info: dict[str, Any], ro
     mapped = bench.median("raw_mmap", "wide", "base")
     if mapped:
         versus = [
-            f"{name} {m / mapped:.2f}×"
+            f"{name} {seconds / mapped:.2f}×"
             for name in bench.variants
-            if (m := bench.median("icemor", "wide", name)) is not None
+            if (seconds := bench.median("icemor", "wide", name)) is not None
         ]
         print(
             "Not a target: icemor local all columns against the memory-mapped raw scan "
