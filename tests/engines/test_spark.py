@@ -291,3 +291,42 @@ def test_files_of_equal_size_fall_back_exactly(
     auto_df = table.to_spark(oracle.spark, metadata_columns=True).drop("_file")
     assert "MapInArrow" in _plan(auto_df)
     assert sorted_rows(tuple(r) for r in auto_df.collect()) == java
+
+
+def test_a_repeated_scan_reuses_its_plan_and_a_new_commit_does_not(
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str
+) -> None:
+    """Same files, deletes, projection and filter: the DataFrame built before; anything else: a new one."""
+    name = f"{ns}.t"
+    oracle.create_table(name, "id BIGINT, k INT, s STRING")
+    q = oracle.qualified(name)
+    _files_of_different_sizes(oracle, q, [600, 900])
+    oracle.sql(f"DELETE FROM {q} WHERE id % 10 = 3")
+
+    def ids(df: DataFrame) -> list[int]:
+        return sorted(r[0] for r in df.collect())
+
+    def java_ids(where: str = "true") -> list[int]:
+        return sorted(r[0] for r in oracle.sql(f"SELECT id FROM {q} WHERE {where}"))
+
+    first = icemor.load_table(name, catalog=catalog).to_spark(oracle.spark, selected_fields=("id",))
+    assert "MapInArrow" not in _plan(first)
+    assert ids(first) == java_ids()
+    again = icemor.load_table(name, catalog=catalog).to_spark(oracle.spark, selected_fields=("id",))
+    assert again is first
+
+    table = icemor.load_table(name, catalog=catalog)
+    filtered = table.to_spark(oracle.spark, selected_fields=("id",), row_filter="id < 700")
+    assert filtered is not first and ids(filtered) == java_ids("id < 700")
+    wider = table.to_spark(oracle.spark, selected_fields=("id", "k"))
+    assert wider is not first and wider.columns == ["id", "k"]
+
+    oracle.sql(f"DELETE FROM {q} WHERE id % 10 = 4")  # new delete files: a new plan, the new rows
+    after = icemor.load_table(name, catalog=catalog).to_spark(oracle.spark, selected_fields=("id",))
+    assert after is not first
+    assert ids(after) == java_ids() and len(ids(after)) == 1200
+
+    other_session = oracle.spark.newSession()  # a DataFrame belongs to its session
+    elsewhere = icemor.load_table(name, catalog=catalog).to_spark(other_session, selected_fields=("id",))
+    assert elsewhere is not after and elsewhere.sparkSession is other_session
+    assert ids(elsewhere) == java_ids()

@@ -195,15 +195,43 @@ def native_dataframe(
     ``bitmaps_only``, also None when position deletes would need the keyed anti-join (the
     caller prefers the Python workers to it).
     """
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as st
-
     opts = job.options
     planned = list(job.planned) if planned is None else planned
     bound = _bound_filter(job)
     needed = _needed_ids(job, planned, bound)
     if _ineligible(job, planned, needed) is not None or not planned:
         return None
+    spark.conf.set("spark.sql.parquet.fieldId.read.enabled", "true")
+    spark.conf.set("spark.sql.parquet.fieldId.read.ignoreMissing", "true")
+    # the same scan again (same files, deletes, projection, filter) reuses its DataFrame: building
+    # it costs ~40 ms of py4j round trips and JVM analysis per query, more than a narrow read's
+    # deletes do; files are immutable, so the plan stays exact
+    key = (
+        bitmaps_only,
+        tuple((p.data_file.path, tuple(sorted(d.path for d in p.delete_files))) for p in planned),
+        repr(bound),
+        tuple((f.field_id, f.name, str(f.field_type)) for f in opts.projected_schema.fields),
+        tuple((fid, str(opts.field_types[fid])) for fid in sorted(needed)),
+        opts.file_column,
+        opts.pos_column,
+        opts.include_deleted,
+    )
+    return _reused(spark, key, lambda: _build(job, spark, planned, bound, needed, bitmaps_only=bitmaps_only))
+
+
+def _build(
+    job: ScanJob,
+    spark: SparkSession,
+    planned: list[PlannedFile],
+    bound: BooleanExpression | None,
+    needed: set[int],
+    *,
+    bitmaps_only: bool,
+) -> DataFrame | None:
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as st
+
+    opts = job.options
     where = None
     if bound is not None:
         where = _to_column(bound, lambda fid: F.col(_hidden(fid)), opts.field_types)
@@ -217,8 +245,6 @@ def native_dataframe(
             for fid in sorted(needed)
         ]
     )
-    spark.conf.set("spark.sql.parquet.fieldId.read.enabled", "true")
-    spark.conf.set("spark.sql.parquet.fieldId.read.ignoreMissing", "true")
 
     bitmaps = _bitmaps(job, spark, planned)
     positions = None
@@ -481,6 +507,25 @@ def _cached(spark: SparkSession, key: tuple[Any, ...], build: Callable[[], _T]) 
         _, old = _CACHE.popitem(last=False)
         if isinstance(old, DataFrame):
             old.unpersist()
+    return value
+
+
+_PLANS: OrderedDict[tuple[Any, ...], tuple[SparkSession, DataFrame | None]] = OrderedDict()
+_PLAN_ENTRIES = 32
+
+
+def _reused(
+    spark: SparkSession, key: tuple[Any, ...], build: Callable[[], DataFrame | None]
+) -> DataFrame | None:
+    """The DataFrame built for ``key`` in this session before, else ``build()`` (LRU, not persisted)."""
+    hit = _PLANS.get(key)
+    if hit is not None and hit[0] is spark:  # a DataFrame belongs to its session (and context)
+        _PLANS.move_to_end(key)
+        return hit[1]
+    value = build()
+    _PLANS[key] = (spark, value)
+    while len(_PLANS) > _PLAN_ENTRIES:
+        _PLANS.popitem(last=False)
     return value
 
 
