@@ -239,6 +239,37 @@ def test_position_deletes_in_many_files_read_natively_as_java_reads_them(
     assert got == java and len(got) > 3000
 
 
+def test_positions_come_from_the_readers_row_index_column_and_a_missing_one_fails(
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bitmap filter reads Spark's generated row index column, not ``_metadata.row_index`` (which
+    builds a struct per row); were that column not filled, the query fails instead of keeping rows."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    from icemor.engines.spark import native
+
+    name = f"{ns}.t"
+    oracle.create_table(name, "id BIGINT, k INT, s STRING", format_version=3)
+    q = oracle.qualified(name)
+    _files_of_different_sizes(oracle, q, [800, 1500])
+    oracle.sql(f"DELETE FROM {q} WHERE id % 10 = 3")
+    table = icemor.load_table(name, catalog=catalog)
+    df = table.to_spark(oracle.spark, selected_fields=("id",))
+    plan = _plan(df)
+    assert "MapInArrow" not in plan and native._ROW_INDEX in plan, plan
+    assert "row_index" not in plan.replace(native._ROW_INDEX, ""), plan  # no _metadata.row_index
+    assert sorted(r[0] for r in df.collect()) == sorted(r[0] for r in oracle.sql(f"SELECT id FROM {q}"))
+
+    # a column name the reader does not fill stays null: every row with deletes must fail loudly
+    monkeypatch.setattr(native, "_ROW_INDEX", "__icemor_not_a_row_index")
+    monkeypatch.setattr(native, "_CACHE", type(native._CACHE)())
+    monkeypatch.setattr(native, "_PLANS", type(native._PLANS)())
+    unfilled = table.to_spark(oracle.spark, selected_fields=("id",))
+    with pytest.raises((PySparkException, Py4JJavaError), match="did not fill __icemor_not_a_row_index"):
+        unfilled.collect()
+
+
 def test_position_and_equality_deletes_on_one_file_match_java(
     oracle: IcebergJava, catalog: SqlCatalog, ns: str
 ) -> None:

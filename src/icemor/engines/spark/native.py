@@ -5,8 +5,11 @@ data file (sequence numbers, scoping, pruning), and position deletes and deletio
 are decoded by :func:`icemor.io.deletes.deleted_positions`. Spark only executes the result
 as plans:
 
-- data files are read by Iceberg field id (``spark.sql.parquet.fieldId.read.enabled``), with
-  ``_metadata.row_index`` as each row's position;
+- data files are read by Iceberg field id (``spark.sql.parquet.fieldId.read.enabled``); each
+  row's position is the row index Spark's Parquet reader generates into a read-schema column
+  named ``_tmp_metadata_row_index`` (the column ``_metadata.row_index`` is built from, which Delta
+  Lake reads the same way). Read directly it is a plain long column; through ``_metadata`` every
+  row would also box it into a struct (measured: ~10% of a narrow dv10 read);
 - deleted positions are decoded on the driver into one bitmap per data file; the bitmaps are
   an array literal of the plan, and each row tests its own bit in a filter (no hash relation
   to build and broadcast per query, no join, no shuffle). The row's file is found by
@@ -85,6 +88,10 @@ if TYPE_CHECKING:
 __all__ = ["native_dataframe", "native_ineligibility", "spark_file_path"]
 
 _FP, _POS = "__icemor_fp", "__icemor_pos"
+# The column Spark's Parquet reader fills with each row's position when the read schema names it
+# (FileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME in Spark 3.5 and 4). A Spark that did not fill it
+# would leave it null: the bitmap filter raises on a null position rather than keep the row.
+_ROW_INDEX = "_tmp_metadata_row_index"
 # Bits of all bitmaps of one scan (16 MiB): they travel in every query's task binary.
 _MAX_BITS = 1 << 27
 # Entries of the size-slot array (4 MiB); enough for about a thousand files with position deletes.
@@ -238,14 +245,6 @@ def _build(
         if where is None:
             return None
 
-    # every needed field is read under a hidden name, by field id
-    read_schema = st.StructType(
-        [
-            st.StructField(_hidden(fid), spark_type(opts.field_types[fid]), True, {"parquet.field.id": fid})
-            for fid in sorted(needed)
-        ]
-    )
-
     bitmaps = _bitmaps(job, spark, planned)
     positions = None
     if bitmaps is None and any(_position_deletes(p) for p in planned):
@@ -253,12 +252,21 @@ def _build(
             return None
         positions = _positions_df(job, spark, planned)
 
+    # every needed field is read under a hidden name, by field id; the row index only when used
+    fields = [
+        st.StructField(_hidden(fid), spark_type(opts.field_types[fid]), True, {"parquet.field.id": fid})
+        for fid in sorted(needed)
+    ]
+    if bitmaps is not None or positions is not None or opts.pos_column:
+        fields.append(st.StructField(_ROW_INDEX, st.LongType(), True))
+    read_schema = st.StructType(fields)
+
     # Spark's _metadata columns cost a lot per row (the path string most): only the needed ones
     meta = []
     if positions is not None or opts.file_column:
         meta.append(F.col("_metadata.file_path").alias(_FP))
     if positions is not None or opts.pos_column:
-        meta.append(F.col("_metadata.row_index").alias(_POS))
+        meta.append(_row_index().alias(_POS))
 
     def read(paths: list[str], live: Column | None) -> DataFrame:
         # few DataFrame steps: each one is analysed anew in the JVM
@@ -329,20 +337,38 @@ def _position_deletes(p: PlannedFile) -> tuple[Any, ...]:
     return tuple(d for d in p.delete_files if d.content == FileContent.POSITION_DELETES)
 
 
+def _unless_null(pos: Column, value: Column) -> Column:
+    """``value``, or a query error where ``pos`` is null: a Spark that stopped filling the row
+    index column fails the query instead of returning deleted rows."""
+    from pyspark.sql import functions as F
+
+    missing = F.raise_error(F.lit(f"icemor: Spark did not fill {_ROW_INDEX} (row positions)"))
+    return F.when(pos.isNull(), missing.cast("bigint")).otherwise(value.cast("bigint"))
+
+
+def _row_index() -> Column:
+    """Each row's position in its data file, as Spark's Parquet reader generates it (never null)."""
+    from pyspark.sql import functions as F
+
+    return _unless_null(F.col(_ROW_INDEX), F.col(_ROW_INDEX))
+
+
 def _live(bits: Column, slots: Column, mask: int) -> Column:
-    """True for a row whose position is not set in its file's bitmap, read from ``_metadata``.
+    """True for a row whose position is not set in its file's bitmap.
 
     ``bits`` (array<array<bigint>>) holds the 64-bit words of each file's bitmap, ``slots``
-    (array<int>) maps ``file size & mask`` to an index into ``bits`` (-1: none).
+    (array<int>) maps ``file size & mask`` to an index into ``bits`` (-1: none). The file is
+    known by ``_metadata.file_size``, the position by the reader's row index column.
     """
     from pyspark.sql import functions as F
 
-    size, pos = F.col("_metadata.file_size"), F.col("_metadata.row_index")
-    # get() is null out of range: rows past their file's bitmap stay
+    size, pos = F.col("_metadata.file_size"), F.col(_ROW_INDEX)
+    # get() is null out of range: rows past their file's bitmap stay (a null position fails; the
+    # check sits in the fallback, so a row with a bit pays nothing for it)
     ordinal = F.get(slots, size.bitwiseAND(F.lit(mask)).cast("int"))
     word = F.get(F.get(bits, ordinal), F.shiftright(pos, 6).cast("int"))
     bit = F.call_function("shiftright", word, pos.bitwiseAND(F.lit(63)).cast("int")).bitwiseAND(F.lit(1))
-    return F.coalesce(bit, F.lit(0)) == 0
+    return F.coalesce(bit, _unless_null(pos, F.lit(0))) == 0
 
 
 def _size_mask(sizes: list[int]) -> int | None:
