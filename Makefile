@@ -56,7 +56,7 @@ test-spark4:
 	$(SPARK4_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(SPARK4_VENV)/bin/python -m pip install --quiet --no-deps -e .
 	$(SPARK4_VENV)/bin/python -m pip install --quiet 'pyspark>=4,<5' 'pyiceberg[sql-sqlite,pyarrow,pyiceberg-core]>=0.12,<0.13' \
-		'pyarrow>=17,<27' 'pyroaring>=1.0,<2' 'numpy>=1.26,<3' 'pandas>=2.2,<3' 'typer>=0.12,<1' 'rich>=13,<16' 'pytest>=8,<10'
+		'pyarrow>=17,<27' 'pyroaring>=1.0,<2' 'numpy>=1.26,<3' 'pandas>=2.2,<3' 'duckdb>=2.0,<3' 'typer>=0.12,<1' 'rich>=13,<16' 'pytest>=8,<10'
 	JAVA_HOME=$$($(PY) -c 'import json;print(json.load(open("$(ORACLE_ENV)"))["java_home"])' 2>/dev/null || echo $$JAVA_HOME) \
 		$(SPARK4_VENV)/bin/pytest -q -p no:cacheprovider tests_spark4
 
