@@ -302,10 +302,11 @@ def test_position_and_equality_deletes_on_one_file_match_java(
     assert "MapInArrow" in plan and "FileScan parquet" in plan, plan
 
 
-def test_files_of_equal_size_fall_back_exactly(
+def test_files_of_equal_size_fall_back_exactly_where_they_cannot_be_linked(
     oracle: IcebergJava, catalog: SqlCatalog, ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Sizes that cannot tell the files apart: native anti-joins by path, auto uses the Python workers."""
+    """No links (a cluster's master) and sizes that cannot tell the files apart: native anti-joins
+    by path, auto uses the Python workers."""
     from icemor.engines.spark import native
 
     name = f"{ns}.t"
@@ -314,6 +315,7 @@ def test_files_of_equal_size_fall_back_exactly(
     _files_of_different_sizes(oracle, q, [500, 800])
     oracle.sql(f"DELETE FROM {q} WHERE id % 4 = 1")
     table = icemor.load_table(name, catalog=catalog)
+    monkeypatch.setattr(native, "_link_files", lambda spark, paths: None)
     monkeypatch.setattr(native, "_file_size", lambda path: 4096)
     java = sorted_rows(tuple(r) for r in oracle.sql(f"SELECT id, k, s, _pos FROM {q}"))
     native_df = table.to_spark(oracle.spark, strategy="native", metadata_columns=True).drop("_file")
@@ -322,6 +324,36 @@ def test_files_of_equal_size_fall_back_exactly(
     auto_df = table.to_spark(oracle.spark, metadata_columns=True).drop("_file")
     assert "MapInArrow" in _plan(auto_df)
     assert sorted_rows(tuple(r) for r in auto_df.collect()) == java
+
+
+def test_linked_files_are_known_by_ordinal_whatever_their_sizes(
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a local master, files with position deletes are read through links and known by their
+    ordinal: equal sizes do not matter, and _file reports the table's own paths, as Java does."""
+    from icemor.engines.spark import native
+
+    name = f"{ns}.t"
+    oracle.create_table(name, "id BIGINT, k INT, s STRING", format_version=3)
+    q = oracle.qualified(name)
+    _files_of_different_sizes(oracle, q, [500, 800, 1100])
+    oracle.sql(f"DELETE FROM {q} WHERE id % 4 = 1")
+    oracle.sql(f"INSERT INTO {q} SELECT /*+ COALESCE(1) */ * FROM VALUES (5000, 0, 'clean')")
+    table = icemor.load_table(name, catalog=catalog)
+    monkeypatch.setattr(native, "_file_size", lambda path: 4096)  # sizes would not tell them apart
+    java = sorted_rows(tuple(r) for r in oracle.sql(f"SELECT id, k, s, _file, _pos FROM {q}"))
+    for strategy in ("native", "auto"):
+        df = table.to_spark(oracle.spark, strategy=strategy, metadata_columns=True)
+        plan = _plan(df)
+        assert native._ORDINAL in plan and "LeftAnti" not in plan and "MapInArrow" not in plan, plan
+        assert sorted_rows(tuple(r) for r in df.collect()) == java, strategy
+    assert len(java) == 3 * 2400 // 4 + 1
+    # links to the three files with deletes (not to the clean one), under this process's root
+    files = {r[3].removeprefix("file:") for r in java}
+    clean = {r[3].removeprefix("file:") for r in java if r[0] == 5000}
+    links = [p for p in native._link_root().rglob("*.parquet") if str(p.resolve()) in files]
+    assert all(p.is_symlink() for p in links)
+    assert {str(p.resolve()) for p in links} == files - clean and len(files - clean) == 3
 
 
 def test_a_repeated_scan_reuses_its_plan_and_a_new_commit_does_not(

@@ -12,12 +12,16 @@ as plans:
   row would also box it into a struct (measured: ~10% of a narrow dv10 read);
 - deleted positions are decoded on the driver into one bitmap per data file; the bitmaps are
   an array literal of the plan, and each row tests its own bit in a filter (no hash relation
-  to build and broadcast per query, no join, no shuffle). The row's file is found by
-  ``_metadata.file_size`` (a constant long per file, far cheaper per row than the path
-  string): the low bits of the sizes of the files with position deletes index an array of
-  bitmap ordinals. When that cannot be exact (equal sizes, a file the driver cannot stat,
-  bitmaps too large), deleted positions are decoded on the executors instead and anti-join
-  on (``_metadata.file_path``, position), which builds a hash relation per query;
+  to build and broadcast per query, no join, no shuffle). The row's file is known by its
+  ordinal: on a local master, files with position deletes are read through a directory of
+  links, one subdirectory ``__icemor_file=<ordinal>`` per data file, so Spark's own partition
+  discovery appends the ordinal as a constant column (free per row, like symlink manifests
+  expose file sets to other engines). Elsewhere the file is found by ``_metadata.file_size``
+  (a constant long per file, but read through a struct built per row): the low bits of the
+  sizes index an array of bitmap ordinals. When neither can be exact (equal sizes, a file the
+  driver cannot stat, bitmaps too large), deleted positions are decoded on the executors
+  instead and anti-join on (``_metadata.file_path``, position), which builds a hash relation
+  per query;
 - equality deletes anti-join, per group of data files sharing the same applicable delete
   files, on NULL-safe equality (``<=>``) of the equality columns.
 
@@ -27,11 +31,17 @@ worker strategy instead; the conditions are in :func:`_ineligible`.
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import re
+import shutil
+import tempfile
+import uuid
 from collections import OrderedDict
+from dataclasses import dataclass
 from functools import reduce
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
@@ -92,6 +102,8 @@ _FP, _POS = "__icemor_fp", "__icemor_pos"
 # (FileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME in Spark 3.5 and 4). A Spark that did not fill it
 # would leave it null: the bitmap filter raises on a null position rather than keep the row.
 _ROW_INDEX = "_tmp_metadata_row_index"
+# The partition column of the linked directories: each data file's ordinal in its bitmap set.
+_ORDINAL = "__icemor_file"
 # Bits of all bitmaps of one scan (16 MiB): they travel in every query's task binary.
 _MAX_BITS = 1 << 27
 # Entries of the size-slot array (4 MiB); enough for about a thousand files with position deletes.
@@ -245,7 +257,8 @@ def _build(
         if where is None:
             return None
 
-    bitmaps = _bitmaps(job, spark, planned)
+    found = _bitmaps(job, spark, planned)
+    bitmaps = None if found is None else found.live
     positions = None
     if bitmaps is None and any(_position_deletes(p) for p in planned):
         if bitmaps_only:
@@ -260,6 +273,11 @@ def _build(
     if bitmaps is not None or positions is not None or opts.pos_column:
         fields.append(st.StructField(_ROW_INDEX, st.LongType(), True))
     read_schema = st.StructType(fields)
+    linked = found.linked if found is not None else None
+    # where Spark reads each data file: its linked directory, or the file itself
+    spark_paths = {p.data_file.path: cast("str", spark_file_path(p.data_file.path)) for p in planned}
+    if linked is not None:
+        spark_paths.update(linked.files)
 
     # Spark's _metadata columns cost a lot per row (the path string most): only the needed ones
     meta = []
@@ -270,11 +288,18 @@ def _build(
 
     def read(paths: list[str], live: Column | None) -> DataFrame:
         # few DataFrame steps: each one is analysed anew in the JVM
-        df = spark.read.schema(read_schema).parquet(*paths)
+        if live is not None and linked is not None:
+            ordinal = st.StructField(_ORDINAL, st.IntegerType(), False)
+            reader = spark.read.schema(st.StructType([*read_schema.fields, ordinal]))
+            df = reader.option("basePath", linked.base).parquet(*(linked.dirs[p] for p in paths))
+        else:
+            df = spark.read.schema(read_schema).parquet(*paths)
         cond = live if where is None else where if live is None else where & live
         if cond is not None:
             df = df.where(cond)
-        return df.select("*", *meta) if meta else df
+        if meta or (live is not None and linked is not None):
+            df = df.select(*(F.col(f.name) for f in read_schema.fields), *meta)
+        return df
 
     # group data files by their applicable equality deletes (one scan and join chain per group),
     # and by whether position deletes apply (only those read the bitmaps)
@@ -303,7 +328,7 @@ def _build(
     if opts.file_column:
         # back from Spark's form of each path to the path the table metadata holds
         mapping = spark.createDataFrame(
-            [(spark_file_path(p.data_file.path), p.data_file.path) for p in planned],
+            [(spark_paths[p.data_file.path], p.data_file.path) for p in planned],
             f"{_FP} string, _file string",
         )
         df = df.join(F.broadcast(mapping), _FP)
@@ -371,6 +396,77 @@ def _live(bits: Column, slots: Column, mask: int) -> Column:
     return F.coalesce(bit, _unless_null(pos, F.lit(0))) == 0
 
 
+def _live_linked(bits: Column) -> Column:
+    """:func:`_live` for files read through linked directories: the ordinal column picks the bitmap."""
+    from pyspark.sql import functions as F
+
+    pos = F.col(_ROW_INDEX)
+    word = F.get(F.get(bits, F.col(_ORDINAL)), F.shiftright(pos, 6).cast("int"))
+    bit = F.call_function("shiftright", word, pos.bitwiseAND(F.lit(63)).cast("int")).bitwiseAND(F.lit(1))
+    return F.coalesce(bit, _unless_null(pos, F.lit(0))) == 0
+
+
+@dataclass(frozen=True)
+class _Linked:
+    """Data files read through a directory of links: ``<base>/__icemor_file=<ordinal>/<name>``."""
+
+    base: str  # the basePath of the read (where partition discovery starts)
+    dirs: dict[str, str]  # data file path -> its ordinal's directory
+    files: dict[str, str]  # data file path -> the link, as Spark's _metadata.file_path reports it
+
+
+@dataclass(frozen=True)
+class _Bitmaps:
+    """The filter that keeps the rows position deletes leave, and how the files must be read."""
+
+    live: Column
+    linked: _Linked | None  # None: read the files themselves (known by _metadata.file_size)
+
+
+def _local_master(spark: SparkSession) -> bool:
+    return (spark.sparkContext.master or "").startswith("local")
+
+
+_LINK_ROOT: list[Path] = []  # this process's directory of links, made on first use
+
+
+def _link_root() -> Path:
+    if not _LINK_ROOT:
+        root = Path(tempfile.gettempdir()) / f"icemor-spark-{os.getpid()}-{uuid.uuid4().hex}"
+        root.mkdir(mode=0o700)
+        # links only (rmtree unlinks them, never their targets); the data files stay untouched
+        atexit.register(shutil.rmtree, root, True)
+        _LINK_ROOT.append(root)
+    return _LINK_ROOT[0]
+
+
+def _link_files(spark: SparkSession, paths: list[str]) -> _Linked | None:
+    """One directory per data file, named for its ordinal in ``paths``, holding a link to it.
+
+    Only on a local master: its executors see the driver's file system, so the links resolve
+    where the tasks run. None when that is not so, or a file or link cannot be had.
+    """
+    if not _local_master(spark):
+        return None
+    targets = [cast("str", spark_file_path(p)).removeprefix("file:") for p in paths]
+    if not all(os.path.isfile(t) for t in targets):
+        return None
+    try:
+        base = _link_root() / uuid.uuid4().hex
+        dirs, files = {}, {}
+        for ordinal, (path, target) in enumerate(zip(paths, targets, strict=True)):
+            directory = base / f"{_ORDINAL}={ordinal}"
+            directory.mkdir(parents=True)
+            link = directory / os.path.basename(target)
+            link.symlink_to(target)
+            dirs[path], files[path] = str(directory), spark_file_path(str(link))
+    except OSError:
+        return None
+    if spark_file_path(str(base)) is None or any(f is None for f in files.values()):
+        return None
+    return _Linked(str(base), dirs, cast("dict[str, str]", files))
+
+
 def _size_mask(sizes: list[int]) -> int | None:
     """The smallest ``2**k - 1`` under which ``sizes`` stay pairwise distinct (None: none found)."""
     if len(set(sizes)) != len(sizes):
@@ -383,50 +479,68 @@ def _size_mask(sizes: list[int]) -> int | None:
     return None
 
 
-def _bitmaps(job: ScanJob, spark: SparkSession, planned: list[PlannedFile]) -> Column | None:
+def _bitmaps(job: ScanJob, spark: SparkSession, planned: list[PlannedFile]) -> _Bitmaps | None:
     """A filter keeping the rows position deletes and DVs leave; None when none apply or not exact.
 
     Bitmaps decoded on the driver by the shared core, cached per exact set of (data file,
-    deletes) with the filter built on them (it is the same for every query).
-    A file is known by its size (``_metadata.file_size``, a constant long per file, is far
-    cheaper per row than the path string), so the sizes must differ in their low bits.
+    deletes) with the filter built on them (it is the same for every query). The row's file is
+    its ordinal where the files can be read through links (:func:`_link_files`); otherwise its
+    size (``_metadata.file_size``), so the sizes must differ in their low bits.
     """
     work = [(p, deletes) for p in planned if (deletes := _position_deletes(p))]
     if not work or getattr(spark, "_jvm", None) is None:  # Spark Connect: no plan literals
         return None
-    found = [_file_size(cast("str", spark_file_path(p.data_file.path))) for p, _ in work]
-    sizes = [s for s in found if s is not None]
-    mask = _size_mask(sizes) if len(sizes) == len(work) else None
-    if mask is None or sum(p.data_file.record_count for p, _ in work) > _MAX_BITS:
+    if sum(p.data_file.record_count for p, _ in work) > _MAX_BITS:
         return None
-    key = tuple(
-        (p.data_file.path, size, tuple(d.path for d in deletes))
-        for (p, deletes), size in zip(work, sizes, strict=True)
-    )
+    paths = [p.data_file.path for p, _ in work]
+    deletes_key = tuple((p.data_file.path, tuple(d.path for d in deletes)) for p, deletes in work)
 
-    def build() -> Column | None:
+    def words_of() -> list[npt.NDArray[np.int64]]:
         from icemor.io.deletes import deleted_positions
 
-        words: list[npt.NDArray[np.int64]] = []
-        slots = np.full(mask + 1, -1, np.int32)
-        for ordinal, ((p, deletes), size) in enumerate(zip(work, sizes, strict=True)):
+        words = []
+        for p, deletes in work:
             positions = deleted_positions(job.io, p.data_file.path, deletes)
             rows = max(p.data_file.record_count, int(positions[-1]) + 1 if len(positions) else 0)
             flags = np.zeros(-(-rows // 64) * 64, np.bool_)
             flags[positions] = True
             # bit (pos & 63) of word pos >> 6, as deleted() reads it
             words.append(np.packbits(flags, bitorder="little").view("<i8"))
-            slots[size & mask] = ordinal
-        literals = _array_literals(spark, words, slots)
-        return None if literals is None else _live(*literals, mask)
+        return words
 
-    return _cached(spark, ("bitmaps", key), build)
+    def build_linked() -> _Bitmaps | None:
+        linked = _link_files(spark, paths)
+        if linked is None:
+            return None
+        literals = _array_literals(spark, words_of(), None)
+        return None if literals is None else _Bitmaps(_live_linked(literals[0]), linked)
+
+    if _local_master(spark):
+        found = _cached(spark, ("bitmaps-linked", deletes_key), build_linked)
+        if found is not None:
+            return found
+
+    sizes = [_file_size(cast("str", spark_file_path(path))) for path in paths]
+    mask = _size_mask(cast("list[int]", sizes)) if None not in sizes else None
+    if mask is None:
+        return None
+
+    def build_sized() -> _Bitmaps | None:
+        slots = np.full(mask + 1, -1, np.int32)
+        for ordinal, size in enumerate(sizes):
+            slots[cast("int", size) & mask] = ordinal
+        literals = _array_literals(spark, words_of(), slots)
+        if literals is None or literals[1] is None:
+            return None
+        return _Bitmaps(_live(literals[0], literals[1], mask), None)
+
+    return _cached(spark, ("bitmaps", deletes_key, tuple(sizes)), build_sized)
 
 
 def _array_literals(
-    spark: SparkSession, words: list[npt.NDArray[np.int64]], slots: npt.NDArray[np.int32]
-) -> tuple[Column, Column] | None:
-    """``words`` as an array<array<bigint>> literal and ``slots`` as an array<int> literal.
+    spark: SparkSession, words: list[npt.NDArray[np.int64]], slots: npt.NDArray[np.int32] | None
+) -> tuple[Column, Column | None] | None:
+    """``words`` as an array<array<bigint>> literal and ``slots`` (if any) as an array<int> literal.
 
     Built in the JVM from one transfer of bytes each: a Python list would cost a py4j call
     per element, and a broadcast row would cost a relation per query. UnsafeArrayData keeps
@@ -463,11 +577,13 @@ def _array_literals(
         jvm.org.apache.spark.sql.catalyst.util.GenericArrayData(arrays),
         types.ArrayType.apply(long_array, False),
     )
+    column = jvm.org.apache.spark.sql.Column
+    if slots is None:
+        return Column(column(bits)), None
     slot_literal = expressions.Literal(
         unsafe.fromPrimitiveArray(java_array(slots.astype("<i4"), jvm.int, "asIntBuffer")),
         types.ArrayType.apply(types.DataTypes.IntegerType, False),
     )
-    column = jvm.org.apache.spark.sql.Column
     return Column(column(bits)), Column(column(slot_literal))
 
 
