@@ -356,6 +356,79 @@ def test_linked_files_are_known_by_ordinal_whatever_their_sizes(
     assert {str(p.resolve()) for p in links} == files - clean and len(files - clean) == 3
 
 
+@pytest.mark.parametrize("file_name", ["imported-0.parquet", "_imported-0.parquet", ".imported-0.parquet"])
+def test_imported_files_read_as_java_reads_them(
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str, tmp_path: Path, file_name: str
+) -> None:
+    """A file added without field ids (name-mapped), named as Spark's listing would skip it or
+    not: every strategy returns Java's rows, before and after position deletes (once read as
+    all NULL by Spark's reader, or as no rows at all)."""
+    import pyarrow.parquet as pq
+
+    name = f"{ns}.t"
+    oracle.create_table(name, "id BIGINT, k INT, s STRING")
+    q = oracle.qualified(name)
+    _files_of_different_sizes(oracle, q, [300])
+    imported = tmp_path / file_name
+    ids = pa.array(range(1000, 1400), pa.int64())
+    pq.write_table(
+        pa.table({"id": ids, "k": pa.array([i % 7 for i in range(400)], pa.int32()), "s": ["x"] * 400}),
+        imported,
+    )
+    icemor.load_table(name, catalog=catalog).add_files([imported])
+
+    def check() -> None:
+        java = sorted_rows(tuple(r) for r in oracle.sql(f"SELECT id, k, s FROM {q}"))
+        assert any(r[0] >= 1000 for r in java)
+        for strategy in ("auto", "python"):
+            df = icemor.load_table(name, catalog=catalog).to_spark(oracle.spark, strategy=strategy)
+            assert sorted_rows(tuple(r) for r in df.collect()) == java, strategy
+
+    check()
+    oracle.sql(f"DELETE FROM {q} WHERE id % 3 = 0")
+    check()
+
+
+@pytest.mark.parametrize("file_name", ["_part-0.parquet", ".part-0.parquet"])
+def test_files_named_as_spark_would_skip_them_read_as_java_reads_them(
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str, tmp_path: Path, file_name: str
+) -> None:
+    """A data file with field ids whose name Spark's listing takes for hidden: not read by Spark's
+    reader (it would return none of its rows), with and without position deletes."""
+    import pyarrow.parquet as pq
+
+    name = f"{ns}.t"
+    oracle.create_table(name, "id BIGINT, k INT, s STRING")
+    q = oracle.qualified(name)
+    _files_of_different_sizes(oracle, q, [300])
+    ids = oracle.field_ids(name)
+    schema = pa.schema(
+        [
+            pa.field(col, typ, metadata={b"PARQUET:field_id": str(ids[col]).encode()})
+            for col, typ in (("id", pa.int64()), ("k", pa.int32()), ("s", pa.string()))
+        ]
+    )
+    named = tmp_path / file_name
+    rows = pa.table(
+        [pa.array(range(1000, 1400), pa.int64()), pa.array([7] * 400, pa.int32()), ["x"] * 400], schema=schema
+    )
+    pq.write_table(rows, named)
+    icemor.load_table(name, catalog=catalog).add_files([named])
+    oracle.sql(f"ALTER TABLE {q} UNSET TBLPROPERTIES ('schema.name-mapping.default')")  # ids suffice
+
+    def check() -> None:
+        java = sorted_rows(tuple(r) for r in oracle.sql(f"SELECT id, k, s FROM {q}"))
+        assert any(r[0] >= 1000 for r in java)
+        table = icemor.load_table(name, catalog=catalog)
+        assert table.pyiceberg.metadata.name_mapping() is None
+        df = table.to_spark(oracle.spark)
+        assert sorted_rows(tuple(r) for r in df.collect()) == java
+
+    check()
+    oracle.sql(f"DELETE FROM {q} WHERE id % 3 = 0")
+    check()
+
+
 def test_a_repeated_scan_reuses_its_plan_and_a_new_commit_does_not(
     oracle: IcebergJava, catalog: SqlCatalog, ns: str
 ) -> None:

@@ -158,19 +158,31 @@ def _ineligible(job: ScanJob, planned: list[PlannedFile], needed: set[int]) -> s
         for pf in spec.fields:
             if isinstance(pf.transform, IdentityTransform) and pf.source_id in needed:
                 return "identity-partition column (may be absent from imported files)"
+    # imported files may carry no field ids: Spark would read every column of them as NULL
+    if metadata.name_mapping() is not None:
+        return "name-mapped table (imported data files may lack field ids)"
     for p in planned:
-        if p.data_file.file_format.upper() != "PARQUET" or spark_file_path(p.data_file.path) is None:
-            return f"data file {p.data_file.path}"
+        path = p.data_file.path
+        if p.data_file.file_format.upper() != "PARQUET" or spark_file_path(path) is None:
+            return f"data file {path}"
+        if _listing_skips(path):
+            return f"data file {path} (a name Spark's listing skips)"
         for d in p.delete_files:
             if d.file_format.upper() not in ("PARQUET", "PUFFIN"):
                 return f"delete file {d.path}"
             if d.content == FileContent.EQUALITY_DELETES:
-                if spark_file_path(d.path) is None:
+                if spark_file_path(d.path) is None or _listing_skips(d.path):
                     return f"delete file {d.path}"
                 for fid in d.equality_ids:
                     if not isinstance(opts.field_types.get(fid), _EQ_TYPES):
                         return f"equality field {fid} type"
     return None
+
+
+def _listing_skips(path: str) -> bool:
+    """Whether Spark's file listing skips the file as hidden or temporary (even when named)."""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    return name.startswith(("_", ".")) or name.endswith("._COPYING_")
 
 
 def _bound_filter(job: ScanJob) -> BooleanExpression | None:
@@ -408,7 +420,7 @@ def _live_linked(bits: Column) -> Column:
 
 @dataclass(frozen=True)
 class _Linked:
-    """Data files read through a directory of links: ``<base>/__icemor_file=<ordinal>/<name>``."""
+    """Data files read through a directory of links: ``<base>/__icemor_file=<ordinal>/data.parquet``."""
 
     base: str  # the basePath of the read (where partition discovery starts)
     dirs: dict[str, str]  # data file path -> its ordinal's directory
@@ -457,7 +469,7 @@ def _link_files(spark: SparkSession, paths: list[str]) -> _Linked | None:
         for ordinal, (path, target) in enumerate(zip(paths, targets, strict=True)):
             directory = base / f"{_ORDINAL}={ordinal}"
             directory.mkdir(parents=True)
-            link = directory / os.path.basename(target)
+            link = directory / "data.parquet"  # not the file's own name, which Spark might skip
             link.symlink_to(target)
             dirs[path], files[path] = str(directory), spark_file_path(str(link))
     except OSError:
