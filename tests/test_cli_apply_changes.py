@@ -129,3 +129,24 @@ def test_spark_engine(table: str, home: Path, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout.decode().startswith("applied 6 changes")
     assert _rows(table) == [(1, "a1")]
+
+
+@pytest.mark.oracle
+def test_spark_engine_refuses_a_file_spark_would_read_as_empty(
+    table: str, home: Path, tmp_path: Path
+) -> None:
+    """Spark's listing skips ``_…`` and ``.…`` files even when named: an error, not 0 changes."""
+    import os
+
+    from oracle import load_oracle_env
+
+    hidden = _file(tmp_path / "_changes.parquet", [("I", 1, "a")])
+    env = {**os.environ, "JAVA_HOME": load_oracle_env()["java_home"], "ICEMOR_SPARK_MASTER": "local[1]"}
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(__file__).resolve().parent.parent / "src"), env.get("PYTHONPATH", "")]
+    )
+    args = ["--engine", "spark", "apply-changes", table, "--changes", hidden, "--key", "id"]
+    done = subprocess.run([sys.executable, "-m", "icemor", *args], capture_output=True, env=env, check=False)
+    err = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 2 and len(err) == 1 and "Spark skips files named like this" in err[0], err
+    assert _rows(table) == []

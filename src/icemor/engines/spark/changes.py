@@ -38,7 +38,17 @@ def read_parquet_in_order(spark: SparkSession, paths: Sequence[str]) -> DataFram
 
     ``spark.read.parquet(*paths)`` packs files into partitions largest first; a union of one
     read per file keeps the partitions of each file, and the files, in the order given.
+
+    Raises:
+        InvalidArgumentError: A file named as Spark's listing skips it (it would read as empty).
     """
+    from icemor.engines.spark.native import listing_skips
+    from icemor.exceptions import InvalidArgumentError
+
+    for p in paths:
+        if listing_skips(p):
+            msg = f"{p}: Spark skips files named like this (hidden or temporary); rename it"
+            raise InvalidArgumentError(msg)
     frames = [spark.read.parquet(p) for p in paths]
     out = frames[0]
     for df in frames[1:]:

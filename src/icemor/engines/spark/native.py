@@ -95,7 +95,7 @@ if TYPE_CHECKING:
     from icemor.planning.scan import ScanJob
     from icemor.spec.tasks import PlannedFile
 
-__all__ = ["native_dataframe", "native_ineligibility", "spark_file_path"]
+__all__ = ["listing_skips", "native_dataframe", "native_ineligibility", "spark_file_path"]
 
 _FP, _POS = "__icemor_fp", "__icemor_pos"
 # The column Spark's Parquet reader fills with each row's position when the read schema names it
@@ -165,13 +165,13 @@ def _ineligible(job: ScanJob, planned: list[PlannedFile], needed: set[int]) -> s
         path = p.data_file.path
         if p.data_file.file_format.upper() != "PARQUET" or spark_file_path(path) is None:
             return f"data file {path}"
-        if _listing_skips(path):
+        if listing_skips(path):
             return f"data file {path} (a name Spark's listing skips)"
         for d in p.delete_files:
             if d.file_format.upper() not in ("PARQUET", "PUFFIN"):
                 return f"delete file {d.path}"
             if d.content == FileContent.EQUALITY_DELETES:
-                if spark_file_path(d.path) is None or _listing_skips(d.path):
+                if spark_file_path(d.path) is None or listing_skips(d.path):
                     return f"delete file {d.path}"
                 for fid in d.equality_ids:
                     if not isinstance(opts.field_types.get(fid), _EQ_TYPES):
@@ -179,8 +179,9 @@ def _ineligible(job: ScanJob, planned: list[PlannedFile], needed: set[int]) -> s
     return None
 
 
-def _listing_skips(path: str) -> bool:
-    """Whether Spark's file listing skips the file as hidden or temporary (even when named)."""
+def listing_skips(path: str) -> bool:
+    """Whether Spark's file listing skips the file as hidden or temporary, even when a read
+    names it (``_…``, ``.…``, ``…._COPYING_``): such a file reads as no rows, not an error."""
     name = path.rstrip("/").rsplit("/", 1)[-1]
     return name.startswith(("_", ".")) or name.endswith("._COPYING_")
 
