@@ -375,13 +375,14 @@ def _position_deletes(p: PlannedFile) -> tuple[Any, ...]:
     return tuple(d for d in p.delete_files if d.content == FileContent.POSITION_DELETES)
 
 
-def _unless_null(pos: Column, value: Column) -> Column:
-    """``value``, or a query error where ``pos`` is null: a Spark that stopped filling the row
-    index column fails the query instead of returning deleted rows."""
+def _unless_null(pos: Column, value: Column, ordinal: Column | None = None) -> Column:
+    """``value``, or a query error where ``pos`` (or the file's ``ordinal``) is null: a Spark that
+    stopped filling either column fails the query instead of returning deleted rows."""
     from pyspark.sql import functions as F
 
-    missing = F.raise_error(F.lit(f"icemor: Spark did not fill {_ROW_INDEX} (row positions)"))
-    return F.when(pos.isNull(), missing.cast("bigint")).otherwise(value.cast("bigint"))
+    missing = pos.isNull() if ordinal is None else pos.isNull() | ordinal.isNull()
+    error = F.raise_error(F.lit(f"icemor: Spark did not fill {_ROW_INDEX} or {_ORDINAL} (row positions)"))
+    return F.when(missing, error.cast("bigint")).otherwise(value.cast("bigint"))
 
 
 def _row_index() -> Column:
@@ -413,10 +414,10 @@ def _live_linked(bits: Column) -> Column:
     """:func:`_live` for files read through linked directories: the ordinal column picks the bitmap."""
     from pyspark.sql import functions as F
 
-    pos = F.col(_ROW_INDEX)
-    word = F.get(F.get(bits, F.col(_ORDINAL)), F.shiftright(pos, 6).cast("int"))
+    pos, ordinal = F.col(_ROW_INDEX), F.col(_ORDINAL)
+    word = F.get(F.get(bits, ordinal), F.shiftright(pos, 6).cast("int"))
     bit = F.call_function("shiftright", word, pos.bitwiseAND(F.lit(63)).cast("int")).bitwiseAND(F.lit(1))
-    return F.coalesce(bit, _unless_null(pos, F.lit(0))) == 0
+    return F.coalesce(bit, _unless_null(pos, F.lit(0), ordinal)) == 0
 
 
 @dataclass(frozen=True)
