@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -354,6 +355,35 @@ def test_linked_files_are_known_by_ordinal_whatever_their_sizes(
     links = [p for p in native._link_root().rglob("*.parquet") if str(p.resolve()) in files]
     assert all(p.is_symlink() for p in links)
     assert {str(p.resolve()) for p in links} == files - clean and len(files - clean) == 3
+
+    # a temp cleaner removed the links: the next read makes them anew instead of failing
+    shutil.rmtree(native._link_root())
+    again = table.to_spark(oracle.spark, strategy="native", metadata_columns=True)
+    assert sorted_rows(tuple(r) for r in again.collect()) == java
+
+    # links are file: URIs, so a default file system elsewhere is never asked for them
+    hadoop = oracle.spark.sparkContext._jsc.hadoopConfiguration()
+    default_fs = hadoop.get("fs.defaultFS")
+    hadoop.set("fs.defaultFS", "hdfs://127.0.0.1:1")
+    try:
+        monkeypatch.setattr(native, "_CACHE", type(native._CACHE)())
+        monkeypatch.setattr(native, "_PLANS", type(native._PLANS)())
+        elsewhere = table.to_spark(oracle.spark, strategy="native", metadata_columns=True)
+        assert sorted_rows(tuple(r) for r in elsewhere.collect()) == java
+    finally:
+        hadoop.set("fs.defaultFS", default_fs)
+
+
+def test_links_are_removed_by_the_process_that_made_them_only(tmp_path: Path) -> None:
+    """A forked child inherits the exit handler; it must not remove its parent's links."""
+    from icemor.engines.spark import native
+
+    root = tmp_path / "links"
+    (root / "set").mkdir(parents=True)
+    native._remove_links(root, os.getpid() + 1)
+    assert root.is_dir()
+    native._remove_links(root, os.getpid())
+    assert not root.exists()
 
 
 @pytest.mark.parametrize("file_name", ["imported-0.parquet", "_imported-0.parquet", ".imported-0.parquet"])

@@ -37,6 +37,7 @@ import pickle
 import re
 import shutil
 import tempfile
+import threading
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -248,6 +249,12 @@ def native_dataframe(
         opts.pos_column,
         opts.include_deleted,
     )
+    if not _links_intact():
+        # links of a cached plan are gone (a temp cleaner): plans and bitmaps are made anew
+        _PLANS.clear()
+        for stale in [k for k in _CACHE if k[1] == "bitmaps-linked"]:
+            del _CACHE[stale]
+        _LINK_SETS[:] = [base for base in _LINK_SETS if os.path.isdir(base)]
     return _reused(spark, key, lambda: _build(job, spark, planned, bound, needed, bitmaps_only=bitmaps_only))
 
 
@@ -302,7 +309,7 @@ def _build(
     def read(paths: list[str], live: Column | None) -> DataFrame:
         # few DataFrame steps: each one is analysed anew in the JVM
         if live is not None and linked is not None:
-            ordinal = st.StructField(_ORDINAL, st.IntegerType(), False)
+            ordinal = st.StructField(_ORDINAL, st.IntegerType(), True)  # nullable: the guard stays
             reader = spark.read.schema(st.StructType([*read_schema.fields, ordinal]))
             df = reader.option("basePath", linked.base).parquet(*(linked.dirs[p] for p in paths))
         else:
@@ -441,17 +448,37 @@ def _local_master(spark: SparkSession) -> bool:
     return (spark.sparkContext.master or "").startswith("local")
 
 
+_LINKS_LOCK = threading.Lock()
 _LINK_ROOT: list[Path] = []  # this process's directory of links, made on first use
+_LINK_SETS: list[Path] = []  # every set of links made in it, checked before a plan is reused
+
+
+def _remove_links(root: Path, owner: int) -> None:
+    if os.getpid() == owner:  # a forked child inherits the handler, not the directory
+        shutil.rmtree(root, ignore_errors=True)  # unlinks the links, never their targets
+
+
+def _forget_links() -> None:
+    _LINK_ROOT.clear()
+    _LINK_SETS.clear()
+
+
+os.register_at_fork(after_in_child=_forget_links)
 
 
 def _link_root() -> Path:
-    if not _LINK_ROOT:
-        root = Path(tempfile.gettempdir()) / f"icemor-spark-{os.getpid()}-{uuid.uuid4().hex}"
-        root.mkdir(mode=0o700)
-        # links only (rmtree unlinks them, never their targets); the data files stay untouched
-        atexit.register(shutil.rmtree, root, True)
-        _LINK_ROOT.append(root)
-    return _LINK_ROOT[0]
+    with _LINKS_LOCK:
+        if not _LINK_ROOT:
+            root = Path(tempfile.gettempdir()) / f"icemor-spark-{os.getpid()}-{uuid.uuid4().hex}"
+            root.mkdir(mode=0o700)
+            atexit.register(_remove_links, root, os.getpid())
+            _LINK_ROOT.append(root)
+        return _LINK_ROOT[0]
+
+
+def _links_intact() -> bool:
+    """Whether every set of links made so far is still there (a temp cleaner may remove them)."""
+    return all(os.path.isdir(base) for base in _LINK_SETS)
 
 
 def _link_files(spark: SparkSession, paths: list[str]) -> _Linked | None:
@@ -465,20 +492,24 @@ def _link_files(spark: SparkSession, paths: list[str]) -> _Linked | None:
     targets = [cast("str", spark_file_path(p)).removeprefix("file:") for p in paths]
     if not all(os.path.isfile(t) for t in targets):
         return None
+    dirs: dict[str, str | None] = {}
+    files: dict[str, str | None] = {}
     try:
         base = _link_root() / uuid.uuid4().hex
-        dirs, files = {}, {}
         for ordinal, (path, target) in enumerate(zip(paths, targets, strict=True)):
             directory = base / f"{_ORDINAL}={ordinal}"
             directory.mkdir(parents=True)
             link = directory / "data.parquet"  # not the file's own name, which Spark might skip
             link.symlink_to(target)
-            dirs[path], files[path] = str(directory), spark_file_path(str(link))
+            # file: URIs, so that a default file system elsewhere (HDFS, S3) is not asked for them
+            dirs[path], files[path] = spark_file_path(str(directory)), spark_file_path(str(link))
     except OSError:
         return None
-    if spark_file_path(str(base)) is None or any(f is None for f in files.values()):
+    _LINK_SETS.append(base)
+    spark_base = spark_file_path(str(base))
+    if spark_base is None or None in dirs.values() or None in files.values():
         return None
-    return _Linked(str(base), dirs, cast("dict[str, str]", files))
+    return _Linked(spark_base, cast("dict[str, str]", dirs), cast("dict[str, str]", files))
 
 
 def _size_mask(sizes: list[int]) -> int | None:
