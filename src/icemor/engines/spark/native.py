@@ -249,12 +249,7 @@ def native_dataframe(
         opts.pos_column,
         opts.include_deleted,
     )
-    if not _links_intact():
-        # links of a cached plan are gone (a temp cleaner): plans and bitmaps are made anew
-        _PLANS.clear()
-        for stale in [k for k in _CACHE if k[1] == "bitmaps-linked"]:
-            del _CACHE[stale]
-        _LINK_SETS[:] = [base for base in _LINK_SETS if os.path.isdir(base)]
+    _forget_plans_of_removed_links()
     return _reused(spark, key, lambda: _build(job, spark, planned, bound, needed, bitmaps_only=bitmaps_only))
 
 
@@ -294,10 +289,6 @@ def _build(
         fields.append(st.StructField(_ROW_INDEX, st.LongType(), True))
     read_schema = st.StructType(fields)
     linked = found.linked if found is not None else None
-    # where Spark reads each data file: its linked directory, or the file itself
-    spark_paths = {p.data_file.path: cast("str", spark_file_path(p.data_file.path)) for p in planned}
-    if linked is not None:
-        spark_paths.update(linked.files)
 
     # Spark's _metadata columns cost a lot per row (the path string most): only the needed ones
     meta = []
@@ -308,16 +299,17 @@ def _build(
 
     def read(paths: list[str], live: Column | None) -> DataFrame:
         # few DataFrame steps: each one is analysed anew in the JVM
-        if live is not None and linked is not None:
+        links = linked if live is not None else None  # only files with position deletes are linked
+        if links is not None:
             ordinal = st.StructField(_ORDINAL, st.IntegerType(), True)  # nullable: the guard stays
             reader = spark.read.schema(st.StructType([*read_schema.fields, ordinal]))
-            df = reader.option("basePath", linked.base).parquet(*(linked.dirs[p] for p in paths))
+            df = reader.option("basePath", links.base).parquet(*(links.dirs[p] for p in paths))
         else:
             df = spark.read.schema(read_schema).parquet(*paths)
         cond = live if where is None else where if live is None else where & live
         if cond is not None:
             df = df.where(cond)
-        if meta or (live is not None and linked is not None):
+        if meta or links is not None:  # the ordinal column goes
             df = df.select(*(F.col(f.name) for f in read_schema.fields), *meta)
         return df
 
@@ -346,11 +338,13 @@ def _build(
 
     cols = [F.col(_hidden(f.field_id)).alias(f.name) for f in opts.projected_schema.fields]
     if opts.file_column:
-        # back from Spark's form of each path to the path the table metadata holds
-        mapping = spark.createDataFrame(
-            [(spark_paths[p.data_file.path], p.data_file.path) for p in planned],
-            f"{_FP} string, _file string",
-        )
+        # back from Spark's form of each path (a link's, for linked files) to the table's path
+        read_as = linked.files if linked is not None else {}
+        rows = [
+            (read_as.get(p.data_file.path) or spark_file_path(p.data_file.path), p.data_file.path)
+            for p in planned
+        ]
+        mapping = spark.createDataFrame(rows, f"{_FP} string, _file string")
         df = df.join(F.broadcast(mapping), _FP)
         cols.append(F.col("_file"))
     if opts.pos_column:
@@ -399,32 +393,20 @@ def _row_index() -> Column:
     return _unless_null(F.col(_ROW_INDEX), F.col(_ROW_INDEX))
 
 
-def _live(bits: Column, slots: Column, mask: int) -> Column:
-    """True for a row whose position is not set in its file's bitmap.
+def _live(bits: Column, ordinal: Column, *, linked: bool) -> Column:
+    """True for a row whose position (the reader's row index column) is not set in its file's bitmap.
 
-    ``bits`` (array<array<bigint>>) holds the 64-bit words of each file's bitmap, ``slots``
-    (array<int>) maps ``file size & mask`` to an index into ``bits`` (-1: none). The file is
-    known by ``_metadata.file_size``, the position by the reader's row index column.
+    ``bits`` (array<array<bigint>>) holds the 64-bit words of each file's bitmap; ``ordinal``
+    picks the row's: the links' ordinal column, or ``_metadata.file_size`` through the slots.
     """
     from pyspark.sql import functions as F
 
-    size, pos = F.col("_metadata.file_size"), F.col(_ROW_INDEX)
-    # get() is null out of range: rows past their file's bitmap stay (a null position fails; the
-    # check sits in the fallback, so a row with a bit pays nothing for it)
-    ordinal = F.get(slots, size.bitwiseAND(F.lit(mask)).cast("int"))
+    pos = F.col(_ROW_INDEX)
+    # get() is null out of range: rows past their file's bitmap stay (a null position or link
+    # ordinal fails; the check sits in the fallback, so a row with a bit pays nothing for it)
     word = F.get(F.get(bits, ordinal), F.shiftright(pos, 6).cast("int"))
     bit = F.call_function("shiftright", word, pos.bitwiseAND(F.lit(63)).cast("int")).bitwiseAND(F.lit(1))
-    return F.coalesce(bit, _unless_null(pos, F.lit(0))) == 0
-
-
-def _live_linked(bits: Column) -> Column:
-    """:func:`_live` for files read through linked directories: the ordinal column picks the bitmap."""
-    from pyspark.sql import functions as F
-
-    pos, ordinal = F.col(_ROW_INDEX), F.col(_ORDINAL)
-    word = F.get(F.get(bits, ordinal), F.shiftright(pos, 6).cast("int"))
-    bit = F.call_function("shiftright", word, pos.bitwiseAND(F.lit(63)).cast("int")).bitwiseAND(F.lit(1))
-    return F.coalesce(bit, _unless_null(pos, F.lit(0), ordinal)) == 0
+    return F.coalesce(bit, _unless_null(pos, F.lit(0), ordinal if linked else None)) == 0
 
 
 @dataclass(frozen=True)
@@ -476,9 +458,14 @@ def _link_root() -> Path:
         return _LINK_ROOT[0]
 
 
-def _links_intact() -> bool:
-    """Whether every set of links made so far is still there (a temp cleaner may remove them)."""
-    return all(os.path.isdir(base) for base in _LINK_SETS)
+def _forget_plans_of_removed_links() -> None:
+    """Plans and bitmaps are made anew when a set of links is gone (a temp cleaner took it)."""
+    if all(os.path.isdir(base) for base in _LINK_SETS):
+        return
+    _PLANS.clear()
+    for stale in [k for k in _CACHE if k[1] == "bitmaps-linked"]:
+        del _CACHE[stale]
+    _LINK_SETS[:] = [base for base in _LINK_SETS if os.path.isdir(base)]
 
 
 def _link_files(spark: SparkSession, paths: list[str]) -> _Linked | None:
@@ -492,24 +479,23 @@ def _link_files(spark: SparkSession, paths: list[str]) -> _Linked | None:
     targets = [cast("str", spark_file_path(p)).removeprefix("file:") for p in paths]
     if not all(os.path.isfile(t) for t in targets):
         return None
-    dirs: dict[str, str | None] = {}
-    files: dict[str, str | None] = {}
+    base = _link_root() / uuid.uuid4().hex
+    # file: URIs, so that a default file system elsewhere (HDFS, S3) is not asked for them
+    uri = spark_file_path(str(base))
+    if uri is None:
+        return None
+    dirs, files = {}, {}
     try:
-        base = _link_root() / uuid.uuid4().hex
         for ordinal, (path, target) in enumerate(zip(paths, targets, strict=True)):
-            directory = base / f"{_ORDINAL}={ordinal}"
-            directory.mkdir(parents=True)
-            link = directory / "data.parquet"  # not the file's own name, which Spark might skip
-            link.symlink_to(target)
-            # file: URIs, so that a default file system elsewhere (HDFS, S3) is not asked for them
-            dirs[path], files[path] = spark_file_path(str(directory)), spark_file_path(str(link))
+            name = f"{_ORDINAL}={ordinal}"
+            (base / name).mkdir(parents=True)
+            # not the file's own name, which Spark's listing might skip
+            (base / name / "data.parquet").symlink_to(target)
+            dirs[path], files[path] = f"{uri}/{name}", f"{uri}/{name}/data.parquet"
     except OSError:
-        return None
+        return None  # a partial set serves no plan; it goes with the root at exit
     _LINK_SETS.append(base)
-    spark_base = spark_file_path(str(base))
-    if spark_base is None or None in dirs.values() or None in files.values():
-        return None
-    return _Linked(spark_base, cast("dict[str, str]", dirs), cast("dict[str, str]", files))
+    return _Linked(uri, dirs, files)
 
 
 def _size_mask(sizes: list[int]) -> int | None:
@@ -532,6 +518,8 @@ def _bitmaps(job: ScanJob, spark: SparkSession, planned: list[PlannedFile]) -> _
     its ordinal where the files can be read through links (:func:`_link_files`); otherwise its
     size (``_metadata.file_size``), so the sizes must differ in their low bits.
     """
+    from pyspark.sql import functions as F
+
     work = [(p, deletes) for p in planned if (deletes := _position_deletes(p))]
     if not work or getattr(spark, "_jvm", None) is None:  # Spark Connect: no plan literals
         return None
@@ -558,7 +546,9 @@ def _bitmaps(job: ScanJob, spark: SparkSession, planned: list[PlannedFile]) -> _
         if linked is None:
             return None
         literals = _array_literals(spark, words_of(), None)
-        return None if literals is None else _Bitmaps(_live_linked(literals[0]), linked)
+        if literals is None:
+            return None
+        return _Bitmaps(_live(literals[0], F.col(_ORDINAL), linked=True), linked)
 
     if _local_master(spark):
         found = _cached(spark, ("bitmaps-linked", deletes_key), build_linked)
@@ -577,7 +567,9 @@ def _bitmaps(job: ScanJob, spark: SparkSession, planned: list[PlannedFile]) -> _
         literals = _array_literals(spark, words_of(), slots)
         if literals is None or literals[1] is None:
             return None
-        return _Bitmaps(_live(literals[0], literals[1], mask), None)
+        # slots (array<int>) map ``file size & mask`` to an index into the bitmaps (-1: none)
+        slot = F.col("_metadata.file_size").bitwiseAND(F.lit(mask)).cast("int")
+        return _Bitmaps(_live(literals[0], F.get(literals[1], slot), linked=False), None)
 
     return _cached(spark, ("bitmaps", deletes_key, tuple(sizes)), build_sized)
 
