@@ -8,7 +8,13 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from icemor.exceptions import InvalidArgumentError
+from icemor.exceptions import (
+    CorruptFileError,
+    InvalidArgumentError,
+    MissingFileError,
+    UnsupportedFeatureError,
+)
+from icemor.spec.identifiers import LOCATION_PROPERTIES
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -21,6 +27,7 @@ __all__ = [
     "list_tables",
     "load_catalog",
     "metadata_location",
+    "table_locations",
 ]
 
 # The embedded catalog's name is also the `catalog_name` column of its SQLite tables, so a
@@ -160,3 +167,54 @@ def metadata_location(catalog: Catalog, identifier: str) -> str | None:
     except Exception:  # only a better message is at stake: never mask the original error
         return None
     return location if isinstance(location, str) else None
+
+
+def table_locations(catalog: Catalog, *, strict: bool) -> dict[str, tuple[str, ...]]:
+    """Every table of ``catalog`` (``namespace.table``) with the locations it writes under.
+
+    Its location, and ``write.data.path``/``write.metadata.path`` when set. Each table's
+    metadata is loaded, so this costs one metadata read per table.
+
+    Args:
+        catalog: The catalog.
+        strict: Raise when a table's metadata cannot be read (its location is then unknown); when
+            False such a table is left out.
+
+    Raises:
+        MissingFileError: ``strict`` and a table's metadata file is missing or unreadable.
+        CorruptFileError: ``strict`` and a table's metadata cannot be parsed.
+        UnsupportedFeatureError: The catalog cannot list its namespaces or tables.
+    """
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+    identifiers = []
+    try:
+        for ns in list_namespaces(catalog):
+            try:
+                identifiers += catalog.list_tables(ns)
+            except NoSuchNamespaceError:
+                continue  # dropped meanwhile
+    except NotImplementedError as e:  # pyiceberg's NoopCatalog (a StaticTable's)
+        msg = f"catalog {catalog.name!r} cannot list its tables: {e or type(e).__name__}"
+        raise UnsupportedFeatureError(msg) from e
+    out: dict[str, tuple[str, ...]] = {}
+    for identifier in identifiers:
+        name = ".".join(identifier)
+        try:
+            table = catalog.load_table(identifier)
+        except NoSuchTableError:
+            continue  # dropped meanwhile
+        except Exception as e:
+            if not strict:
+                continue
+            kind = MissingFileError if isinstance(e, OSError) else CorruptFileError
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            msg = (
+                f"cannot tell where table {name!r} lies, its metadata cannot be read ({first}); "
+                "repair or drop that table first"
+            )
+            raise kind(msg) from e
+        props = table.metadata.properties
+        paths = [table.metadata.location, *(props[p] for p in LOCATION_PROPERTIES if props.get(p))]
+        out[name] = tuple(dict.fromkeys(p.rstrip("/") for p in paths))
+    return out

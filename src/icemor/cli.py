@@ -189,16 +189,19 @@ def create_table(
     ] = None,
 ) -> None:
     """Create a table whose schema is taken from a Parquet file."""
+    from icemor.catalog import table_locations
     from icemor.ops.create import create_table as _create
 
     props = _kv(prop, "--property")
+    catalog = _catalog()
     created = _create(
-        _catalog(),
+        catalog,
         table,
         schema_from=schema_from,
         partition_by=partition_by or [],
         format_version=format_version,
         properties=props,
+        tables=lambda: table_locations(catalog, strict=False),
         note=lambda text: typer.echo(f"icemor: note: {text}", err=True),
     )
     typer.echo(f"created {table} (format-version {format_version}) at {created.metadata.location}")
@@ -862,6 +865,11 @@ def expire(
             for path in o.files:
                 typer.echo(f"  {path}")
         _note_failed(o.failed)
+        if o.skipped:
+            others = ", ".join(f"{name} at {location}" for name, location in o.skipped)
+            typer.echo(
+                f"icemor: note: files of other tables nested with this one left alone: {others}", err=True
+            )
 
 
 def _note_failed(failed: tuple[str, ...]) -> None:

@@ -600,11 +600,25 @@ class Maintenance:
             older_than: A datetime (naive means UTC) or ms since the epoch.
             dry_run: List them, delete nothing.
             progress: Called with (files deleted, orphan files).
+
+        Files under another table's location (one nested in this table's location) are never
+        deleted, and nothing is when this table lies inside another's: ``skipped`` in the
+        metrics names those tables. Every table of the catalog is loaded to learn where it lies.
+
+        Raises:
+            MissingFileError, CorruptFileError: Some table's metadata cannot be read, so where it
+                lies is unknown; nothing is deleted.
         """
+        from icemor.catalog import table_locations
         from icemor.maintenance.orphans import remove_orphan_files
 
+        t = self._table
         return remove_orphan_files(
-            self._table.pyiceberg, older_than_ms=_epoch_ms(older_than), dry_run=dry_run, progress=progress
+            t.pyiceberg,
+            tables=lambda: table_locations(t.catalog, strict=True),
+            older_than_ms=_epoch_ms(older_than),
+            dry_run=dry_run,
+            progress=progress,
         )
 
 

@@ -10,6 +10,14 @@ orphan when none of these names it and it was last modified before the cut-off, 
 default is 3 days ago (Java's): files written by a commit still in flight are younger, and
 must stay. ``gc.enabled=false`` refuses.
 
+Unlike Java's action, files under another table's locations (its location,
+``write.data.path``, ``write.metadata.path``) are never orphans here, whatever the catalog
+says about who put that table there: a table nested in this one's location (an older icemor
+accepted ``db.t/data``, Iceberg Java creates tables wherever ``LOCATION`` says) keeps its files,
+and when this table's location lies inside another's, nothing is deleted at all (the outer
+table's own files may lie under it). Such subtrees are reported in ``OrphanMetrics.skipped``.
+A table whose metadata cannot be read makes the whole run fail: where its files lie is unknown.
+
 Listing needs pyiceberg's ``PyArrowFileIO`` (local files, S3, GCS, ADLS, HDFS).
 """
 
@@ -18,15 +26,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote
 
 from icemor.engines.local import map_ordered
 from icemor.exceptions import MissingFileError, UnsupportedFeatureError
 from icemor.maintenance.expire import DAY_MS, check_gc_enabled
 from icemor.planning.manifests import read_manifest_list
+from icemor.spec.identifiers import location_key, location_within
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping, Sequence
 
     import pyarrow.fs as pafs
     from pyiceberg.io import FileIO
@@ -36,12 +45,15 @@ if TYPE_CHECKING:
 __all__ = ["ORPHAN_SAFETY_MS", "OrphanMetrics", "remove_orphan_files"]
 
 ORPHAN_SAFETY_MS = 3 * DAY_MS
-_SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs", "wasbs": "wasb", "abfss": "abfs"}
 
 
 @dataclass(frozen=True)
 class OrphanMetrics:
-    """The orphan files found (and deleted, unless a dry run)."""
+    """The orphan files found (and deleted, unless a dry run).
+
+    ``skipped``: (table, location) of each other table whose location lies inside this one's
+    (its files were left alone) or around it (then nothing was deleted).
+    """
 
     files: tuple[str, ...]
     bytes: int
@@ -49,15 +61,7 @@ class OrphanMetrics:
     failed: tuple[str, ...] = ()
     dry_run: bool = False
     seconds: float = field(default=0.0, repr=False)
-
-
-def _key(location: str) -> str:
-    """A location compared regardless of how it is spelled (``file:/x``, ``file:///x``, ``/x``, s3a)."""
-    parsed = urlparse(location)
-    if parsed.scheme in ("", "file"):
-        return parsed.path
-    scheme = _SCHEME_ALIASES.get(parsed.scheme, parsed.scheme)
-    return f"{scheme}://{parsed.netloc}{parsed.path}"
+    skipped: tuple[tuple[str, str], ...] = ()
 
 
 def _hidden(relative: str) -> bool:
@@ -101,14 +105,29 @@ def _referenced(table: PyIcebergTable) -> set[str]:
 
     for found in map_ordered(list(manifests.values()), paths):
         refs.update(found)
-    keys = {_key(r) for r in refs}
+    keys = {location_key(r) for r in refs}
     # a writer may have percent-encoded the location: either spelling means referenced
     return keys | {unquote(k) for k in keys}
+
+
+def _nested(
+    name: str, location: str, tables: Mapping[str, Sequence[str]]
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(table, location) of the other tables around ``location`` (or at it), and of those inside it."""
+    around, inside = [], []
+    for other, locations in sorted(tables.items()):
+        if other == name:
+            continue
+        if (hit := location_within(location, locations)) is not None:
+            around.append((other, hit))
+        inside += [(other, loc) for loc in locations if location_within(loc, [location]) is not None]
+    return around, inside
 
 
 def remove_orphan_files(
     table: PyIcebergTable,
     *,
+    tables: Callable[[], Mapping[str, Sequence[str]]],
     older_than_ms: int | None = None,
     dry_run: bool = False,
     progress: Callable[[int, int], None] | None = None,
@@ -117,6 +136,8 @@ def remove_orphan_files(
 
     Args:
         table: The pyiceberg table (refreshed here).
+        tables: Every table of the catalog with its locations
+            (:func:`icemor.catalog.table_locations`); their subtrees are never touched.
         older_than_ms: Only files last modified before this (ms since the epoch); default 3 days ago.
         dry_run: Find them, delete nothing.
         progress: Called with (files deleted, orphan files).
@@ -124,6 +145,7 @@ def remove_orphan_files(
     Raises:
         InvalidArgumentError: ``gc.enabled=false``.
         UnsupportedFeatureError: The table's FileIO cannot list files.
+        MissingFileError, CorruptFileError: From ``tables``: a table's metadata cannot be read.
     """
     import pyarrow.fs as pafs
 
@@ -143,8 +165,17 @@ def remove_orphan_files(
         and f.mtime.timestamp() * 1000 < cutoff
         and not _hidden(f.path[len(root) :])
     ]
+    # after listing, as the references: a table registered meanwhile is protected too
+    around, inside = _nested(".".join(table.name()), table.metadata.location, tables())
+    if around:
+        old = []  # files of the outer table may lie anywhere under this one's location
+    elif inside:
+        protected = [loc for _, loc in inside]
+        old = [f for f in old if location_within(prefix + f.path, protected) is None]
     referenced = _referenced(table.refresh())  # after listing: what was committed meanwhile counts
-    orphans = sorted((f for f in old if _key(prefix + f.path) not in referenced), key=lambda f: f.path)
+    orphans = sorted(
+        (f for f in old if location_key(prefix + f.path) not in referenced), key=lambda f: f.path
+    )
     paths = [prefix + f.path for f in orphans]
     failed = () if dry_run else delete_files(table.io, paths, progress)
     return OrphanMetrics(
@@ -154,4 +185,5 @@ def remove_orphan_files(
         failed=failed,
         dry_run=dry_run,
         seconds=time.monotonic() - started,
+        skipped=tuple(around + inside),
     )

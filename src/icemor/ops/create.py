@@ -9,13 +9,16 @@ import pyarrow as pa
 from icemor._compat.pyiceberg import arrow_schema_to_iceberg_without_ids
 from icemor.exceptions import InvalidArgumentError, UnsupportedFeatureError
 from icemor.ops.append import downcast_ns_timestamps
+from icemor.spec.identifiers import LOCATION_PROPERTIES, check_table_identifier, location_within
 from icemor.spec.partitioning import parse_partition_spec
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from pathlib import Path
 
     from pyiceberg.catalog import Catalog
+    from pyiceberg.partitioning import PartitionSpec
+    from pyiceberg.schema import Schema
     from pyiceberg.table import Table as PyIcebergTable
 
 __all__ = ["create_table"]
@@ -31,6 +34,7 @@ def create_table(
     partition_by: Sequence[str] = (),
     format_version: int = 2,
     properties: dict[str, str] | None = None,
+    tables: Callable[[], Mapping[str, Sequence[str]]],
     note: Callable[[str], None] | None = None,
 ) -> PyIcebergTable:
     """Create ``identifier`` with the schema of a Parquet file (its namespace too, if missing).
@@ -38,15 +42,33 @@ def create_table(
     ``timestamp[ns]`` columns (pandas' default) become microsecond timestamps: format version 2
     has no nanoseconds. ``note`` is then told which columns, in one line.
 
+    The name is checked (:mod:`icemor.spec.identifiers`) before anything is written, and the
+    table's location (and ``write.data.path``, ...) may neither lie inside another table's
+    locations nor contain one (the outer table's orphan removal would take the inner one's
+    files for its own orphans).
+
+    Args:
+        catalog: Where to create it.
+        identifier: ``namespace.table``.
+        schema_from: A Parquet file whose schema the table takes.
+        partition_by: Partition fields (``col``, ``bucket(16,col)``, ``day(ts)``, ...).
+        format_version: 2 (3 is refused: pyiceberg cannot write it).
+        properties: Table properties.
+        tables: Every table the catalog knows with its locations
+            (:func:`icemor.catalog.table_locations`).
+        note: Told in one line when nanosecond timestamps are stored as microseconds.
+
     Raises:
-        InvalidArgumentError: Unreadable schema file, bad partition field, bad format version,
-            or the table exists already.
+        InvalidArgumentError: A bad table name, unreadable schema file, bad partition field, bad
+            format version, a location inside (or around) another table's, or the table exists
+            already; nothing is created then (a namespace created for it is removed again).
         UnsupportedFeatureError: A format version icemor cannot write yet (3).
     """
     import pyarrow.parquet as pq
     from pyiceberg.exceptions import TableAlreadyExistsError
     from pyiceberg.schema import assign_fresh_schema_ids
 
+    parts = check_table_identifier(identifier)
     if format_version == 3:
         # pyiceberg 0.12 cannot serialise v3 table metadata; fail before anything is created
         msg = (
@@ -69,20 +91,91 @@ def create_table(
         arrow_schema_to_iceberg_without_ids(downcast, downcast_ns_timestamp_to_us=False)
     )
     spec = parse_partition_spec(partition_by, schema)
-    namespace, _, name = identifier.rpartition(".")
-    if not namespace or not name:
-        msg = f"table name must be namespace.table, got {identifier!r}"
-        raise InvalidArgumentError(msg)
-    catalog.create_namespace_if_not_exists(namespace)
+    namespace = ".".join(parts[:-1])
     props = {"format-version": str(format_version), **(properties or {})}
+    known = tables()
+    if identifier in known:
+        msg = f"table {identifier!r} already exists"
+        raise InvalidArgumentError(msg)
+    made_namespace = _create_namespace(catalog, namespace)
     try:
-        created = catalog.create_table(identifier, schema=schema, partition_spec=spec, properties=props)
+        location = _default_location(catalog, identifier, parts, schema, spec, props)
+        paths = [location, *(props[p] for p in LOCATION_PROPERTIES if props.get(p))]
+        for path in paths:
+            _check_location(identifier, path, known)
+        created = catalog.create_table(
+            identifier, schema=schema, location=location, partition_spec=spec, properties=props
+        )
     except TableAlreadyExistsError as e:
+        _drop_namespace(catalog, namespace, made_namespace)
         msg = f"table {identifier!r} already exists"
         raise InvalidArgumentError(msg) from e
+    except BaseException:
+        _drop_namespace(catalog, namespace, made_namespace)
+        raise
     if nanos and note is not None:
         note(
             f"nanosecond timestamps stored as microseconds (format-version {format_version} has no "
             f"nanoseconds): {', '.join(nanos)}"
         )
     return created
+
+
+def _default_location(
+    catalog: Catalog,
+    identifier: str,
+    parts: tuple[str, ...],
+    schema: Schema,
+    spec: PartitionSpec,
+    props: dict[str, str],
+) -> str:
+    """The location the catalog chooses for a new table, asked by staging a create (which writes
+    nothing); it is then passed to ``create_table`` so the table goes where it was checked."""
+    try:
+        staged = catalog.create_table_transaction(
+            identifier, schema=schema, partition_spec=spec, properties=props
+        )
+    except ValueError:
+        # pyiceberg's staging takes (namespace, table) only, while the SQL catalog's create_table
+        # keeps a nested namespace as one dotted name: stage it under that name
+        namespace = ".".join(parts[:-1])
+        staged = catalog.create_table_transaction(
+            (namespace, parts[-1]), schema=schema, partition_spec=spec, properties=props
+        )
+    return staged.table_metadata.location
+
+
+def _create_namespace(catalog: Catalog, namespace: str) -> bool:
+    """Create ``namespace`` unless it exists; True when this call created it."""
+    from pyiceberg.exceptions import NamespaceAlreadyExistsError
+
+    try:
+        catalog.create_namespace(namespace)
+    except NamespaceAlreadyExistsError:
+        return False
+    return True
+
+
+def _drop_namespace(catalog: Catalog, namespace: str, made: bool) -> None:
+    """Remove a namespace this create made, so that a refused create leaves nothing behind."""
+    if not made:
+        return
+    try:
+        catalog.drop_namespace(namespace)
+    except Exception:  # e.g. a table created in it meanwhile: then it stays, as it should
+        return
+
+
+def _check_location(identifier: str, location: str, known: Mapping[str, Sequence[str]]) -> None:
+    """Refuse a location (or ``write.data.path``, ...) inside another table's locations, at one,
+    or around one."""
+    for other, locations in sorted(known.items()):
+        inside = location_within(location, locations)
+        around = next((loc for loc in locations if location_within(loc, [location])), None)
+        if inside is not None or around is not None:
+            where = f"inside {other!r}'s {inside}" if inside else f"around {other!r}'s {around}"
+            msg = (
+                f"cannot create {identifier!r}: {location} lies {where}, and a table's orphan "
+                "removal would delete the files of a table nested in it"
+            )
+            raise InvalidArgumentError(msg)
