@@ -86,7 +86,7 @@ def spark_columns(spark: SparkSession, sqls: Sequence[str], table: pa.Table = TA
     from icemor.engines.spark.sql import run_sql
 
     select = ", ".join(f"({sql}\n) AS c{k}" for k, sql in enumerate(sqls))
-    out = run_sql(spark, f"SELECT {select} FROM {{src}} ORDER BY rid", tables={"src": table})
+    out = run_sql(spark, lambda v: f"SELECT {select} FROM {v['src']} ORDER BY rid", tables={"src": table})
     return [out.column(k).to_pylist() for k in range(len(sqls))]
 
 

@@ -1,8 +1,10 @@
-"""Row filters: long ``or`` chains of equalities become ``IN``, chains are rebalanced, depth limits are clean."""
+"""Row filters: long ``or`` chains of equalities become ``IN``, chains are rebalanced, depth and size
+limits are clean and cheap, refused SQL gets SQL's message."""
 
 from __future__ import annotations
 
 import functools
+import time
 
 import pytest
 from pyiceberg.expressions import And, BooleanExpression, EqualTo, In, Not, Or
@@ -10,6 +12,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
 from icemor.exceptions import InvalidArgumentError
+from icemor.expr.sql import MAX_NESTING, MAX_TEXT_CHARS
 from icemor.planning.scan import flatten_filter, parse_filter
 
 SCHEMA = Schema(
@@ -72,8 +75,49 @@ def test_too_deep_nesting_is_a_clean_error() -> None:
         deep = Not(And(deep, EqualTo("id", i)))
     with pytest.raises(InvalidArgumentError, match="nests too deeply"):
         parse_filter(deep, SCHEMA)
-    # redundant parentheses are no nesting at all
-    assert parse_filter("(" * 5000 + "id = 1" + ")" * 5000, SCHEMA) == EqualTo("id", 1)
+    # redundant parentheses are no nesting in the result, up to the text's limit
+    assert parse_filter("(" * MAX_NESTING + "id = 1" + ")" * MAX_NESTING, SCHEMA) == EqualTo("id", 1)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "(" * 50_000 + "id = 1" + ")" * 50_000,
+        "not (" * 50_000 + "id = 1" + ")" * 50_000,
+        "(id = 1 and " * 50_000 + "id = 2" + ")" * 50_000,  # the shape that once took 127 s
+        "not " * (MAX_NESTING + 1) + "id = 1",
+        "(" * (MAX_NESTING + 1) + "id = 1" + ")" * (MAX_NESTING + 1),
+    ],
+)
+def test_too_deep_filter_text_is_refused_before_parsing(text: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(
+        InvalidArgumentError, match=f"row filter .* nests too deeply \\(more than {MAX_NESTING}"
+    ):
+        parse_filter(text, SCHEMA)
+    assert time.monotonic() - started < 2
+
+
+def test_too_long_filter_text_is_refused() -> None:
+    text = "data = '" + "x" * MAX_TEXT_CHARS + "'"
+    with pytest.raises(InvalidArgumentError, match="the row filter is too long"):
+        parse_filter(text, SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # the message UPDATE gives for the same condition, not "expected a value after 'in ('"
+        ("id in (select 1)", "the row filter 'id in (select 1)' uses a subquery, which is not supported"),
+        ("exists (select 1)", "the row filter 'exists (select 1)' uses a subquery, which is not supported"),
+        ("id = (select max(id) from t)", "uses a subquery, which is not supported"),
+        ("current_setting('x') = 'a'", "function current_setting() is not allowed in the row filter"),
+    ],
+)
+def test_refused_sql_gets_the_sql_message(text: str, message: str) -> None:
+    with pytest.raises(InvalidArgumentError) as info:
+        parse_filter(text, SCHEMA)
+    assert message in str(info.value)
 
 
 def test_long_filters_are_shortened_in_messages() -> None:

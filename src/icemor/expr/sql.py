@@ -11,6 +11,7 @@ The full condition is still evaluated on every row read.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -33,7 +34,17 @@ if TYPE_CHECKING:
 # pyiceberg's predicates are pydantic models whose (term, value) constructors mypy cannot see
 _E: Any = _expressions
 
-__all__ = ["SqlExpression", "parse_sql", "quote_identifier", "to_iceberg"]
+__all__ = [
+    "ALLOWED_FUNCTIONS",
+    "MAX_NESTING",
+    "MAX_TEXT_CHARS",
+    "SqlExpression",
+    "UnsupportedSqlError",
+    "check_size",
+    "parse_sql",
+    "quote_identifier",
+    "to_iceberg",
+]
 
 _local = threading.local()
 
@@ -62,6 +73,14 @@ class SqlExpression:
         return out
 
 
+class UnsupportedSqlError(InvalidArgumentError):
+    """SQL that parses but uses what icemor refuses: a subquery, a function outside the allow-list, …
+
+    Row filters are tried in pyiceberg's language first; this tells them that the text was
+    SQL all along and the refusal, not pyiceberg's parse error, is the message to show.
+    """
+
+
 def parse_sql(text: str, *, what: str = "expression") -> SqlExpression:
     """Parse one SQL scalar expression.
 
@@ -70,21 +89,32 @@ def parse_sql(text: str, *, what: str = "expression") -> SqlExpression:
         what: How errors name it (``condition``, ``SET value of qty``, …).
 
     Raises:
-        InvalidArgumentError: Not exactly one expression (a syntax error, a subquery, a second
-            statement smuggled in with ``;``, two expressions separated by a comma, ``*``, a
-            ``?`` parameter, an empty string), or text that Spark SQL would read otherwise than
-            DuckDB (a double-quoted name, a string literal with a quote or a backslash in it,
-            ``^`` for a power).
+        InvalidArgumentError: Not exactly one expression (a syntax error, a second statement
+            smuggled in with ``;``, two expressions separated by a comma, an empty string),
+            text too long or nested too deeply (:func:`check_size`), or text that Spark SQL
+            would read otherwise than DuckDB (a double-quoted name, a string literal with a
+            quote or a backslash in it).
+        UnsupportedSqlError: A subquery, a window function, ``*``, a parameter, an aggregate,
+            or a function outside :data:`ALLOWED_FUNCTIONS` (qualified names such as
+            ``system.main.upper`` included); an operator outside it (``//``, ``^``) is a plain
+            InvalidArgumentError.
     """
     if not text or not text.strip():
         msg = f"the {what} is empty"
         raise InvalidArgumentError(msg)
-    shown = text if len(text) <= 80 else text[:77] + "..."
+    check_size(text, what=what)
+    shown = _shown(text)
     wrapped = f"{_OPEN}{text}\n)"
     raw: tuple[Any, ...] | None = _parser().execute("SELECT json_serialize_sql($1)", [wrapped]).fetchone()
     tree: dict[str, Any] = json.loads(raw[0]) if raw else {"error": True, "error_message": "no result"}
     if tree.get("error"):
         reason = str(tree.get("error_message", "syntax error")).splitlines()[0]
+        if "max expression depth" in reason.lower():  # a long flat chain such as 1 + 1 + … + 1
+            msg = (
+                f"the {what} {shown!r} nests too deeply for the SQL parser (a chain of about 1,000 "
+                "operators or more): simplify it"
+            )
+            raise InvalidArgumentError(msg)
         msg = f"cannot parse the {what} {shown!r}: {reason}"
         raise InvalidArgumentError(msg)
     statements = tree.get("statements", [])
@@ -108,29 +138,142 @@ def parse_sql(text: str, *, what: str = "expression") -> SqlExpression:
         raise InvalidArgumentError(msg)
     nodes: list[dict[str, Any]] = []
     _walk(expr, nodes.append)
-    classes = {n["class"] for n in nodes}
-    for cls, why in _REFUSED_NODES.items():
-        if cls in classes:
-            msg = f"the {what} {shown!r} uses {why}, which is not supported"
-            raise InvalidArgumentError(msg)
-    aggregates = sorted(
-        {str(n["function_name"]).lower() for n in nodes if n.get("class") == "FUNCTION"} & _AGGREGATES
-    )
-    if aggregates:
-        msg = (
-            f"the {what} {shown!r} uses the aggregate {aggregates[0]}(), which has no meaning per row: "
-            "row-level expressions take one row's values"
-        )
-        raise InvalidArgumentError(msg)
-    for op in ("^", "**"):
-        if any(n.get("function_name") == op for n in nodes):
-            msg = f"the {what} {shown!r} uses {op}, which Spark SQL reads otherwise: write power(x, y)"
-            raise InvalidArgumentError(msg)
+    _check_supported(nodes, what, shown)
     problem = _spark_reads_otherwise(wrapped)
     if problem:
         msg = f"the {what} {shown!r} {problem}"
         raise InvalidArgumentError(msg)
     return SqlExpression(text, expr)
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _check_supported(nodes: list[dict[str, Any]], what: str, shown: str) -> None:
+    """Refuse the node kinds, functions and operators outside the subset."""
+    classes = {n["class"] for n in nodes}
+    for cls, why in _REFUSED_NODES.items():
+        if cls in classes:
+            msg = f"the {what} {shown!r} uses {why}, which is not supported"
+            raise UnsupportedSqlError(msg)
+    functions = [n for n in nodes if n.get("class") == "FUNCTION"]
+    aggregates = sorted({str(n["function_name"]).lower() for n in functions} & _AGGREGATES)
+    if aggregates:
+        msg = (
+            f"the {what} {shown!r} uses the aggregate {aggregates[0]}(), which has no meaning per row: "
+            "row-level expressions take one row's values"
+        )
+        raise UnsupportedSqlError(msg)
+    # operators raise plain InvalidArgumentError: in a row filter (id >> 4) a typo is likelier,
+    # and the filter language's message says where it went wrong
+    for op in ("^", "**"):
+        if any(n.get("function_name") == op for n in functions):
+            msg = f"the {what} {shown!r} uses {op}, which Spark SQL reads otherwise: write power(x, y)"
+            raise InvalidArgumentError(msg)
+    # in the order written, so the message names the first one
+    for n in sorted(functions, key=lambda n: int(n.get("query_location") or 0)):
+        name = str(n["function_name"]).lower()
+        qualified = ".".join(p for p in (n.get("catalog"), n.get("schema")) if p)
+        if qualified:
+            msg = (
+                f"function {qualified}.{name}() is not allowed in the {what} {shown!r}: write functions "
+                "without a schema or catalog; allowed: see docs/sql.md"
+            )
+            raise UnsupportedSqlError(msg)
+        if name not in ALLOWED_FUNCTIONS and n.get("is_operator"):
+            msg = f"operator {name} is not allowed in the {what} {shown!r}; allowed: see docs/sql.md"
+            raise InvalidArgumentError(msg)
+        if name not in ALLOWED_FUNCTIONS:
+            msg = f"function {name}() is not allowed in the {what} {shown!r}; allowed: see docs/sql.md"
+            raise UnsupportedSqlError(msg)
+
+
+MAX_TEXT_CHARS = 1_000_000
+"""The longest condition, value or row filter text accepted (a literal IN list of ~100,000 values)."""
+MAX_NESTING = 100
+"""The deepest nesting accepted: levels of parentheses and CASE, plus a run of NOTs or signs."""
+
+
+def check_size(text: str, *, what: str) -> None:
+    """Refuse text too long or nested too deeply, before any parser sees it.
+
+    A parser's time and recursion grow with the nesting (a 50,000-level filter once took 127 s);
+    this is at most one linear pass over the text's tokens (string literals, quoted names and
+    comments are one token each), ending as soon as the limit is passed.
+
+    Raises:
+        InvalidArgumentError: More than :data:`MAX_TEXT_CHARS` characters, or more than
+            :data:`MAX_NESTING` levels.
+    """
+    if len(text) > MAX_TEXT_CHARS:
+        msg = (
+            f"the {what} is too long ({len(text):,} characters, at most {MAX_TEXT_CHARS:,}): "
+            "filter on fewer values, or in several operations"
+        )
+        raise InvalidArgumentError(msg)
+    if _nesting(text, stop=MAX_NESTING) > MAX_NESTING:
+        msg = (
+            f"the {what} {_shown(text)!r} nests too deeply (more than {MAX_NESTING} levels of "
+            "parentheses, CASE, NOT or signs): simplify it"
+        )
+        raise InvalidArgumentError(msg)
+
+
+# One token of SQL (or of pyiceberg's filter language) for counting nesting: what can hide a
+# parenthesis (string literals of every quoting, quoted names, comments) is one token.
+_TOKEN = re.compile(
+    r"""[eE]'(?:[^'\\]|\\.|'')*'?      # E'...' (backslash escapes)
+    | '(?:[^']|'')*'?                   # '...'
+    | "(?:[^"]|"")*"?                   # "name"
+    | `(?:[^`]|``)*`?                   # `name`
+    | \$(\w*)\$.*?(?:\$\1\$|\Z)         # $$...$$, $tag$...$tag$
+    | --[^\n]*                          # a comment to the end of the line
+    | /\*.*?(?:\*/|\Z)                  # /* a comment */
+    | \w+                               # a word or a number
+    | \S                                # anything else, one character
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+# words after which a sign is unary (AND -x), unlike after an operand (a - x)
+_BEFORE_OPERAND = {"and", "or", "then", "when", "else", "in", "is", "between", "like", "ilike", "escape",
+                   "as", "from", "for", "select", "where", "interval", "distinct", "exists"}  # fmt: skip
+
+
+def _nesting(text: str, *, stop: int) -> int:
+    """The deepest nesting in ``text``: open parentheses and CASEs, plus the current run of
+    NOTs and unary signs (``NOT NOT x``, ``- - x`` nest without parentheses).
+
+    One lazy pass that stops once past ``stop`` (a 50,000-level filter is refused after its
+    first hundred tokens); text with fewer openers than ``stop`` is not scanned at all.
+    """
+    lowered = text.lower()
+    bound = sum(text.count(c) for c in "(-+") + lowered.count("not") + lowered.count("case")
+    if bound <= stop:  # cannot nest deeper than it has openers
+        return bound
+    depth = run = deepest = 0
+    operand_before = False  # whether a + or - here is binary
+    for m in _TOKEN.finditer(lowered):
+        token = m.group()
+        if token.startswith(("--", "/*")):
+            continue
+        if token in ("(", "case"):
+            depth += 1
+            operand_before = False
+        elif token in (")", "end"):
+            depth = max(depth - 1, 0)
+            run = 0
+            operand_before = True
+        elif token == "not" or (token in ("-", "+") and not operand_before):
+            run += 1
+            operand_before = False
+        else:
+            run = 0
+            operand_before = (token[0].isalnum() or token[0] in "_'\"`$") and token not in _BEFORE_OPERAND
+        deepest = max(deepest, depth + run)
+        if deepest > stop:
+            break
+    return deepest
 
 
 _OPEN = "SELECT ("
@@ -145,7 +288,31 @@ _REFUSED_NODES = {
     "WINDOW": "a window function",
     "STAR": "*",
     "PARAMETER": "a parameter placeholder",
+    "POSITIONAL_REFERENCE": "a positional reference (#n)",
 }
+
+# The one allow-list of functions a condition or value may call (docs/sql.md lists the same,
+# tests/expr/test_sql.py checks both agree). Deterministic scalar functions, and now() (one instant
+# per statement on both engines); nothing that reads the session, the catalog, files, settings or
+# the query (current_setting, current_query, getvariable, …). DuckDB's parser lowercases names
+# and spells operators and some syntax as functions: those names are here too, or that syntax
+# could not be written.
+ALLOWED_FUNCTIONS: frozenset[str] = frozenset({
+    # arithmetic
+    "+", "-", "*", "/", "%", "abs", "round", "ceil", "floor", "sign", "power", "sqrt", "ln",
+    # NULL handling (coalesce and ifnull are no function calls in DuckDB's tree)
+    "nullif", "if", "greatest", "least", "isnan",
+    # strings; LIKE, NOT LIKE, ILIKE, NOT ILIKE, with ESCAPE; position(sub IN s)
+    "||", "concat", "concat_ws", "length", "upper", "lower", "trim", "ltrim", "rtrim", "substring",
+    "substr", "left", "right", "replace", "lpad", "rpad", "repeat", "reverse", "instr", "position",
+    "contains", "chr", "~~", "!~~", "~~*", "!~~*", "like_escape", "ilike_escape",
+    # dates and times; extract(f FROM x) is date_part, INTERVAL n UNIT is to_<unit>s(trunc(n))
+    "year", "month", "day", "dayofmonth", "quarter", "dayofyear", "weekofyear", "dayofweek", "hour",
+    "minute", "second", "date_part", "last_day", "date_add", "date_trunc", "make_date", "now",
+    "to_seconds", "to_minutes", "to_hours", "to_days", "to_months", "to_years", "trunc",
+    # a row value: (a, b) IN ((1, 2), (3, 4))
+    "row",
+})  # fmt: skip
 
 
 def _spark_reads_otherwise(sql: str) -> str | None:
@@ -306,6 +473,10 @@ class _Translator:
                 raise _Untranslatable
             return cast("BooleanExpression", _E.NotIn(name, present))
         if not present:
+            raise _Untranslatable
+        field_type = self.schema.find_type(name, case_sensitive=False)
+        if isinstance(field_type, FloatType | DoubleType) and any(v == 0 for v in present):
+            # SQL's -0.0 IN (0) is true; pyiceberg's In (Arrow's is_in, by hash) drops -0.0
             raise _Untranslatable
         return cast("BooleanExpression", _E.In(name, present))
 

@@ -10,9 +10,42 @@ import pyarrow as pa
 from icemor.exceptions import InvalidArgumentError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     import pyarrow.parquet as pq
 
-__all__ = ["open_parquet", "read_arrow"]
+__all__ = ["check_distinct_names", "open_parquet", "read_arrow"]
+
+
+def check_distinct_names(names: Iterable[str], *, what: str) -> None:
+    """Refuse column names that SQL cannot tell apart: equal, or differing only in case.
+
+    SQL names are case-insensitive in DuckDB and in Spark by default
+    (``spark.sql.caseSensitive=false``): with ``id`` and ``ID`` in a MERGE source, one part of
+    a MERGE once read one and another part the other, and inserted a key that existed.
+
+    Args:
+        names: The column names.
+        what: How the message names their owner (``the MERGE source``, ``table db.t``).
+
+    Raises:
+        InvalidArgumentError: Two names that are equal ignoring case (the message names both).
+    """
+    seen: dict[str, str] = {}
+    for name in names:
+        other = seen.get(name.lower())
+        if other is None:
+            seen[name.lower()] = name
+            continue
+        if other == name:
+            msg = f"{what} has two columns named {name!r}"
+        else:
+            msg = (
+                f"{what} has columns {other!r} and {name!r}, whose names differ only in case: SQL "
+                "names are case-insensitive (as in Spark by default), so they cannot be told apart; "
+                "rename one"
+            )
+        raise InvalidArgumentError(msg)
 
 
 def open_parquet(path: Path) -> pq.ParquetFile:
@@ -41,9 +74,16 @@ def read_arrow(rows: Any, *, what: str) -> pa.Table:
         what: How errors name it (``the MERGE source``, ``the changes``).
 
     Raises:
-        InvalidArgumentError: A missing or unreadable file, no file, schemas that differ, or an
-            input of another kind.
+        InvalidArgumentError: A missing or unreadable file, no file, schemas that differ, an
+            input of another kind, or columns whose names differ only in case
+            (:func:`check_distinct_names`).
     """
+    table = _read_arrow(rows, what=what)
+    check_distinct_names(table.column_names, what=what)
+    return table
+
+
+def _read_arrow(rows: Any, *, what: str) -> pa.Table:
     if isinstance(rows, pa.Table):
         return rows
     if isinstance(rows, pa.RecordBatch):

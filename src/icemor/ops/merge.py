@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import time
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -27,7 +28,7 @@ from icemor.exceptions import InvalidArgumentError
 from icemor.expr.duck import empty_table, session
 from icemor.expr.sql import parse_sql, to_iceberg
 from icemor.ops.delete import check_writable
-from icemor.ops.inputs import read_arrow
+from icemor.ops.inputs import check_distinct_names, read_arrow
 from icemor.ops.rowlevel import (
     DUCKDB,
     SPARK,
@@ -43,7 +44,7 @@ from icemor.planning.scan import prepare_scan
 from icemor.spec import properties as P
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Generator, Mapping, Sequence
 
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.schema import Schema
@@ -171,12 +172,13 @@ class MergePlan:
 
 def _key_on(keys: Sequence[str], schema: Schema, source: pa.Schema, t: str, s: str) -> str:
     parts = []
+    by_lower = {n.lower(): n for n in source.names}  # names are distinct ignoring case by now
     for key in keys:
         column = resolve_column(schema, key)
-        if key not in source.names:
+        if key.lower() not in by_lower:
             msg = f"the MERGE source has no key column {key!r} (source columns: {', '.join(source.names)})"
             raise InvalidArgumentError(msg)
-        parts.append(f"{_name(t)}.{_name(column)} = {_name(s)}.{_name(key)}")
+        parts.append(f"{_name(t)}.{_name(column)} = {_name(s)}.{_name(by_lower[key.lower()])}")
     if not parts:
         msg = "MERGE needs at least one key column in on="
         raise InvalidArgumentError(msg)
@@ -251,7 +253,8 @@ def plan_merge(
     Raises:
         InvalidArgumentError: No clause; unknown column; source without the key columns; a
             value that cannot be stored in its column; a non-boolean condition; ``*`` with a
-            source that lacks a table column.
+            source that lacks a table column; source or table columns whose names differ only
+            in case.
     """
     metadata = table.metadata
     schema = metadata.schema()
@@ -262,8 +265,13 @@ def plan_merge(
     if not clauses:
         msg = "MERGE needs at least one WHEN clause"
         raise InvalidArgumentError(msg)
-    if "__src_row" in source.column_names:
-        msg = "the MERGE source must not have a column named __src_row"
+    # SQL reads names case-insensitively (as Spark by default): id and ID in the source once
+    # made the key range one column's and the join the other's, and a MERGE inserted an
+    # existing key. Refused, like a source column that SQL would read as the row index.
+    check_distinct_names(source.column_names, what="the MERGE source")
+    check_distinct_names((f.name for f in schema.fields), what=f"table {'.'.join(table.name())}")
+    if "__src_row" in {n.lower() for n in source.column_names}:
+        msg = "the MERGE source must not have a column named __src_row (in any case)"
         raise InvalidArgumentError(msg)
     if isinstance(on, str) and _IDENTIFIER.fullmatch(on.strip()):
         on = [on.strip()]  # one key column, as ["id"]
@@ -374,30 +382,34 @@ def merge_rows(
     counts = {"update": 0, "delete": 0, "insert": 0}
     kinds = np.array([c.kind for c in plan.matched] or ["none"])
     try:
+        # the batch streams are closed on error too: an open DuckDB result would refuse this
+        # thread's next query
         if plan.job.snapshot is not None:
-            for batch in engine.matched(plan):
-                clause = batch.column("__clause").to_numpy(zero_copy_only=False).astype(np.int64)
-                matched_src[batch.column("__src").to_numpy(zero_copy_only=False)] = True
-                if plan.matched:
-                    pairs.add(batch.column("__file"), batch.column("__pos"))
-                acting = clause >= 0
-                if not acting.any():
-                    continue
-                acted = batch.filter(pa.array(acting))
-                positions.add(acted.column("__file"), acted.column("__pos"))
-                kind = kinds[clause[acting]]
-                counts["delete"] += int((kind == "delete").sum())
-                updates = kind == "update"
-                counts["update"] += int(updates.sum())
-                if updates.any():
-                    new_rows.add(acted.filter(pa.array(updates)))
+            with closing(engine.matched(plan)) as batches:
+                for batch in batches:
+                    clause = batch.column("__clause").to_numpy(zero_copy_only=False).astype(np.int64)
+                    matched_src[batch.column("__src").to_numpy(zero_copy_only=False)] = True
+                    if plan.matched:
+                        pairs.add(batch.column("__file"), batch.column("__pos"))
+                    acting = clause >= 0
+                    if not acting.any():
+                        continue
+                    acted = batch.filter(pa.array(acting))
+                    positions.add(acted.column("__file"), acted.column("__pos"))
+                    kind = kinds[clause[acting]]
+                    counts["delete"] += int((kind == "delete").sum())
+                    updates = kind == "update"
+                    counts["update"] += int(updates.sum())
+                    if updates.any():
+                        new_rows.add(acted.filter(pa.array(updates)))
             if plan.matched:
                 pairs.finish(unique=DUPLICATE_MATCH)
         if plan.not_matched and not matched_src.all():
             unmatched = plan.source.filter(pa.array(~matched_src))
-            for batch in engine.inserted(plan, unmatched):
-                counts["insert"] += batch.num_rows
-                new_rows.add(batch)
+            with closing(engine.inserted(plan, unmatched)) as batches:
+                for batch in batches:
+                    counts["insert"] += batch.num_rows
+                    new_rows.add(batch)
         found = positions.finish()
     except BaseException:
         new_rows.abort()
@@ -428,17 +440,17 @@ def merge_rows(
 class MergeEngine:
     """Runs a MergePlan's SQL: the matched pairs and the inserted rows, as Arrow batches."""
 
-    def matched(self, plan: MergePlan) -> Iterator[pa.RecordBatch]:
+    def matched(self, plan: MergePlan) -> Generator[pa.RecordBatch, None, None]:
         raise NotImplementedError
 
-    def inserted(self, plan: MergePlan, unmatched: pa.Table) -> Iterator[pa.RecordBatch]:
+    def inserted(self, plan: MergePlan, unmatched: pa.Table) -> Generator[pa.RecordBatch, None, None]:
         raise NotImplementedError
 
 
 class LocalMerge(MergeEngine):
     """DuckDB: a hash join of the source against the streamed local scan."""
 
-    def matched(self, plan: MergePlan) -> Iterator[pa.RecordBatch]:
+    def matched(self, plan: MergePlan) -> Generator[pa.RecordBatch, None, None]:
         from icemor.engines.local import read_batches
 
         job = plan.job
@@ -447,7 +459,7 @@ class LocalMerge(MergeEngine):
         with s.inputs({"__target": target, "__source": plan.source}):
             yield from s.reader(plan.matched_sql(DUCKDB))
 
-    def inserted(self, plan: MergePlan, unmatched: pa.Table) -> Iterator[pa.RecordBatch]:
+    def inserted(self, plan: MergePlan, unmatched: pa.Table) -> Generator[pa.RecordBatch, None, None]:
         s = session()
         with s.inputs({"__unmatched": unmatched}):
             yield from s.reader(plan.insert_sql(DUCKDB))
@@ -459,18 +471,26 @@ class SparkMerge(MergeEngine):
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
 
-    def matched(self, plan: MergePlan) -> Iterator[pa.RecordBatch]:
+    def matched(self, plan: MergePlan) -> Generator[pa.RecordBatch, None, None]:
         from icemor.engines.spark.sql import run_sql
 
-        sql = plan.matched_sql(SPARK, target="{target}", source="{source}")
-        result = run_sql(self.spark, sql, scans={"target": plan.job}, tables={"source": plan.source})
-        return iter(result.to_batches())
+        result = run_sql(
+            self.spark,
+            lambda v: plan.matched_sql(SPARK, target=v["target"], source=v["source"]),
+            scans={"target": plan.job},
+            tables={"source": plan.source},
+        )
+        yield from result.to_batches()
 
-    def inserted(self, plan: MergePlan, unmatched: pa.Table) -> Iterator[pa.RecordBatch]:
+    def inserted(self, plan: MergePlan, unmatched: pa.Table) -> Generator[pa.RecordBatch, None, None]:
         from icemor.engines.spark.sql import run_sql
 
-        sql = plan.insert_sql(SPARK, source="{unmatched}")
-        return iter(run_sql(self.spark, sql, tables={"unmatched": unmatched}).to_batches())
+        result = run_sql(
+            self.spark,
+            lambda v: plan.insert_sql(SPARK, source=v["unmatched"]),
+            tables={"unmatched": unmatched},
+        )
+        yield from result.to_batches()
 
 
 def read_source(source: Any) -> pa.Table:

@@ -9,6 +9,7 @@ rest is :mod:`icemor.ops.rowlevel`.
 from __future__ import annotations
 
 import time
+from contextlib import closing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,7 @@ from icemor.exceptions import InvalidArgumentError
 from icemor.expr.duck import session
 from icemor.expr.sql import parse_sql, to_iceberg
 from icemor.ops.delete import check_writable
+from icemor.ops.inputs import check_distinct_names
 from icemor.ops.rowlevel import (
     DUCKDB,
     SPARK,
@@ -33,7 +35,7 @@ from icemor.planning.scan import prepare_scan
 from icemor.spec import properties as P
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Generator, Mapping
 
     from pyiceberg.table import Table as PyIcebergTable
     from pyiceberg.types import PrimitiveType
@@ -95,13 +97,16 @@ def plan_update(
 
     Raises:
         InvalidArgumentError: No assignment, unknown column, a value that cannot be stored in
-            its column, a condition that is not boolean or does not parse.
+            its column, a condition that is not boolean or does not parse, table columns whose
+            names differ only in case.
     """
     metadata = table.metadata
     schema = metadata.schema()
     if not set:
         msg = "UPDATE needs at least one SET column = value"
         raise InvalidArgumentError(msg)
+    # Iceberg allows id and ID side by side; SQL (DuckDB, Spark by default) cannot tell them apart
+    check_distinct_names((f.name for f in schema.fields), what=f"table {'.'.join(table.name())}")
     condition = parse_sql(where, what="condition") if where is not None else None
     values: dict[str, SqlExpression] = {}
     for name, text in set.items():
@@ -154,10 +159,13 @@ def update_rows(
     positions = Positions()
     new_rows = NewRows(table)
     try:
-        batches = local_changed_rows(plan) if spark is None else spark_changed_rows(plan, spark)
-        for batch in batches:
-            positions.add(batch.column("_file"), batch.column("_pos"))
-            new_rows.add(batch)
+        # closed on error too: an open DuckDB result would refuse this thread's next query
+        with closing(
+            local_changed_rows(plan) if spark is None else spark_changed_rows(plan, spark)
+        ) as batches:
+            for batch in batches:
+                positions.add(batch.column("_file"), batch.column("_pos"))
+                new_rows.add(batch)
         found = positions.finish()
     except BaseException:
         new_rows.abort()
@@ -183,15 +191,15 @@ def update_rows(
     )
 
 
-def spark_changed_rows(plan: UpdatePlan, spark: SparkSession) -> Iterator[pa.RecordBatch]:
+def spark_changed_rows(plan: UpdatePlan, spark: SparkSession) -> Generator[pa.RecordBatch, None, None]:
     """Spark SQL over the scan read on the executors; the changed rows come back as Arrow."""
     from icemor.engines.spark.sql import run_sql
 
-    sql = plan.select_sql(SPARK, target="{target}")
-    return iter(run_sql(spark, sql, scans={"target": plan.job}).to_batches())
+    result = run_sql(spark, lambda v: plan.select_sql(SPARK, target=v["target"]), scans={"target": plan.job})
+    yield from result.to_batches()
 
 
-def local_changed_rows(plan: UpdatePlan) -> Iterator[pa.RecordBatch]:
+def local_changed_rows(plan: UpdatePlan) -> Generator[pa.RecordBatch, None, None]:
     """DuckDB over the streamed local scan."""
     from icemor.engines.local import read_batches
 

@@ -153,6 +153,9 @@ def prepare_scan(
     residual: str | None = None
     residual_columns: list[str] = []
     if isinstance(row_filter, str):
+        from icemor.planning.filter_text import check_filter_size
+
+        check_filter_size(row_filter)  # before either parser: a deep filter once took minutes
         try:
             parse_filter(row_filter, schema, case_sensitive=case_sensitive)
         except InvalidArgumentError as e:
@@ -275,8 +278,9 @@ def parse_filter(
     if isinstance(row_filter, str):
         from pyiceberg.expressions import parser
 
-        from icemor.planning.filter_text import dates_as_midnight, explain_parse_error
+        from icemor.planning.filter_text import check_filter_size, dates_as_midnight, explain_parse_error
 
+        check_filter_size(row_filter)
         try:
             expr = parser.parse(row_filter)
         except RecursionError as e:

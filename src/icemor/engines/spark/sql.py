@@ -4,6 +4,10 @@ UPDATE and MERGE on the Spark engine evaluate their conditions and values as Spa
 target scan becomes a DataFrame (read on the executors, deletes applied), small inputs (a MERGE
 source already on the driver) become DataFrames, each under a temporary view name, and the
 statement's result comes back as Arrow. Views are dropped afterwards.
+
+The statement holds user text (conditions, values), so it is never a template: the caller
+builds it from the view names, which are chosen first. (Replacing ``{target}`` in the finished
+statement once stored a view name where a user's ``'{target}'`` literal was.)
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ import pyarrow as pa
 
 from icemor.engines.spark import collect_arrow, scan_to_dataframe
 from icemor.exceptions import InvalidArgumentError
+from icemor.expr.sql import quote_identifier
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from pyspark.sql import DataFrame, SparkSession
 
@@ -28,13 +33,21 @@ __all__ = ["run_sql"]
 
 def run_sql(
     spark: SparkSession,
-    sql: str,
+    build: Callable[[Mapping[str, str]], str],
     *,
     scans: Mapping[str, ScanJob] | None = None,
     tables: Mapping[str, pa.Table] | None = None,
     frames: Mapping[str, DataFrame] | None = None,
 ) -> pa.Table:
-    """``sql`` with each ``{name}`` placeholder replaced by a view of the given scan, table or frame.
+    """Run the statement ``build`` makes from the views of the given scans, tables and frames.
+
+    Args:
+        spark: The session.
+        build: Given each input's name -> its view, quoted as an SQL identifier, the statement
+            (``lambda v: f"SELECT … FROM {v['target']}"``).
+        scans: Merge-on-read scans, read on the executors.
+        tables: Driver-side Arrow tables.
+        frames: DataFrames.
 
     Raises:
         InvalidArgumentError: Spark's analyzer or parser refuses the statement (its first line).
@@ -42,26 +55,30 @@ def run_sql(
     from pyspark.errors import AnalysisException, ParseException
 
     suffix = uuid.uuid4().hex[:12]
-    views: dict[str, str] = {}
+    inputs = [*(scans or {}), *(tables or {}), *(frames or {})]
+    if len(set(inputs)) != len(inputs):
+        msg = f"run_sql: an input name is given twice ({', '.join(inputs)})"
+        raise ValueError(msg)
+    views = {name: f"__icemor_{k}_{suffix}" for k, name in enumerate(inputs)}
+    made: list[str] = []
     try:
         for name, job in (scans or {}).items():
-            views[name] = f"__icemor_{name.strip('_')}_{suffix}"
             scan_to_dataframe(job, spark).createOrReplaceTempView(views[name])
+            made.append(views[name])
         for name, table in (tables or {}).items():
-            views[name] = f"__icemor_{name.strip('_')}_{suffix}"
             _from_arrow(spark, table).createOrReplaceTempView(views[name])
+            made.append(views[name])
         for name, frame in (frames or {}).items():
-            views[name] = f"__icemor_{name.strip('_')}_{suffix}"
             frame.createOrReplaceTempView(views[name])
+            made.append(views[name])
+        sql = build({name: quote_identifier(view) for name, view in views.items()})
         try:
-            for name, view in views.items():
-                sql = sql.replace("{" + name + "}", view)
             return collect_arrow(spark.sql(sql))
         except (AnalysisException, ParseException) as e:
             text = str(e).strip().splitlines()
             raise InvalidArgumentError(text[0] if text else type(e).__name__) from e
     finally:
-        for view in views.values():
+        for view in made:
             spark.catalog.dropTempView(view)
 
 
