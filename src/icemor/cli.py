@@ -1,7 +1,8 @@
 """The ``icemor`` command line: a thin layer over the public table API.
 
 Every expected failure prints one line on stderr and exits with code 2 (a traceback only
-with ``--debug``).
+with ``--debug``). Ctrl-C and SIGTERM exit with code 130 and a one-line note; a write they
+interrupt removes what it wrote unless the catalog may have committed.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from pyiceberg import exceptions as _pe
 
-from icemor.exceptions import IcemorError, InvalidArgumentError
+from icemor.exceptions import NO_ROOM_ERRNOS, IcemorError, InvalidArgumentError, os_reason
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -895,15 +896,69 @@ def _run(fn: Callable[[Options], Any]) -> int:
     try:
         fn(opts)
     except SystemExit as e:
+        if _interrupt(e) is not None:  # typer turns Ctrl-C into exit 130, silently
+            _note_interrupted(_interrupt(e))
+            return 130
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    except KeyboardInterrupt as e:
+        _note_interrupted(e)
+        return 130
     except _USER_ERRORS as e:
         if opts.debug:
             raise
         typer.echo(f"icemor: error: {_one_line(e)}", err=True)
         return 2
+    except OSError as e:
+        if opts.debug or e.errno not in NO_ROOM_ERRNOS:
+            raise
+        # disk full, read-only file system: the write sites name the file; this is the rest
+        where = f"{e.filename}: " if e.filename else ""
+        typer.echo(f"icemor: error: {where}{os_reason(e)}", err=True)
+        return 2
     finally:
         _OPTIONS.reset(token)
     return 0
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that an unfinished write removes its files the same way."""
+
+
+def _interrupt(e: BaseException) -> KeyboardInterrupt | None:
+    """The KeyboardInterrupt an exit came from, if it did (typer raises Exit(130) from it)."""
+    seen: set[int] = set()
+    cause: BaseException | None = e
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def _note_interrupted(e: BaseException | None) -> None:
+    signal_name = "SIGTERM" if isinstance(e, Terminated) else "SIGINT"
+    typer.echo(f"icemor: interrupted ({signal_name})", err=True)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """While the CLI runs, SIGTERM raises :class:`Terminated` (main thread only: signals need it)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum: int, frame: object) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def _one_line(e: BaseException) -> str:
@@ -914,9 +969,18 @@ def _one_line(e: BaseException) -> str:
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default: the process arguments) and return its exit code."""
     os.environ.setdefault("PYICEBERG_MAX_WORKERS", str(os.cpu_count() or 1))
-    return _run(lambda _: app(args=argv, prog_name="icemor"))
+    with _sigterm_as_interrupt():
+        return _run(lambda _: app(args=argv, prog_name="icemor"))
 
 
 def main() -> None:
     """Console entry point."""
-    sys.exit(run())
+    code = run()
+    if code == 130:
+        # An interrupt can land inside the stdlib's thread-pool bookkeeping (a worker started
+        # but not yet registered for shutdown): the interpreter would then wait for it forever.
+        # The cleanup has run; leave without joining background threads.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -9,6 +11,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 __all__ = [
+    "NO_ROOM_ERRNOS",
     "CommitConflictError",
     "CommitFailedError",
     "CommitStateUnknownError",
@@ -19,6 +22,7 @@ __all__ = [
     "NoSuchSnapshotError",
     "NoSuchTableError",
     "UnsupportedFeatureError",
+    "WriteFailedError",
     "table_lookup_errors",
 ]
 
@@ -56,11 +60,40 @@ class CommitConflictError(IcemorError):
 
 
 class CommitFailedError(IcemorError):
-    """The catalog refused the commit after every retry; nothing was committed."""
+    """The catalog refused the commit (every retry lost, or it refused to write: a read-only
+    catalog); nothing was committed."""
 
 
 class CommitStateUnknownError(IcemorError):
     """The catalog call failed after it may have committed; files are kept, check the table."""
+
+
+# errors that only a write can meet: no room left, or a file system that takes no writes
+NO_ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+
+
+class WriteFailedError(IcemorError):
+    """A file could not be written (disk full, permission denied, read-only file system, ...).
+
+    Nothing was committed, and the files written for the operation were removed.
+    """
+
+    @classmethod
+    def of(cls, path: str, error: OSError) -> WriteFailedError:
+        """The error for ``error`` raised while writing ``path``: names the path and the reason."""
+        return cls(f"cannot write {path}: {os_reason(error)}")
+
+
+def os_reason(error: OSError) -> str:
+    """The reason of an OSError in a few words (``No space left on device``), without its path.
+
+    pyarrow's errors carry the errno with a longer text (``Error writing bytes to file.
+    Detail: [errno 28] ...``): the errno's standard text is what a user needs.
+    """
+    if error.errno:
+        return os.strerror(error.errno)
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
 
 
 @contextmanager

@@ -181,3 +181,27 @@ def test_delete_manifest_writes_equality_ids_as_list_of_int(tmp_path: Path) -> N
     manifest.sequence_number = 1
     [entry] = manifest.fetch_manifest_entry(io)  # pyiceberg reads int back as its long
     assert entry.data_file.equality_ids == [1, 2]
+
+
+def test_metadata_writes_records_the_file_a_sql_catalog_commit_writes(tmp_path: Path) -> None:
+    """The hook on ``MetastoreCatalog._write_metadata`` sees the path before the write and knows
+    when the file is complete; a catalog object is hooked once, other objects not at all."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    catalog = SqlCatalog("c", uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse=(tmp_path / "w").as_uri())
+    catalog.create_namespace("db")
+    table = catalog.create_table("db.t", schema=SCHEMA)
+    assert compat.record_metadata_writes(catalog) is True
+    assert compat.record_metadata_writes(catalog) is True  # idempotent
+    with compat.metadata_writes() as writes, table.transaction() as tx:
+        tx.set_properties(x="1")
+    assert [(w.path, w.done) for w in writes] == [(table.metadata_location, True)]
+    other = SqlCatalog("c", uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse=(tmp_path / "w").as_uri())
+    with compat.metadata_writes() as writes, other.load_table("db.t").transaction() as tx:
+        tx.set_properties(x="2")
+    assert writes == []  # not hooked
+    with compat.metadata_writes() as writes:
+        pass
+    assert writes == []
+    other.engine.dispose()
+    catalog.engine.dispose()

@@ -8,6 +8,11 @@ exactly one place; ``tests/_compat/test_pyiceberg.py`` checks each borrowed name
 
 from __future__ import annotations
 
+import inspect
+import threading
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.expressions import visitors as _visitors
@@ -19,6 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     import pyarrow as pa
+    from pyiceberg.catalog import Catalog
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.io import FileIO
     from pyiceberg.manifest import DataFile
@@ -31,10 +37,13 @@ __all__ = [
     "BORROWED",
     "V3_DATA_FILE_POSITIONS",
     "DeleteManifestWriterV2",
+    "MetadataWrite",
     "arrow_schema_to_iceberg_without_ids",
     "check_arrow_schema_compatible",
     "inclusive_metrics_evaluator",
+    "metadata_writes",
     "partition_constants",
+    "record_metadata_writes",
     "to_file_schema",
     "to_requested_schema",
     "write_data_files",
@@ -50,6 +59,7 @@ BORROWED: tuple[tuple[str, str], ...] = (
     ("pyiceberg.io.pyarrow", "_dataframe_to_data_files"),
     ("pyiceberg.io.pyarrow", "_check_pyarrow_schema_compatible"),
     ("pyiceberg.manifest", "ManifestWriter._with_partition"),
+    ("pyiceberg.catalog", "MetastoreCatalog._write_metadata"),
 )
 
 
@@ -246,3 +256,64 @@ def _equality_ids_as_int(entry: Schema) -> Schema:
             f = NestedField(f.field_id, f.name, data_file, required=f.required, doc=f.doc)
         fields.append(f)
     return Schema(*fields, schema_id=entry.schema_id)
+
+
+@dataclass
+class MetadataWrite:
+    """A metadata JSON file a catalog began to write in :func:`metadata_writes`."""
+
+    path: str
+    done: bool = False
+    """The file was written completely (the catalog's pointer swap comes after this)."""
+
+
+_METADATA_WRITES: ContextVar[list[MetadataWrite] | None] = ContextVar("icemor_metadata_writes", default=None)
+_HOOK_LOCK = threading.Lock()
+
+
+def record_metadata_writes(catalog: Catalog) -> bool:
+    """Make ``catalog`` report the metadata JSON files it writes to :func:`metadata_writes`.
+
+    Returns False for a catalog that writes none itself (REST: the server writes them).
+
+    Why: a metastore catalog's ``commit_table`` writes ``<location>/metadata/NNNNN-<uuid>.
+    metadata.json`` (the private ``_write_metadata``) and then swaps the table's pointer; when
+    the swap is refused, that file is left and nothing public names it. The hook wraps the
+    method on this catalog object only, once; it records the path before the write starts,
+    so a half-written file is known too.
+    """
+    from pyiceberg.catalog import MetastoreCatalog
+
+    if not isinstance(catalog, MetastoreCatalog):
+        return False
+    with _HOOK_LOCK:
+        if getattr(catalog, "_icemor_records_metadata", False):
+            return True
+        original = catalog._write_metadata
+        signature = inspect.signature(original)
+
+        def write_metadata(*args: Any, **kwargs: Any) -> None:
+            frame = _METADATA_WRITES.get()
+            record = MetadataWrite(str(signature.bind(*args, **kwargs).arguments["metadata_path"]))
+            if frame is not None:
+                frame.append(record)
+            original(*args, **kwargs)
+            record.done = True
+
+        try:
+            catalog._write_metadata = write_metadata  # type: ignore[method-assign]
+            catalog._icemor_records_metadata = True  # type: ignore[attr-defined]
+        except AttributeError:  # a catalog class with __slots__: nothing to record
+            return False
+    return True
+
+
+@contextmanager
+def metadata_writes() -> Iterator[list[MetadataWrite]]:
+    """The metadata JSON files written in this block (this thread/context) by hooked catalogs."""
+    frame: list[MetadataWrite] = []
+    token = _METADATA_WRITES.set(frame)
+    try:
+        yield frame
+    finally:
+        _METADATA_WRITES.reset(token)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -20,16 +21,17 @@ from pyiceberg.manifest import (
 )
 
 from icemor._compat.pyiceberg import DeleteManifestWriterV2
+from icemor.exceptions import WriteFailedError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Iterator, Mapping
 
     from pyiceberg.avro.codecs import AvroCompressionCodec
     from pyiceberg.io import FileIO
     from pyiceberg.manifest import DataFile, ManifestFile
     from pyiceberg.table.metadata import TableMetadata
 
-__all__ = ["ManifestChanges", "write_snapshot_manifests"]
+__all__ = ["ManifestChanges", "delete_quietly", "write_snapshot_manifests", "writing"]
 
 _COMPRESSION: AvroCompressionCodec = "deflate"
 
@@ -72,6 +74,9 @@ def write_snapshot_manifests(
     ``data_sequence_numbers`` gets that data sequence number explicitly in its ADDED entry (a
     rewrite keeping the rewritten files' number, as Java's ``RewriteFiles``); the others inherit
     the commit's. Their file sequence number is always the commit's (inherited).
+
+    Raises:
+        WriteFailedError: A manifest could not be written; the ones written are removed.
     """
     explicit = data_sequence_numbers or {}
     commit_id = uuid.uuid4().hex
@@ -88,7 +93,8 @@ def write_snapshot_manifests(
             kind = ManifestContent.DATA if int(f.content) == 0 else ManifestContent.DELETES
             by_kind[(f.spec_id, kind)].append(f)
         for (spec_id, content), files in sorted(by_kind.items(), key=lambda kv: (kv[0][0], int(kv[0][1]))):
-            with _writer(metadata, io, spec_id, content, snapshot_id, new_path()) as w:
+            path = new_path()
+            with writing(path), _writer(metadata, io, spec_id, content, snapshot_id, path) as w:
                 for f in files:
                     w.add_entry(
                         ManifestEntry.from_args(
@@ -109,9 +115,11 @@ def write_snapshot_manifests(
                 continue
             live = [e for e in entries if e.data_file.file_path not in removed_paths]
             gone = [e for e in entries if e.data_file.file_path in removed_paths]
-            with _writer(
-                metadata, io, manifest.partition_spec_id, manifest.content, snapshot_id, new_path()
-            ) as w:
+            path = new_path()
+            with (
+                writing(path),
+                _writer(metadata, io, manifest.partition_spec_id, manifest.content, snapshot_id, path) as w,
+            ):
                 for e in gone:
                     w.delete(e)
                 for e in live:
@@ -122,6 +130,15 @@ def write_snapshot_manifests(
         delete_quietly(io, changes.written_paths)
         raise
     return changes
+
+
+@contextmanager
+def writing(path: str) -> Iterator[None]:
+    """Raise an OSError of the block (disk full, permission denied) as WriteFailedError naming ``path``."""
+    try:
+        yield
+    except OSError as e:
+        raise WriteFailedError.of(path, e) from e
 
 
 def delete_quietly(io: FileIO, paths: Iterable[str]) -> list[str]:

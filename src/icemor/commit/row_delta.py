@@ -4,8 +4,10 @@ Each attempt reads the catalog's current metadata, validates the commits made si
 operation's scan (:mod:`icemor.commit.validation`), writes manifests against the current head
 and swaps the table pointer with a compare-and-swap (``AssertRefSnapshotId``). A lost swap is
 retried with backoff, following ``commit.retry.*`` as Iceberg Java does; a conflict is not.
-When the commit does not happen, every file written for it (manifests, manifest lists and
-the caller's data/delete files) is removed, best effort.
+When the commit certainly did not happen, whatever the reason (a conflict, a full disk, a
+read-only catalog, an interrupt), every file written for it (manifests, manifest lists, the
+metadata JSON of a refused swap and the caller's data/delete files) is removed, best effort;
+when the catalog may have committed, every file stays (:mod:`icemor.commit.swap`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.manifest import write_manifest_list
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 from pyiceberg.table.snapshots import (
@@ -33,8 +34,9 @@ from pyiceberg.table.update import (
 )
 
 from icemor.commit.files import to_data_file
-from icemor.commit.manifests import delete_quietly, write_snapshot_manifests
+from icemor.commit.manifests import delete_quietly, write_snapshot_manifests, writing
 from icemor.commit.retries import attempts
+from icemor.commit.swap import Outcome, SwapError, first_line, swap
 from icemor.commit.validation import Validation, validate
 from icemor.exceptions import CommitConflictError, CommitFailedError, CommitStateUnknownError, IcemorError
 from icemor.spec import properties as P
@@ -63,23 +65,31 @@ class RowDelta:
     snapshot_properties: dict[str, str] = field(default_factory=dict)
     operation: Operation | None = None
     """Default: ``delete`` when no data file is added, else ``overwrite`` (as Java's RowDelta)."""
+    _may_have_committed: bool = field(default=False, init=False, repr=False)
 
     def commit(self) -> Snapshot:
         """Commit, retrying lost compare-and-swaps; on failure remove what was written.
 
+        Whatever the failure (a conflict, a full disk, a read-only catalog, an interrupt), every
+        file written for the commit is removed, the caller's data and delete files too, unless
+        the catalog may have committed: then every file stays.
+
         Raises:
             CommitConflictError: A concurrent commit conflicts (nothing committed).
             CommitFailedError: The catalog refused every attempt (nothing committed).
+            WriteFailedError: A manifest, manifest list or metadata file could not be written
+                (nothing committed).
             CommitStateUnknownError: The catalog call failed in a way that leaves unknown whether
                 the commit happened; every written file is kept.
         """
+        self._may_have_committed = False
         try:
             return self._commit_with_retries()
-        except CommitStateUnknownError:
-            raise  # the commit may have happened: its files must stay
-        except IcemorError as e:
+        except BaseException as e:
+            if self._may_have_committed or isinstance(e, CommitStateUnknownError):
+                raise  # the commit may have happened: its files must stay
             failed = delete_quietly(self.table.io, [f.path for f in self.added_files])
-            if failed:
+            if failed and isinstance(e, IcemorError):
                 msg = f"{e}; also could not remove {len(failed)} written file(s), e.g. {failed[0]}"
                 raise type(e)(msg) from e
             raise
@@ -121,14 +131,17 @@ class RowDelta:
             sequence_number = metadata.next_sequence_number()
             list_path = f"{metadata.location}/metadata/snap-{snapshot_id}-{attempt}-{uuid.uuid4()}.avro"
             written.append(list_path)
-            with write_manifest_list(
-                format_version=2,
-                output_file=io.new_output(list_path),
-                snapshot_id=snapshot_id,
-                parent_snapshot_id=parent.snapshot_id if parent is not None else None,
-                sequence_number=sequence_number,
-                avro_compression="deflate",
-            ) as writer:
+            with (
+                writing(list_path),
+                write_manifest_list(
+                    format_version=2,
+                    output_file=io.new_output(list_path),
+                    snapshot_id=snapshot_id,
+                    parent_snapshot_id=parent.snapshot_id if parent is not None else None,
+                    sequence_number=sequence_number,
+                    avro_compression="deflate",
+                ) as writer,
+            ):
                 writer.add_manifests(changes.manifests)
             snapshot = Snapshot(  # type: ignore[call-arg]  # pydantic aliases
                 snapshot_id=snapshot_id,
@@ -144,14 +157,27 @@ class RowDelta:
             raise
         try:
             self._swap(metadata, parent, snapshot)
-        except _LostSwap:
+        except SwapError as e:
+            name = ".".join(self.table.name())
+            if e.outcome == Outcome.UNKNOWN:
+                # the swap may have happened (a timeout after the catalog committed, an interrupt):
+                # removing files now could break a committed snapshot, so keep every one (Java does too)
+                self._may_have_committed = True
+                if not isinstance(e.error, Exception):
+                    raise e.error from e.error.__cause__
+                msg = f"commit to {name} may or may not have happened: {first_line(e.error)}"
+                raise CommitStateUnknownError(msg) from e.error
             delete_quietly(io, written)  # the catalog refused: nothing references these
+            if e.outcome == Outcome.LOST:
+                raise _LostSwap from e.error
+            if not isinstance(e.error, Exception) or isinstance(e.error, IcemorError):
+                raise e.error from e.error.__cause__
+            msg = f"the catalog refused the commit to {name}: {first_line(e.error)}"
+            raise CommitFailedError(msg) from e.error
+        except BaseException:
+            self._may_have_committed = True  # raised outside the catalog call: cannot tell
             raise
-        except BaseException as e:
-            # the swap may have happened (a timeout after the catalog committed, an interrupt):
-            # removing files now could break a committed snapshot, so keep every one (Java does too)
-            msg = f"commit to {'.'.join(self.table.name())} may or may not have happened: {e}"
-            raise CommitStateUnknownError(msg) from e
+        self._may_have_committed = True  # committed: whatever fails now, the files are the table's
         self.table.refresh()
         return snapshot
 
@@ -191,15 +217,7 @@ class RowDelta:
                 ref_name=MAIN_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=snapshot.snapshot_id
             ),
         )
-        try:
-            self.table.catalog.commit_table(self.table, requirements, updates)
-        except CommitFailedException as e:
-            raise _LostSwap from e
-        except Exception as e:
-            # SQLite answers a concurrent writer with "database is locked" before changing anything
-            if type(e).__name__ == "OperationalError" and "locked" in str(e):
-                raise _LostSwap from e
-            raise
+        swap(self.table, requirements, updates)
 
 
 class _LostSwap(Exception):

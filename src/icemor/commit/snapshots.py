@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table.update import (
     AssertRefSnapshotId,
     AssertTableUUID,
@@ -26,7 +25,8 @@ from pyiceberg.table.update import (
 )
 
 from icemor.commit.retries import attempts
-from icemor.exceptions import CommitFailedError, CommitStateUnknownError
+from icemor.commit.swap import Outcome, SwapError, first_line, swap
+from icemor.exceptions import CommitFailedError, CommitStateUnknownError, IcemorError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -83,8 +83,9 @@ def commit_removal(
         CommitFailedError: Every attempt lost its swap.
         CommitStateUnknownError: The catalog call failed in a way that leaves unknown whether
             it committed (no file has been deleted yet).
+        WriteFailedError: The new metadata file could not be written (nothing committed).
     """
-    last: Exception | None = None
+    last: BaseException | None = None
     tried = 0
     for _ in attempts(table.metadata.properties):
         tried += 1
@@ -100,19 +101,22 @@ def commit_removal(
             ),
         )
         try:
-            table.catalog.commit_table(table, requirements, _updates(metadata, removal))
-        except CommitFailedException as e:
-            last = e
-            continue
-        except ValueError as e:  # the updates do not apply: refused before anything was written
-            msg = f"cannot expire snapshots of {'.'.join(table.name())}: {e}"
-            raise CommitFailedError(msg) from e
-        except Exception as e:
-            if type(e).__name__ == "OperationalError" and "locked" in str(e):
-                last = e  # SQLite refused before changing anything: a lost swap
+            swap(table, requirements, _updates(metadata, removal))
+        except SwapError as e:
+            name = ".".join(table.name())
+            if e.outcome == Outcome.LOST:
+                last = e.error
                 continue
-            msg = f"expiring snapshots of {'.'.join(table.name())} may or may not have committed: {e}"
-            raise CommitStateUnknownError(msg) from e
+            if not isinstance(e.error, Exception) or isinstance(e.error, IcemorError):
+                raise e.error from e.error.__cause__
+            if isinstance(e.error, ValueError):  # the updates do not apply: refused before any write
+                msg = f"cannot expire snapshots of {name}: {first_line(e.error)}"
+                raise CommitFailedError(msg) from e.error
+            if e.outcome == Outcome.UNKNOWN:
+                msg = f"expiring snapshots of {name} may or may not have committed: {first_line(e.error)}"
+                raise CommitStateUnknownError(msg) from e.error
+            msg = f"the catalog refused to expire snapshots of {name}: {first_line(e.error)}"
+            raise CommitFailedError(msg) from e.error
         return metadata, table.refresh().metadata, removal
     msg = f"expiring snapshots of {'.'.join(table.name())} failed after {tried} attempt(s): {last}"
     raise CommitFailedError(msg)

@@ -14,33 +14,43 @@ pyiceberg's statistics collector, as its own writer does.
 from __future__ import annotations
 
 import contextlib
+import logging
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyiceberg.io import FileIO, OutputFile
 from pyiceberg.io.pyarrow import (
     compute_statistics_plan,
     data_file_statistics_from_parquet_metadata,
     parquet_path_to_id_mapping,
 )
 
+from icemor._compat.pyiceberg import write_data_files as _pyiceberg_write_data_files
+from icemor.exceptions import WriteFailedError
 from icemor.spec.files import FileContent, WrittenFile
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    import uuid
+    from collections.abc import Callable, Iterable, Iterator, Mapping
 
     import numpy.typing as npt
-    from pyiceberg.io import FileIO, OutputStream
+    from pyiceberg.io import InputFile, OutputStream
+    from pyiceberg.manifest import DataFile
     from pyiceberg.schema import Schema
+    from pyiceberg.table.metadata import TableMetadata
 
 __all__ = [
     "DataFileTarget",
     "ParquetFile",
+    "RecordingIO",
     "file_positions",
     "write_data_files",
     "write_rolling",
+    "write_table_data_files",
 ]
 
 
@@ -98,6 +108,10 @@ def write_rolling(
         target_file_size: Bytes on disk after which the next file is started.
         row_group_rows: Rows per row group.
         compression: The Parquet codec.
+
+    Raises:
+        WriteFailedError: A file could not be written (disk full, permission denied, ...),
+            naming it; the files written so far are removed.
     """
     out: list[ParquetFile] = []
     current: _OpenFile | None = None
@@ -177,6 +191,134 @@ def write_data_files(
     return out
 
 
+class RecordingIO(FileIO):
+    """A FileIO that records the path of every file opened for writing through it.
+
+    For writers that do not say what they wrote when they fail (pyiceberg's data writer and
+    snapshot producer): :meth:`discard` removes what they began. pyiceberg's writer threads
+    may go on after the caller saw the failure (an interrupt), so once discarded no new file
+    can be created through it: a file is either created before the removal, and removed, or
+    not at all.
+    """
+
+    def __init__(self, io: FileIO) -> None:
+        super().__init__(io.properties)
+        self.inner = io
+        self.paths: list[str] = []
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def new_input(self, location: str) -> InputFile:
+        return self.inner.new_input(location)
+
+    def new_output(self, location: str) -> OutputFile:
+        with self._lock:
+            self.paths.append(location)
+        return _RecordedOutput(self, self.inner.new_output(location))
+
+    def delete(self, location: str | InputFile | OutputFile) -> None:
+        self.inner.delete(location)
+
+    def discard(self) -> list[str]:
+        """Remove every file begun through this FileIO and refuse new ones; return those left."""
+        with self._lock:
+            self._closed = True
+            paths = list(self.paths)
+        failed = []
+        for path in paths:
+            try:
+                self.inner.delete(path)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                failed.append(path)
+        return failed
+
+    def _create(self, output: OutputFile, overwrite: bool) -> OutputStream:
+        with self._lock:
+            if self._closed:
+                msg = f"not writing {output.location}: the write it belongs to failed"
+                raise WriteFailedError(msg)
+            return output.create(overwrite=overwrite)
+
+
+class _RecordedOutput(OutputFile):
+    """An output file of a :class:`RecordingIO` (creation goes through it)."""
+
+    def __init__(self, owner: RecordingIO, inner: OutputFile) -> None:
+        super().__init__(inner.location)
+        self._owner = owner
+        self._inner = inner
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def exists(self) -> bool:
+        return self._inner.exists()
+
+    def to_input_file(self) -> InputFile:
+        return self._inner.to_input_file()
+
+    def create(self, overwrite: bool = False) -> OutputStream:
+        return self._owner._create(self._inner, overwrite)
+
+
+def write_table_data_files(
+    metadata: TableMetadata, data: pa.Table, io: FileIO, *, write_uuid: uuid.UUID, counter: Iterator[int]
+) -> list[DataFile]:
+    """pyiceberg's data writer (partitioned, target-sized), leaving nothing behind when it fails.
+
+    Raises:
+        WriteFailedError: A file could not be written (disk full, permission denied, ...); it
+            names the file last opened (pyiceberg writes on several threads and does not say
+            which failed). Every file this call began is removed.
+    """
+    recording = RecordingIO(io)
+    try:
+        with _quiet_failed_writer_stats():
+            return _pyiceberg_write_data_files(
+                metadata, data, recording, write_uuid=write_uuid, counter=counter
+            )
+    except BaseException as e:
+        recording.discard()
+        if isinstance(e, OSError):
+            where = recording.paths[-1] if recording.paths else f"{metadata.location}/data"
+            raise WriteFailedError.of(where, e) from e
+        raise
+
+
+class _FailedWriterStats(logging.Filter):
+    """Drops pyiceberg's "statistics missing" warning while icemor's writes run.
+
+    pyiceberg closes a writer that failed (a full disk) and then warns that the half-written
+    file has no statistics: noise after the one-line error. Its writes on several threads make
+    a per-call filter impossible; the count of writes in flight decides.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.active = 0
+        self.lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self.active and str(record.msg).startswith("PyArrow statistics missing"))
+
+
+_STATS_FILTER = _FailedWriterStats()
+logging.getLogger("pyiceberg.io.pyarrow").addFilter(_STATS_FILTER)
+
+
+@contextlib.contextmanager
+def _quiet_failed_writer_stats() -> Iterator[None]:
+    with _STATS_FILTER.lock:
+        _STATS_FILTER.active += 1
+    try:
+        yield
+    finally:
+        with _STATS_FILTER.lock:
+            _STATS_FILTER.active -= 1
+
+
 def file_positions(
     files: list[WrittenFile], rows: npt.NDArray[np.int64]
 ) -> list[tuple[str, npt.NDArray[np.int64]]]:
@@ -192,10 +334,15 @@ def file_positions(
 
 
 class _OpenFile:
+    """One Parquet file being written; an OSError is raised as :class:`WriteFailedError` naming it."""
+
     def __init__(self, io: FileIO, location: str, arrow_schema: pa.Schema, compression: str) -> None:
         self.location = location
-        # a retried task (Spark) rewrites its own names: they are unique to this commit and unit
-        self._stream: OutputStream = io.new_output(location).create(overwrite=True)
+        try:
+            # a retried task (Spark) rewrites its own names: they are unique to this commit and unit
+            self._stream: OutputStream = io.new_output(location).create(overwrite=True)
+        except OSError as e:
+            raise WriteFailedError.of(location, e) from e
         try:
             self._writer = pq.ParquetWriter(
                 self._stream,
@@ -204,28 +351,41 @@ class _OpenFile:
                 write_page_checksum=True,
                 store_decimal_as_integer=True,
             )
-        except BaseException:
-            self._stream.close()
+        except BaseException as e:
+            with contextlib.suppress(Exception):
+                self._stream.close()
+            with contextlib.suppress(OSError):
+                io.delete(location)  # created, and no caller knows it yet
+            if isinstance(e, OSError):
+                raise WriteFailedError.of(location, e) from e
             raise
         self.rows = 0
 
     def write(self, rows: pa.Table) -> None:
-        self._writer.write_table(rows, row_group_size=max(1, rows.num_rows))
+        try:
+            self._writer.write_table(rows, row_group_size=max(1, rows.num_rows))
+        except OSError as e:
+            raise WriteFailedError.of(self.location, e) from e
         self.rows += rows.num_rows
 
     def size(self) -> int:
         return int(self._stream.tell())
 
     def abort(self) -> None:
-        try:
+        """Close after a failure; errors are ignored (the file is removed next, and a full disk
+        fails the footer write again: that must not hide the first error)."""
+        with contextlib.suppress(Exception):
             self._writer.close()
-        finally:
+        with contextlib.suppress(Exception):
             self._stream.close()
 
     def close(self, schema: Schema, metrics_properties: Mapping[str, str]) -> ParquetFile:
-        self._writer.close()
-        size = int(self._stream.tell())
-        self._stream.close()
+        try:
+            self._writer.close()
+            size = int(self._stream.tell())
+            self._stream.close()
+        except OSError as e:
+            raise WriteFailedError.of(self.location, e) from e
         stats = data_file_statistics_from_parquet_metadata(
             parquet_metadata=self._writer.writer.metadata,
             stats_columns=compute_statistics_plan(schema, dict(metrics_properties)),

@@ -8,6 +8,7 @@ equal ``file_path`` bounds, which is how v2 readers scope it to that file.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 from pyiceberg.conversions import to_bytes
 from pyiceberg.types import LongType, StringType
 
+from icemor.exceptions import WriteFailedError
 from icemor.spec.files import FileContent, WrittenFile
 from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID, DELETE_FILE_POS_FIELD_ID
 
@@ -73,6 +75,10 @@ def write_position_deletes(
 
     The pairs may come in any order; files are written sorted by path, then position, and a
     new file is started once the current one reaches the target size.
+
+    Raises:
+        WriteFailedError: A file could not be written (disk full, permission denied, ...),
+            naming it; what this call wrote is removed.
     """
     pending = sorted((d for d in deletes if len(d[1])), key=lambda d: d[0])
     out: list[WrittenFile] = []
@@ -119,14 +125,26 @@ def remove_written(io: FileIO, target: _Numbered) -> None:
 
 
 class _RollingFile:
+    """One delete file being written; an OSError is raised as :class:`WriteFailedError` naming it."""
+
     def __init__(self, io: FileIO, target: DeleteFileTarget, index: int) -> None:
         self.target = target
         self.location = target.location(index)
-        # a retried task (Spark) rewrites its own names: they are unique to this commit and unit
-        self._stream = io.new_output(self.location).create(overwrite=True)
-        self._writer = pq.ParquetWriter(
-            self._stream, POSITION_DELETE_SCHEMA, compression=target.compression, write_page_checksum=True
-        )
+        try:
+            # a retried task (Spark) rewrites its own names: they are unique to this commit and unit
+            self._stream = io.new_output(self.location).create(overwrite=True)
+        except OSError as e:
+            raise WriteFailedError.of(self.location, e) from e
+        try:
+            self._writer = pq.ParquetWriter(
+                self._stream, POSITION_DELETE_SCHEMA, compression=target.compression, write_page_checksum=True
+            )
+        except BaseException as e:
+            with contextlib.suppress(Exception):
+                self._stream.close()
+            if isinstance(e, OSError):
+                raise WriteFailedError.of(self.location, e) from e
+            raise
         self.rows = 0
         self.paths: list[str] = []
         self.min_pos: int | None = None
@@ -139,7 +157,10 @@ class _RollingFile:
         batch = pa.record_batch(
             [paths.cast(pa.string()), pa.array(positions, pa.int64())], schema=POSITION_DELETE_SCHEMA
         )
-        self._writer.write_batch(batch)
+        try:
+            self._writer.write_batch(batch)
+        except OSError as e:
+            raise WriteFailedError.of(self.location, e) from e
         self.rows += n
         if not self.paths or self.paths[-1] != path:
             self.paths.append(path)
@@ -148,19 +169,24 @@ class _RollingFile:
         self.max_pos = hi if self.max_pos is None else max(self.max_pos, hi)
 
     def abort(self) -> None:
-        try:
+        """Close after a failure; errors are ignored (the file is removed next, and a full disk
+        fails the footer write again: that must not hide the first error)."""
+        with contextlib.suppress(Exception):
             self._writer.close()
-        finally:
+        with contextlib.suppress(Exception):
             self._stream.close()
 
     def size(self) -> int:
         return int(self._stream.tell())
 
     def close(self) -> WrittenFile:
-        self._writer.close()
+        try:
+            self._writer.close()
+            size = int(self._stream.tell())
+            self._stream.close()
+        except OSError as e:
+            raise WriteFailedError.of(self.location, e) from e
         metadata = self._writer.writer.metadata
-        size = int(self._stream.tell())
-        self._stream.close()
         sizes = {DELETE_FILE_PATH_FIELD_ID: 0, DELETE_FILE_POS_FIELD_ID: 0}
         for rg in range(metadata.num_row_groups):
             group = metadata.row_group(rg)

@@ -45,14 +45,14 @@ import pyarrow as pa
 from pyiceberg.schema import sanitize_column_names
 from pyiceberg.table.snapshots import Operation
 
-from icemor._compat.pyiceberg import to_file_schema, write_data_files
+from icemor._compat.pyiceberg import to_file_schema
 from icemor.commit.files import from_data_file
 from icemor.commit.manifests import delete_quietly
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
 from icemor.engines.local import stream
 from icemor.exceptions import InvalidArgumentError
-from icemor.io.data_writer import DataFileTarget
+from icemor.io.data_writer import DataFileTarget, write_table_data_files
 from icemor.io.data_writer import write_data_files as write_rows
 from icemor.io.deletes import deleted_positions
 from icemor.io.reader import output_schema, read_task
@@ -146,7 +146,7 @@ def _repartitioned(io: FileIO, unit: RewriteUnit, batches: Iterator[pa.RecordBat
     written: list[WrittenFile] = []
     try:
         for table in _chunks(batches, output_schema(unit.options), limit):
-            files = write_data_files(
+            files = write_table_data_files(
                 metadata, table, io, write_uuid=uuid.UUID(unit.write_uuid), counter=counter
             )
             written.extend(from_data_file(f, metadata.default_spec_id) for f in files)

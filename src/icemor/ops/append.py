@@ -8,15 +8,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+from pyiceberg.exceptions import CommitFailedException
 
-from icemor._compat.pyiceberg import check_arrow_schema_compatible, write_data_files
-from icemor.exceptions import InvalidArgumentError
+from icemor._compat.pyiceberg import check_arrow_schema_compatible
+from icemor.commit.swap import Outcome, failed_outcome, first_line, tracked_swaps
+from icemor.exceptions import (
+    NO_ROOM_ERRNOS,
+    CommitFailedError,
+    CommitStateUnknownError,
+    IcemorError,
+    InvalidArgumentError,
+    WriteFailedError,
+)
+from icemor.io.data_writer import RecordingIO, write_table_data_files
 from icemor.ops.inputs import open_parquet
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
     import pyarrow.parquet as pq
+    from pyiceberg.io import FileIO
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table as PyIcebergTable
 
@@ -49,6 +60,13 @@ def append_files(
 
     Raises:
         InvalidArgumentError: A missing or unreadable file, or one whose schema does not fit.
+        WriteFailedError: A file could not be written (disk full, permission denied, ...).
+        CommitFailedError: The catalog refused the commit (e.g. a read-only catalog).
+        CommitStateUnknownError: The catalog call failed after it may have committed; every
+            file is kept.
+
+    Whatever fails (an interrupt too), every file written is removed unless the catalog may
+    have committed.
     """
     paths = [Path(f) for f in files]
     name = ".".join(table.name())
@@ -67,28 +85,53 @@ def append_files(
         return 0
 
     write_uuid, counter = uuid.uuid4(), itertools.count()
-    written: list[DataFile] = []
+    # every file this append writes (data files, manifests, manifest list) goes through it
+    io = RecordingIO(table.io)
     rows = 0
-    try:
-        for path, chunk in _chunks(opened):
-            if observe_chunk is not None:
-                observe_chunk(chunk.num_rows)
-            try:
-                data = pa.Table.from_batches(chunk.batches, schema=chunk.schema)
-                written += write_data_files(metadata, data, table.io, write_uuid=write_uuid, counter=counter)
-            except (pa.ArrowInvalid, ValueError) as e:
-                msg = f"cannot write the rows of {path} to {name}: {str(e).splitlines()[0]}"
-                raise InvalidArgumentError(msg) from e
-            rows += chunk.num_rows
-            if progress is not None:
-                progress(chunk.num_rows)
-        _commit(table, written)
-    except BaseException:
-        # Nothing was committed: the files written so far would be orphans.
-        for f in written:
-            table.io.delete(f.file_path)
-        raise
+    with tracked_swaps(table.catalog) as calls:
+        try:
+            written: list[DataFile] = []
+            for path, chunk in _chunks(opened):
+                if observe_chunk is not None:
+                    observe_chunk(chunk.num_rows)
+                try:
+                    data = pa.Table.from_batches(chunk.batches, schema=chunk.schema)
+                    written += write_table_data_files(
+                        metadata, data, io, write_uuid=write_uuid, counter=counter
+                    )
+                except (pa.ArrowInvalid, ValueError) as e:
+                    msg = f"cannot write the rows of {path} to {name}: {str(e).splitlines()[0]}"
+                    raise InvalidArgumentError(msg) from e
+                rows += chunk.num_rows
+                if progress is not None:
+                    progress(chunk.num_rows)
+            _commit(table, io, written)
+        except BaseException as e:
+            outcome = failed_outcome(calls, e)
+            if outcome == Outcome.UNKNOWN:
+                # the catalog may have committed: every file may be the table's now
+                if isinstance(e, Exception) and not calls.committed:
+                    msg = f"append to {name} may or may not have happened: {first_line(e)}"
+                    raise CommitStateUnknownError(msg) from e
+                raise
+            # nothing was committed: the files written so far would be orphans
+            io.discard()
+            error = _user_error(e, name, io.paths)
+            if error is e:
+                raise
+            raise error from e
     return rows
+
+
+def _user_error(e: BaseException, name: str, written: list[str]) -> BaseException:
+    """The error to raise for a failed append that committed nothing."""
+    if isinstance(e, IcemorError) or not isinstance(e, Exception):
+        return e
+    if isinstance(e, OSError) and e.errno in NO_ROOM_ERRNOS and written:
+        return WriteFailedError.of(written[-1], e)  # a manifest or manifest list (data files are named)
+    if isinstance(e, CommitFailedException) or type(e).__name__ in ("OperationalError", "IntegrityError"):
+        return CommitFailedError(f"the catalog refused the append to {name}: {first_line(e)}")
+    return e
 
 
 class _Chunk:
@@ -127,8 +170,9 @@ def _chunks(opened: list[tuple[Path, pq.ParquetFile, pa.Schema]]) -> Iterator[tu
         yield last, chunk
 
 
-def _commit(table: PyIcebergTable, data_files: list[DataFile]) -> None:
-    from pyiceberg.table import TableProperties
+def _commit(table: PyIcebergTable, io: FileIO, data_files: list[DataFile]) -> None:
+    """Commit ``data_files`` with pyiceberg's append, its manifests written through ``io``."""
+    from pyiceberg.table import Table, TableProperties
     from pyiceberg.utils.properties import property_as_bool
 
     merge = property_as_bool(
@@ -136,7 +180,9 @@ def _commit(table: PyIcebergTable, data_files: list[DataFile]) -> None:
         TableProperties.MANIFEST_MERGE_ENABLED,
         TableProperties.MANIFEST_MERGE_ENABLED_DEFAULT,
     )
-    with table.transaction() as tx:
+    # the same table, but its snapshot producer writes through ``io`` (which records the paths)
+    recorded = Table(table.name(), table.metadata, table.metadata_location, io, table.catalog, table.config)
+    with recorded.transaction() as tx:
         update = tx.update_snapshot()
         with update.merge_append() if merge else update.fast_append() as producer:
             for f in data_files:

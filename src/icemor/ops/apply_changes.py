@@ -53,6 +53,7 @@ from pyiceberg.types import DoubleType, FloatType, PrimitiveType
 from icemor._compat.pyiceberg import check_arrow_schema_compatible, to_file_schema
 from icemor.commit.manifests import delete_quietly
 from icemor.commit.row_delta import RowDelta
+from icemor.commit.swap import tracked_swaps
 from icemor.commit.validation import Validation
 from icemor.exceptions import CommitConflictError, InvalidArgumentError
 from icemor.io.data_writer import DataFileTarget, file_positions, write_data_files
@@ -551,7 +552,9 @@ def _commit(
         return _metrics(results, [], None, started)
     app_id, batch_id = app
     try:
-        global_spec = _prepare_table(table, ctx, any(w.spec_id == _UNSET_SPEC for w in written))
+        # metadata-only commits: tracked so that a refused one leaves no metadata JSON
+        with tracked_swaps(table.catalog):
+            global_spec = _prepare_table(table, ctx, any(w.spec_id == _UNSET_SPEC for w in written))
         written = [replace(w, spec_id=global_spec) if w.spec_id == _UNSET_SPEC else w for w in written]
         props = {}
         check = None

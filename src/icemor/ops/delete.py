@@ -31,13 +31,14 @@ from pyiceberg.typedef import Record
 
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
-from icemor.exceptions import InvalidArgumentError, UnsupportedFeatureError
+from icemor.exceptions import IcemorError, InvalidArgumentError, UnsupportedFeatureError
 from icemor.io.deletes import deleted_positions
 from icemor.io.reader import count_task, read_task
 from icemor.io.writers import DeleteFileTarget, remove_written, write_position_deletes
+from icemor.planning.planner import plan_files
 from icemor.planning.scan import prepare_scan
 from icemor.spec import properties as P
-from icemor.spec.files import FileContent
+from icemor.spec.files import DeleteFileRef, FileContent
 from icemor.spec.tasks import FileScanTask
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.io import FileIO
     from pyiceberg.table import Table as PyIcebergTable
+    from pyiceberg.table.snapshots import Snapshot
     from pyspark.sql import SparkSession
 
     from icemor.engines import Runner
@@ -63,6 +65,7 @@ __all__ = [
     "delete_rows",
     "delete_unit",
     "delete_units",
+    "deleted_concurrently",
     "run_units",
 ]
 
@@ -318,18 +321,18 @@ def delete_rows(
         units = delete_units(table, planned, opts, positions=found)
     else:
         units = delete_units(table, job.live_files(), opts)
-    results = run_units(table, units, run)
-    written = [w for r in results for w in r.written]
-    removed = {p for r in results for p in r.removed}
-    deleted = sum(r.deleted_rows for r in results)
-    if not written and not removed:
-        return DeleteMetrics(0, 0, 0, 0, None, time.monotonic() - started)
     isolation = P.choice(
         table.metadata.properties,
         P.DELETE_ISOLATION_LEVEL,
         P.ISOLATION_LEVEL_DEFAULT,
         ("serializable", "snapshot"),
     )
+    results = run_units(table, units, run)
+    written = [w for r in results for w in r.written]
+    removed = {p for r in results for p in r.removed}
+    deleted = sum(r.deleted_rows for r in results)
+    if not written and not removed:
+        return DeleteMetrics(0, 0, 0, 0, None, time.monotonic() - started)
     delta = RowDelta(
         table,
         Validation(
@@ -344,6 +347,14 @@ def delete_rows(
     )
     committed = delta.commit()
     removed_data = sum(r.removed_data_files for r in results)
+    touched: list[tuple[PlannedFile, Sequence[WrittenFile] | None]] = []
+    for unit, r in zip(units, results, strict=True):
+        for p in unit.files:
+            if p.data_file.path in r.referenced:
+                touched.append((p, r.written))
+            elif p.data_file.path in r.removed:
+                touched.append((p, None))
+    deleted -= deleted_concurrently(table, snapshot, committed, touched, opts)
     return DeleteMetrics(
         deleted_rows=deleted,
         delete_files_added=len(written),
@@ -390,6 +401,108 @@ def _delete_everything(table: PyIcebergTable, job: ScanJob, started: float) -> D
         operation=Operation.DELETE,
     )
     committed = delta.commit()
+    deleted -= deleted_concurrently(
+        table, job.snapshot, committed, [(p, None) for p in job.planned], job.options
+    )
     return DeleteMetrics(
         deleted, 0, len(data), len(deletes), committed.snapshot_id, time.monotonic() - started
     )
+
+
+def _written_positions(io: FileIO, data_path: str, written: Sequence[WrittenFile]) -> npt.NDArray[np.int64]:
+    """The positions of ``data_path`` in the position-delete files this operation wrote."""
+    refs = [
+        DeleteFileRef(
+            content=w.content,
+            path=w.path,
+            file_format="PARQUET",
+            record_count=w.record_count,
+            file_size_in_bytes=w.file_size_in_bytes,
+            spec_id=w.spec_id,
+            partition=w.partition,
+            data_sequence_number=0,
+            referenced_data_file=w.referenced_data_file,
+        )
+        for w in written
+        if w.content == FileContent.POSITION_DELETES
+    ]
+    return deleted_positions(io, data_path, refs)
+
+
+def deleted_concurrently(
+    table: PyIcebergTable,
+    start: Snapshot,
+    committed: Snapshot,
+    touched: Sequence[tuple[PlannedFile, Sequence[WrittenFile] | None]],
+    opts: ReadOptions,
+) -> int:
+    """Rows this operation counted as deleted that a concurrent commit had deleted first.
+
+    A delete's metrics count the rows live in the snapshot its commit applies to (the new
+    snapshot's parent), not in the one it scanned: a concurrent DELETE of some of the same rows
+    (no conflict, with either isolation level) makes the difference. Only when other commits
+    came in between is anything read: for each touched data file, the delete files that apply
+    to it at the parent but did not at the scan.
+
+    Args:
+        table: The table, refreshed after the commit.
+        start: The snapshot the operation scanned.
+        committed: The snapshot it committed.
+        touched: Each data file as planned at the scan, with the position-delete files this
+            operation wrote for it (None: it removed the file, every live row of it).
+        opts: The scan's read options.
+
+    The commit has happened: a failure here (reading a file) gives 0, the scan's count.
+    """
+    parent_id = committed.parent_snapshot_id
+    parent = table.metadata.snapshot_by_id(parent_id) if parent_id is not None else None
+    if parent is None or parent_id == start.snapshot_id or not touched:
+        return 0
+    try:
+        return _deleted_concurrently(table, parent, touched, opts)
+    except (IcemorError, OSError):
+        return 0
+
+
+def _deleted_concurrently(
+    table: PyIcebergTable,
+    parent: Snapshot,
+    touched: Sequence[tuple[PlannedFile, Sequence[WrittenFile] | None]],
+    opts: ReadOptions,
+) -> int:
+    io = table.io
+    now = {
+        p.data_file.path: p
+        for p in plan_files(
+            table.metadata,
+            io,
+            parent,
+            schema=opts.schema,
+            row_filter=opts.row_filter,
+            case_sensitive=opts.case_sensitive,
+        )
+    }
+    counted = 0
+    for planned, ours in touched:
+        f = planned.data_file
+        current = now.get(f.path)
+        if current is None:
+            continue  # removed concurrently: the commit's validation would have refused
+        known = {(d.path, d.content_offset) for d in planned.delete_files}
+        new = [d for d in current.delete_files if (d.path, d.content_offset) not in known]
+        if not new:
+            continue
+        before = (
+            _deleted_positions(io, FileScanTask(f, planned.delete_files, 0, f.file_size_in_bytes), opts)
+            if planned.delete_files
+            else np.zeros(0, np.int64)
+        )
+        # a concurrent writer may fold older deletes into its new file: only new positions count
+        gone = np.setdiff1d(
+            _deleted_positions(io, FileScanTask(f, tuple(new), 0, f.file_size_in_bytes), opts), before
+        )
+        if ours is None:
+            counted += len(gone)
+        else:
+            counted += len(np.intersect1d(gone, _written_positions(io, f.path, ours)))
+    return counted

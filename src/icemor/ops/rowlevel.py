@@ -38,13 +38,13 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
-from icemor._compat.pyiceberg import write_data_files
 from icemor.commit.files import from_data_file
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
 from icemor.exceptions import InvalidArgumentError
 from icemor.expr.duck import duck_type, empty_table, is_boolean_type, session
 from icemor.expr.sql import quote_identifier
+from icemor.io.data_writer import write_table_data_files
 from icemor.ops.delete import delete_units, run_units
 from icemor.spec import properties as P
 
@@ -263,7 +263,7 @@ class NewRows:
         tables = [t if isinstance(t, pa.Table) else pa.Table.from_batches([t]) for t in self._pending]
         data = pa.concat_tables([t.cast(self.arrow_schema) for t in tables])
         self._pending, self._pending_rows = [], 0
-        self.written += write_data_files(
+        self.written += write_table_data_files(
             self.table.metadata,
             data,
             self.table.io,
@@ -309,14 +309,16 @@ def commit_row_changes(
     An empty table (no snapshot) takes new rows only.
     """
     try:
+        isolation = P.choice(
+            table.metadata.properties,
+            isolation_property,
+            P.ISOLATION_LEVEL_DEFAULT,
+            ("serializable", "snapshot"),
+        )
         data = new_rows.files()
-    except BaseException:
-        new_rows.abort()
-        raise
-    by_path = {p.data_file.path: p for p in job.live_files()}
-    planned = [by_path[path] for path in positions]
-    units = delete_units(table, planned, job.options, positions=positions) if planned else []
-    try:
+        by_path = {p.data_file.path: p for p in job.live_files()}
+        planned = [by_path[path] for path in positions]
+        units = delete_units(table, planned, job.options, positions=positions) if planned else []
         results = run_units(table, units, run)
     except BaseException:
         new_rows.abort()
@@ -325,9 +327,6 @@ def commit_row_changes(
     removed = {p for r in results for p in r.removed}
     if not data and not deletes and not removed:
         return RowLevelResult(None, 0, 0, 0, 0)
-    isolation = P.choice(
-        table.metadata.properties, isolation_property, P.ISOLATION_LEVEL_DEFAULT, ("serializable", "snapshot")
-    )
     delta = RowDelta(
         table,
         Validation(
