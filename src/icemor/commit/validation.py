@@ -8,7 +8,10 @@ operation read, as ``MergingSnapshotProducer.validationHistory``. The checks:
 - no conflicting data files (``serializable`` isolation): an ``append``/``overwrite``
   snapshot added a data file that may hold rows matching the operation's condition;
 - no new deletes for rewritten data files: a concurrent commit added deletes that apply to a
-  data file this commit removes and rewrites (they would be lost with it).
+  data file whose rows this commit carries into new data files (a file it removes and
+  rewrites, or, for UPDATE and MERGE, a file one of whose rows it updates): the deletes would
+  be lost with it, or undone by the copy (Java's ``validateNoNewDeletesForDataFiles`` and,
+  for row-level operations at every isolation level, ``validateNoConflictingDeleteFiles``).
 """
 
 from __future__ import annotations
@@ -50,9 +53,9 @@ class Validation:
     referenced_data_files: set[str] = field(default_factory=set)
     removed_data_files: set[str] = field(default_factory=set)
     no_new_deletes_for: set[str] = field(default_factory=set)
-    """Removed data files whose rows are rewritten (update, compaction): deletes that a
-    concurrent commit adds for them would be lost. A DELETE leaves this empty: the rows of a
-    file it removes are all deleted anyway."""
+    """Data files whose rows live on in this commit's new data files (compaction, UPDATE,
+    MERGE): deletes that a concurrent commit adds for them would be lost or undone. A DELETE
+    leaves this empty: the rows it removes are deleted anyway."""
     ignore_equality_deletes: bool = False
     """The rewritten rows' new data files keep the starting snapshot's sequence number, so an
     equality delete committed concurrently still applies to them: not a conflict (Java's

@@ -335,9 +335,15 @@ def commit_row_changes(
             serializable=isolation == "serializable",
             referenced_data_files={p for r in results for p in r.referenced},
             removed_data_files={p for r in results for p in r.removed},
-            # a removed data file's live rows live on in the new data files: a delete that a
-            # concurrent commit adds for it would be lost (Java: validateNoNewDeletesForDataFiles)
-            no_new_deletes_for={p for r in results for p in r.removed},
+            # rows of these files live on in the new data files (a removed file's live rows, an
+            # updated row): a delete that a concurrent commit adds for them would be undone by
+            # our copy, the row resurrected (Java: validateNoConflictingDeleteFiles and
+            # validateNoNewDeletesForDataFiles)
+            no_new_deletes_for=(
+                {p for r in results for p in (*r.removed, *r.referenced)}
+                if data
+                else {p for r in results for p in r.removed}
+            ),
         ),
         added_files=[*deletes, *data],
         removed_paths=removed,
