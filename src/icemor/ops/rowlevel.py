@@ -337,13 +337,10 @@ def commit_row_changes(
             removed_data_files={p for r in results for p in r.removed},
             # rows of these files live on in the new data files (a removed file's live rows, an
             # updated row): a delete that a concurrent commit adds for them would be undone by
-            # our copy, the row resurrected (Java: validateNoConflictingDeleteFiles and
+            # our copy, the row resurrected; and the rows counted as deleted must still be live
+            # (Java, at every isolation level: validateNoConflictingDeleteFiles and
             # validateNoNewDeletesForDataFiles)
-            no_new_deletes_for=(
-                {p for r in results for p in (*r.removed, *r.referenced)}
-                if data
-                else {p for r in results for p in r.removed}
-            ),
+            no_new_deletes_for={p for r in results for p in (*r.removed, *r.referenced)},
         ),
         added_files=[*deletes, *data],
         removed_paths=removed,
