@@ -416,6 +416,100 @@ def files(
 
 
 @app.command()
+def changes(
+    table: Annotated[str, typer.Argument(help="namespace.table")],
+    from_snapshot: Annotated[
+        int | None, typer.Option("--from-snapshot", help="Exclusive start (default: the first snapshot).")
+    ] = None,
+    to_snapshot: Annotated[
+        int | None, typer.Option("--to-snapshot", help="Inclusive end (default: the current snapshot).")
+    ] = None,
+    net: Annotated[
+        bool, typer.Option("--net", help="The net change: rows inserted and deleted in the range vanish.")
+    ] = False,
+    key: Annotated[
+        str | None,
+        typer.Option(
+            "--key",
+            help="Comma-separated key: a delete and an insert of a key in one snapshot "
+            "are an update (default: the identifier fields).",
+        ),
+    ] = None,
+    where: _WhereOpt = None,
+    columns: Annotated[
+        str | None, typer.Option("--columns", help="Comma-separated columns (default all).")
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit", min=0, help="At most N rows (the terminal display stops at 1,000 without it)."
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", help="Write rows to a .parquet, .csv or .jsonl file; '-' streams to stdout."
+        ),
+    ] = None,
+    fmt: Annotated[
+        OutputFormat | None,
+        typer.Option("--format", help="Format of --output (default: by the file's extension)."),
+    ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an existing --output file.")
+    ] = False,
+) -> None:
+    """The rows inserted, deleted and updated in (--from-snapshot, --to-snapshot], every delete kind
+    included, with _change_type, _change_ordinal and _commit_snapshot_id (Iceberg's changelog view)."""
+    from icemor.output import print_table, stream_batches, write_batches
+
+    to_stdout = output is not None and str(output) == "-"
+    fmt_name = fmt.value if fmt is not None else None
+    if output is None and fmt is not None:
+        _fail("--format needs --output FILE or --output -")
+    if to_stdout and fmt_name is None:
+        _fail("--output - needs --format csv, jsonl or parquet")
+    if to_stdout and fmt_name == "parquet" and sys.stdout.isatty():
+        _fail("refusing to write Parquet to a terminal: pipe or redirect stdout")
+    if (
+        output is not None
+        and not to_stdout
+        and fmt_name is None
+        and output.suffix.lower() not in (".parquet", ".csv", ".jsonl")
+    ):
+        _fail(f"--output must end in .parquet, .csv or .jsonl (or give --format): {output}")
+    if output is not None and not to_stdout:
+        if output.exists() and not overwrite:
+            _fail(f"{output} exists: give --overwrite to replace it")
+        if not output.parent.is_dir():
+            _fail(f"cannot write {output}: no such folder {output.parent}")
+    fields = tuple(c.strip() for c in columns.split(",") if c.strip()) if columns else ("*",)
+    keys = [k.strip() for k in key.split(",") if k.strip()] if key else None
+    feed = _table(table).changes(
+        from_snapshot, to_snapshot, row_filter=where, selected_fields=fields, net=net, key=keys
+    )
+    if _options().engine == Engine.spark:
+        from icemor.engines.spark import collect_arrow
+
+        # Spark makes the table's columns nullable: back to the feed's own schema
+        batches: Any = iter(collect_arrow(feed.to_spark(_spark())).cast(feed.arrow_schema).to_batches())
+    else:
+        batches = feed.to_arrow_batch_reader()
+    if to_stdout:
+        assert fmt_name is not None
+        try:
+            stream_batches(batches, feed.arrow_schema, sys.stdout.buffer, fmt=fmt_name, limit=limit)
+        except BrokenPipeError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+    elif output is not None:
+        n = write_batches(batches, feed.arrow_schema, output, limit=limit, fmt=fmt_name, overwrite=overwrite)
+        typer.echo(f"wrote {n} rows to {output}")
+    else:
+        print_table(batches, feed.arrow_schema, limit=limit, title=table)
+
+
+@app.command()
 def delete(
     table: Annotated[str, typer.Argument(help="namespace.table")],
     where: Annotated[

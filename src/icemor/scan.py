@@ -12,10 +12,11 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from icemor.io.reader import ReadOptions
+    from icemor.planning.changes import ChangeJob
     from icemor.planning.scan import ScanJob
     from icemor.spec.tasks import CombinedScanTask, PlannedFile
 
-__all__ = ["Scan"]
+__all__ = ["ChangeScan", "Scan"]
 
 
 class Scan:
@@ -81,3 +82,42 @@ class Scan:
         from icemor.engines.spark import scan_to_dataframe
 
         return scan_to_dataframe(self.job, spark, strategy=strategy)
+
+
+class ChangeScan:
+    """The rows inserted, deleted and updated over a snapshot range (see :mod:`icemor.planning.changes`).
+
+    Columns: the selected table columns, then ``_change_type`` (``INSERT``, ``DELETE``,
+    ``UPDATE_BEFORE``, ``UPDATE_AFTER``, as Java), ``_change_ordinal`` and ``_commit_snapshot_id``.
+    """
+
+    def __init__(self, job: ChangeJob) -> None:
+        self.job = job
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        return self.job.arrow_schema
+
+    def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
+        """Stream the changes snapshot by snapshot (one snapshot's changes are held at a time)."""
+        from icemor.engines.local import map_ordered
+        from icemor.planning.changes import change_batches
+
+        return pa.RecordBatchReader.from_batches(
+            self.arrow_schema, change_batches(self.job, lambda fn, items: map_ordered(items, fn))
+        )
+
+    def to_arrow(self) -> pa.Table:
+        """All changes as one Arrow table, ordered by ``_change_ordinal``."""
+        return self.to_arrow_batch_reader().read_all()
+
+    def count(self) -> int:
+        """Number of change rows."""
+        return sum(b.num_rows for b in self.to_arrow_batch_reader())
+
+    def to_spark(self, spark: SparkSession) -> DataFrame:
+        """The changes as a PySpark DataFrame: rows read on the executors, carry-overs, update pairs
+        and ``net`` in Spark SQL; the same rows as :meth:`to_arrow` (table columns nullable)."""
+        from icemor.engines.spark.feed import changes_to_dataframe
+
+        return changes_to_dataframe(self.job, spark)

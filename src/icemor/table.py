@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from icemor.ops.delete import DeleteMetrics
     from icemor.ops.merge import MergeClause, MergeMetrics
     from icemor.ops.update import UpdateMetrics
-    from icemor.scan import Scan
+    from icemor.scan import ChangeScan, Scan
     from icemor.spec.describe import HistoryEntry, SnapshotInfo, TableDescription
 
 __all__ = ["Maintenance", "MergeBuilder", "Table"]
@@ -136,6 +136,58 @@ class Table:
             case_sensitive=case_sensitive,
         )
         return Scan(job)
+
+    def changes(
+        self,
+        start_snapshot_id: int | None = None,
+        end_snapshot_id: int | None = None,
+        *,
+        start_timestamp: int | None = None,
+        end_timestamp: int | None = None,
+        row_filter: str | BooleanExpression | None = None,
+        selected_fields: Sequence[str] = ("*",),
+        net: bool = False,
+        key: Sequence[str] | None = None,
+    ) -> ChangeScan:
+        """The change feed of the snapshots in ``(start, end]`` on the main ancestry of ``end``.
+
+        Rows carry the selected columns plus ``_change_type`` (``INSERT``, ``DELETE``,
+        ``UPDATE_BEFORE``, ``UPDATE_AFTER``, as Java), ``_change_ordinal`` and ``_commit_snapshot_id``
+        (Iceberg Java's changelog view). Every delete kind counts; ``replace`` snapshots
+        (compaction) produce no changes. Semantics: :mod:`icemor.planning.changes`.
+
+        Args:
+            start_snapshot_id: Exclusive start; None: from the table's first snapshot.
+            end_snapshot_id: Inclusive end; None: the current snapshot.
+            start_timestamp: Instead of ``start_snapshot_id``: snapshots committed after it (ms).
+            end_timestamp: Instead of ``end_snapshot_id``: snapshots committed at or before it (ms).
+            row_filter: Only changed rows matching it (the scan's filter language).
+            selected_fields: Table columns to return.
+            net: The net change over the range: a row inserted and deleted within it is absent.
+            key: Pair a snapshot's delete and insert of one key as an update (default: the
+                schema's identifier fields; none: no pairing).
+
+        Raises:
+            InvalidArgumentError: Bad bounds, filter, column or key; a start not an ancestor of the end.
+            NoSuchSnapshotError: Unknown snapshot, or history needed for the range was expired (the
+                message names the oldest snapshot that can be used as the start).
+        """
+        from icemor.planning.changes import prepare_changes
+        from icemor.scan import ChangeScan
+
+        job = prepare_changes(
+            self.metadata,
+            self.io,
+            start_snapshot_id,
+            end_snapshot_id,
+            start_timestamp=start_timestamp,
+            end_timestamp=end_timestamp,
+            row_filter=row_filter,
+            selected_fields=selected_fields,
+            net=net,
+            key=key,
+        )
+        return ChangeScan(job)
 
     def describe(self) -> TableDescription:
         """Schema with field ids, partition specs, sort order, properties, format version,

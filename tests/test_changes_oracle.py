@@ -1,0 +1,236 @@
+"""The change feed against Iceberg Java 1.10.2.
+
+* Copy-on-write histories (no delete files), where Java's ``create_changelog_view`` answers:
+  the same rows, change types, ordinals and snapshot ids; update pairs with identifier
+  columns; the net changes' rows.
+* Merge-on-read histories written by Java (position deletes, v3 deletion vectors, equality
+  deletes), where Java's changelog refuses delete files: each snapshot's changes equal the
+  multiset difference of Java's own reads of the snapshot and its parent.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import icemor
+from icemor.cli import run
+from planning.test_changes import histories
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyspark.sql import SparkSession
+
+    from oracle import IcebergJava
+
+pytestmark = pytest.mark.oracle
+_views = itertools.count()
+
+
+def java_changelog(oracle: IcebergJava, name: str, options: str = "") -> list[tuple[Any, ...]]:
+    view = f"changes_{next(_views)}"
+    oracle.sql(
+        f"CALL {oracle.catalog_name}.system.create_changelog_view("
+        f"table => '{name}', changelog_view => '{view}'{options})"
+    )
+    return [tuple(r) for r in oracle.spark.sql(f"SELECT * FROM {view}").collect()]
+
+
+def ours(table: icemor.table.Table, **kw: Any) -> list[tuple[Any, ...]]:
+    return [tuple(r.values()) for r in table.changes(**kw).to_arrow().to_pylist()]
+
+
+def cow_history(oracle: IcebergJava, name: str, *, duplicates: bool) -> None:
+    q = oracle.qualified(name)
+    oracle.sql(f"INSERT INTO {q} VALUES (1, 'a', 'x'), (2, 'b', 'x'), (3, 'c', 'y'), (4, 'd', 'y')")
+    if duplicates:
+        oracle.sql(f"INSERT INTO {q} VALUES (3, 'c', 'y'), (5, 'e', 'x')")
+    oracle.sql(f"DELETE FROM {q} WHERE id = 1")
+    oracle.sql(f"UPDATE {q} SET v = 'z' WHERE id IN (2, 3)")
+    oracle.sql(f"UPDATE {q} SET v = v WHERE id = 4")  # rewrites the row unchanged: a carry-over
+    oracle.sql(
+        f"MERGE INTO {q} t USING (SELECT 4 AS id, 'm' AS v, 'y' AS cat UNION ALL SELECT 9, 'n', 'x') s "
+        "ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    )
+    oracle.sql(f"INSERT INTO {q} VALUES (10, 'p', 'y')")
+    oracle.sql(f"DELETE FROM {q} WHERE id = 10")
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_copy_on_write_history_matches_javas_changelog_view(
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str, partitioned: bool
+) -> None:
+    name = f"{ns}.cow"
+    oracle.create_table(
+        name,
+        "id BIGINT, v STRING, cat STRING",
+        partitioned_by="cat" if partitioned else None,
+        merge_on_read=False,
+    )
+    cow_history(oracle, name, duplicates=True)
+    table = icemor.load_table(name, catalog=catalog)
+    expected = java_changelog(oracle, name)
+    assert len(expected) > 10
+    assert Counter(ours(table)) == Counter(expected)
+    # a sub-range: start exclusive, end inclusive, ordinals counted from the range's first snapshot
+    ids = oracle.snapshot_ids(name)
+    start, end = ids[1], ids[-2]
+    sub = java_changelog(
+        oracle, name, f", options => map('start-snapshot-id', '{start}', 'end-snapshot-id', '{end}')"
+    )
+    assert Counter(ours(table, start_snapshot_id=start, end_snapshot_id=end)) == Counter(sub)
+    # net changes: the same rows and types (Java dates a row rewritten by copy-on-write to the
+    # rewrite; icemor to the snapshot that inserted it, since carry-overs are not changes)
+    net = java_changelog(oracle, name, ", net_changes => true")
+    assert Counter(r[:4] for r in ours(table, net=True)) == Counter(r[:4] for r in net)
+
+
+def test_update_pairs_match_javas_compute_updates(oracle: IcebergJava, catalog: SqlCatalog, ns: str) -> None:
+    name = f"{ns}.cow_keyed"
+    oracle.create_table(name, "id BIGINT, v STRING, cat STRING", merge_on_read=False)
+    cow_history(oracle, name, duplicates=False)
+    table = icemor.load_table(name, catalog=catalog)
+    expected = java_changelog(oracle, name, ", identifier_columns => array('id')")
+    assert {r[3] for r in expected} >= {"UPDATE_BEFORE", "UPDATE_AFTER", "INSERT", "DELETE"}
+    assert Counter(ours(table, key=["id"])) == Counter(expected)
+
+
+def java_state(oracle: IcebergJava, name: str, snapshot_id: int | None) -> Counter[tuple[Any, ...]]:
+    if snapshot_id is None:
+        return Counter()
+    return Counter(tuple(r) for r in oracle.rows(name, snapshot_id=snapshot_id))
+
+
+@pytest.mark.parametrize("format_version", [2, 3])
+def test_merge_on_read_changes_are_the_difference_of_javas_reads(
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str, format_version: int
+) -> None:
+    name = f"{ns}.mor"
+    oracle.create_table(
+        name, "id BIGINT, v STRING, cat STRING", partitioned_by="cat", format_version=format_version
+    )
+    q = oracle.qualified(name)
+    oracle.sql(f"INSERT INTO {q} SELECT id, concat('v', id % 4), IF(id % 2 = 0, 'x', 'y') FROM range(0, 40)")
+    oracle.sql(f"INSERT INTO {q} VALUES (3, 'v3', 'y'), (100, 'w', 'x')")  # a duplicate row
+    oracle.sql(f"DELETE FROM {q} WHERE id % 5 = 1")
+    oracle.sql(f"UPDATE {q} SET v = 'u' WHERE id % 7 = 3")
+    oracle.sql(f"DELETE FROM {q} WHERE id % 5 = 2")  # a second delete of files with deletes (DVs merge)
+    oracle.sql(
+        f"MERGE INTO {q} t USING (SELECT id, 'm' AS v, 'x' AS cat FROM range(36, 44)) s ON t.id = s.id "
+        "WHEN MATCHED AND t.id % 2 = 0 THEN DELETE WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    )
+    if format_version == 2:
+        ids = oracle.field_ids(name)
+        rows = pa.table({"id": pa.array([4, 8, 3], pa.int64()), "cat": ["x", "x", "x"]})
+        oracle.write_equality_deletes(name, rows, [ids["id"]], partition_path="cat=x")
+        assert len(java_state(oracle, name, oracle.snapshot_ids(name)[-1])) < len(
+            java_state(oracle, name, oracle.snapshot_ids(name)[-2])
+        )
+    oracle.sql(
+        f"CALL {oracle.catalog_name}.system.rewrite_data_files(table => '{name}', options => map('delete-file-threshold', '1'))"
+    )
+    oracle.sql(f"DELETE FROM {q} WHERE id % 5 = 0")
+    table = icemor.load_table(name, catalog=catalog)
+    ids = oracle.snapshot_ids(name)
+    assert table.snapshots()[-2].operation == "replace"
+    for parent, snapshot in itertools.pairwise([None, *ids]):
+        before, after = java_state(oracle, name, parent), java_state(oracle, name, snapshot)
+        got = table.changes(parent, snapshot).to_arrow().to_pylist()
+        inserted = Counter(
+            tuple(r[c] for c in ("id", "v", "cat")) for r in got if r["_change_type"] == "INSERT"
+        )
+        deleted = Counter(
+            tuple(r[c] for c in ("id", "v", "cat")) for r in got if r["_change_type"] == "DELETE"
+        )
+        assert inserted == after - before, f"snapshot {snapshot}"
+        assert deleted == before - after, f"snapshot {snapshot}"
+        assert {r["_commit_snapshot_id"] for r in got} <= {snapshot}
+    # over the whole history, net: exactly the final rows
+    net = table.changes(net=True).to_arrow().to_pylist()
+    assert {r["_change_type"] for r in net} == {"INSERT"}
+    assert Counter(tuple(r[c] for c in ("id", "v", "cat")) for r in net) == java_state(oracle, name, ids[-1])
+
+
+def test_spark_engine_equals_the_local_engine(
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str, spark: SparkSession, tmp_path: Path
+) -> None:
+    from planning.test_changes import ARROW, new_table, run_history
+
+    table = new_table(catalog, ns, partitioned=True)
+    run_history(
+        table,
+        [
+            ("append", [(1, "a"), (2, "b"), (3, None), (3, None), (4, "a")]),
+            ("DELETE", (3, 1)),
+            ("update", (2, 0)),
+            ("cdc", [("U", 1, "q"), ("D", 3, None), ("U", 9, "n")]),
+            ("cdc", [("U", 9, "n"), ("U", 2, "z")]),  # 9 unchanged: a carry-over
+            ("append", [(5, "a"), (6, "b")]),
+            ("compact", None),
+            ("merge", [(5, "m"), (7, "n")]),
+            ("eq_to_pos", None),
+            ("DELETE", (2, 1)),
+        ],
+    )
+    ids = [s.snapshot_id for s in table.snapshots()]
+    cases: list[dict[str, Any]] = [
+        {},
+        {"net": True},
+        {"key": ["id"]},
+        {"net": True, "key": ["id"]},
+        {"start_snapshot_id": ids[2], "row_filter": "id % 2 = 1", "selected_fields": ["v", "id"]},
+        {"start_snapshot_id": ids[1], "end_snapshot_id": ids[4], "selected_fields": ["cat"]},
+    ]
+    for kw in cases:
+        local = table.changes(**kw).to_arrow()
+        remote = table.changes(**kw).to_spark(spark)
+        assert remote.columns == local.schema.names, kw
+        assert Counter(tuple(r) for r in remote.collect()) == Counter(
+            tuple(r.values()) for r in local.to_pylist()
+        ), kw
+    assert table.changes().count() > 10
+    assert ARROW.names == ["id", "v", "cat"]
+    # the CLI on the Spark engine
+    out = tmp_path / "changes.parquet"
+    assert (
+        run(
+            ["--engine", "spark", "changes", table.name, "--from-snapshot", str(ids[2]), "--output", str(out)]
+        )
+        == 0
+    )
+    local = table.changes(ids[2]).to_arrow()
+    assert Counter(tuple(r.values()) for r in pq.read_table(out).to_pylist()) == Counter(
+        tuple(r.values()) for r in local.to_pylist()
+    )
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=histories())
+def test_replaying_the_spark_engines_changes_gives_each_ranges_end(
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str, spark: SparkSession, steps: list[tuple[str, Any]]
+) -> None:
+    """The model property of ``planning/test_changes.py`` with the feed computed on Spark:
+    every single-snapshot range and the whole history, with and without ``net``."""
+    from planning.test_changes import ARROW, new_table, replay, rows_at, run_history
+
+    table = new_table(catalog, ns, partitioned=True)
+    run_history(table, steps)
+    ids = [s.snapshot_id for s in table.snapshots()]
+    starts: list[int | None] = [None, *ids]
+    ranges = {*itertools.pairwise(starts), (None, ids[-1])}
+    for a, b in sorted(ranges, key=lambda r: (r[0] or 0, r[1])):
+        for net in (False, True):
+            frame = table.changes(a, b, net=net).to_spark(spark)
+            feed = pa.Table.from_pylist([r.asDict() for r in frame.collect()], schema=None)
+            if feed.num_rows == 0:
+                feed = pa.table({n: [] for n in [*ARROW.names, "_change_type"]})
+            assert replay(rows_at(table, a), feed) == rows_at(table, b), (a, b, net, feed.to_pylist())
+    catalog.drop_table(table.name)
