@@ -38,6 +38,7 @@ lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff format --check src tests tools benchmarks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-logo --no-cache
+	$(PY) tools/check_commit_path.py
 
 test: $(TEST_STAMP) $(ORACLE_ENV) lint
 	$(VENV)/bin/pytest

@@ -15,7 +15,7 @@ from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
 from icemor._compat.pyiceberg import to_file_schema
 from icemor.io import data_writer
-from icemor.io.data_writer import DataFileTarget, file_positions, write_data_files
+from icemor.io.data_writer import DataFileTarget, file_positions, write_data_files_in_order
 from icemor.spec.files import FileContent
 
 SCHEMA = Schema(
@@ -51,7 +51,7 @@ def _rows(n: int) -> pa.Table:
 
 def test_rows_keep_their_order_with_field_ids_and_metrics(tmp_path: Path) -> None:
     rows = _rows(10)
-    [f] = write_data_files(PyArrowFileIO(), _target(tmp_path), rows, SCHEMA, {})
+    [f] = write_data_files_in_order(PyArrowFileIO(), _target(tmp_path), rows, SCHEMA, {})
     assert f.content == FileContent.DATA and f.record_count == 10
     read = pq.read_table(f.path)
     assert read.column("id").to_pylist() == list(range(10, 0, -1))  # not re-sorted
@@ -63,7 +63,7 @@ def test_rows_keep_their_order_with_field_ids_and_metrics(tmp_path: Path) -> Non
 
 def test_files_roll_at_the_target_size_and_positions_map_back(tmp_path: Path) -> None:
     rows = _rows(10)
-    files = write_data_files(
+    files = write_data_files_in_order(
         PyArrowFileIO(), _target(tmp_path, target_file_size=1, row_group_rows=4), rows, SCHEMA, {}
     )
     assert [f.record_count for f in files] == [4, 4, 2]  # a new file after every row group
@@ -83,18 +83,18 @@ def test_files_roll_at_the_target_size_and_positions_map_back(tmp_path: Path) ->
 
 def test_a_failure_removes_every_file_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = {"n": 0}
-    real = data_writer._OpenFile.write
+    real = data_writer.ParquetOutput.write
 
-    def failing(self: data_writer._OpenFile, rows: pa.Table) -> None:
+    def failing(self: data_writer.ParquetOutput, rows: pa.Table) -> None:
         calls["n"] += 1
         if calls["n"] == 3:
             msg = "disk full"
             raise OSError(msg)
         real(self, rows)
 
-    monkeypatch.setattr(data_writer._OpenFile, "write", failing)
+    monkeypatch.setattr(data_writer.ParquetOutput, "write", failing)
     with pytest.raises(OSError, match="disk full"):
-        write_data_files(
+        write_data_files_in_order(
             PyArrowFileIO(), _target(tmp_path, target_file_size=1, row_group_rows=4), _rows(10), SCHEMA, {}
         )
     assert list(tmp_path.iterdir()) == []

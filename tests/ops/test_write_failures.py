@@ -645,11 +645,11 @@ _DRIVER = textwrap.dedent(
 
     if where == "delete-file":  # on a worker thread of the local engine
         import icemor.io.writers as w
-        original = w._RollingFile.write
-        def write(self, *a):
+        original = w._write_positions
+        def write(*a):
             kill()
-            return original(self, *a)
-        w._RollingFile.write = write
+            return original(*a)
+        w._write_positions = write
     elif where == "manifest-list":  # on the main thread, inside the commit
         import icemor.commit.row_delta as r
         original = r.write_manifest_list

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.typedef import Record
 
-from icemor.spec.files import FileContent, WrittenFile
+from icemor.spec.files import FileContent, WrittenFile, written_file
 
 __all__ = ["from_data_file", "to_data_file"]
 
@@ -35,20 +35,22 @@ def to_data_file(written: WrittenFile) -> DataFile:
 
 def from_data_file(df: DataFile, spec_id: int) -> WrittenFile:
     """A data file pyiceberg's writer produced (for spec ``spec_id``), as a :class:`WrittenFile`."""
-    return WrittenFile(
-        content=FileContent(int(df.content)),
-        path=df.file_path,
-        record_count=df.record_count,
-        file_size_in_bytes=df.file_size_in_bytes,
+    metrics = {
+        "column_sizes": df.column_sizes,
+        "value_counts": df.value_counts,
+        "null_value_counts": df.null_value_counts,
+        "lower_bounds": df.lower_bounds,
+        "upper_bounds": df.upper_bounds,
+        "split_offsets": df.split_offsets,
+        "nan_value_counts": df.nan_value_counts,
+    }
+    partition = df.partition
+    return written_file(
+        FileContent(int(df.content)),
+        df.file_path,
+        df.record_count,
+        df.file_size_in_bytes,
         spec_id=spec_id,
-        partition=tuple(df.partition[i] for i in range(len(df.partition)))
-        if df.partition is not None
-        else (),
-        column_sizes=dict(df.column_sizes or {}),
-        value_counts=dict(df.value_counts or {}),
-        null_value_counts=dict(df.null_value_counts or {}),
-        lower_bounds=dict(df.lower_bounds or {}),
-        upper_bounds=dict(df.upper_bounds or {}),
-        split_offsets=tuple(df.split_offsets) if df.split_offsets else None,
-        nan_value_counts=dict(df.nan_value_counts or {}),
+        partition=tuple(partition[i] for i in range(len(partition))) if partition is not None else (),
+        metrics=metrics,
     )

@@ -1,23 +1,26 @@
 """Conflict validation of a commit against what was committed since its scan (Iceberg Java's RowDelta).
 
 The history is the ancestors of the current head back to (excluding) the snapshot the
-operation read, as ``MergingSnapshotProducer.validationHistory``. The checks:
+operation read, as ``MergingSnapshotProducer.validationHistory``. The checks, named as Java's:
 
-- data files exist: a data file the commit references (adds deletes for, or removes) was
-  removed by an ``overwrite``/``replace`` (or ``delete``, for removed files) snapshot;
-- no conflicting data files (``serializable`` isolation): an ``append``/``overwrite``
-  snapshot added a data file that may hold rows matching the operation's condition;
-- no new deletes for rewritten data files: a concurrent commit added deletes that apply to a
-  data file whose rows this commit carries into new data files (a file it removes and
-  rewrites, or, for UPDATE and MERGE, a file one of whose rows it updates): the deletes would
-  be lost with it, or undone by the copy (Java's ``validateNoNewDeletesForDataFiles`` and,
-  for row-level operations at every isolation level, ``validateNoConflictingDeleteFiles``).
+- :func:`validate_data_files_exist`: a data file the commit references (adds deletes for, or
+  removes) was removed by an ``overwrite``/``replace`` (or ``delete``, for removed files) snapshot;
+- :func:`validate_no_conflicting_data_files` (``serializable`` isolation): an ``append``/
+  ``overwrite`` snapshot added a data file that may hold rows matching the operation's condition;
+- :func:`validate_no_new_deletes_for_data_files`: a concurrent commit added deletes that apply
+  to a data file this commit removes and rewrites (compaction, UPDATE, MERGE): they would be lost;
+- :func:`validate_no_conflicting_delete_files`: the same for a data file one of whose rows
+  UPDATE or MERGE copies (at every isolation level): the copy would undo the delete.
+
+Whether a delete applies is judged as Java's ``DeleteFileIndex`` does (:func:`may_apply`): by
+data sequence number, by file path for position deletes, and by spec and partition for
+equality deletes (a global one, of an unpartitioned spec, applies everywhere).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.expressions.visitors import expression_evaluator, inclusive_projection
@@ -27,19 +30,29 @@ from pyiceberg.table.snapshots import Operation
 
 from icemor._compat.pyiceberg import inclusive_metrics_evaluator
 from icemor.exceptions import CommitConflictError
-from icemor.spec.files import FileContent
+from icemor.spec.files import DataFileRef, FileContent
 from icemor.spec.rules import file_path_bounds_contain, file_path_bounds_scope
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Set as AbstractSet
 
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.io import FileIO
     from pyiceberg.manifest import DataFile, ManifestEntry
+    from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Snapshot
 
-__all__ = ["Validation", "validate"]
+__all__ = [
+    "Validation",
+    "may_apply",
+    "validate",
+    "validate_data_files_exist",
+    "validate_no_conflicting_data_files",
+    "validate_no_conflicting_delete_files",
+    "validate_no_new_deletes_for_data_files",
+]
 
 
 @dataclass
@@ -56,6 +69,10 @@ class Validation:
     """Data files whose rows live on in this commit's new data files (compaction, UPDATE,
     MERGE): deletes that a concurrent commit adds for them would be lost or undone. A DELETE
     leaves this empty: the rows it removes are deleted anyway."""
+    data_files: Mapping[str, DataFileRef] = field(default_factory=dict)
+    """What the scan knew of the data files above (spec, partition, data sequence number), by
+    path: a concurrent equality delete conflicts only where it can apply. A path missing here
+    counts as in every partition at the starting snapshot's sequence number."""
     ignore_equality_deletes: bool = False
     """The rewritten rows' new data files keep the starting snapshot's sequence number, so an
     equality delete committed concurrently still applies to them: not a conflict (Java's
@@ -122,6 +139,11 @@ def _matcher(metadata: TableMetadata, expr: BooleanExpression) -> Callable[[Data
 def validate(metadata: TableMetadata, io: FileIO, v: Validation) -> None:
     """Check the commits after ``v.start_snapshot_id`` on the current head of ``metadata``.
 
+    Runs, snapshot by snapshot (newest first), the checks of Java's ``BaseRowDelta.validate``:
+    :func:`validate_data_files_exist`, :func:`validate_no_conflicting_data_files` (serializable
+    isolation only), :func:`validate_no_conflicting_delete_files` and
+    :func:`validate_no_new_deletes_for_data_files`.
+
     Raises:
         CommitConflictError: With the first conflict found, naming the snapshot and the file.
     """
@@ -131,46 +153,216 @@ def validate(metadata: TableMetadata, io: FileIO, v: Validation) -> None:
     if v.history_check is not None:
         v.history_check(snapshots)
     matches = _matcher(metadata, v.conflict_filter) if v.serializable else None
+    start = metadata.snapshot_by_id(v.start_snapshot_id) if v.start_snapshot_id is not None else None
+    starting_sequence_number = start.sequence_number if start is not None and start.sequence_number else 0
+    rewritten = {p: _data_file(p, v, starting_sequence_number) for p in v.no_new_deletes_for}
     for snap in snapshots:
         op = snap.summary.operation if snap.summary is not None else None
         data = _entries(io, snap, ManifestContent.DATA)
-        for e in data:
-            path = e.data_file.file_path
-            if e.status == ManifestEntryStatus.DELETED:
-                removed_ours = path in v.removed_data_files
-                if (path in v.referenced_data_files and op in (Operation.OVERWRITE, Operation.REPLACE)) or (
-                    removed_ours and op in (Operation.OVERWRITE, Operation.REPLACE, Operation.DELETE)
-                ):
-                    msg = f"data file {path} was removed by concurrent snapshot {snap.snapshot_id} ({op})"
-                    raise CommitConflictError(msg)
-            elif (
-                matches is not None
-                and e.status == ManifestEntryStatus.ADDED
-                and op in (Operation.APPEND, Operation.OVERWRITE)
-                and matches(e.data_file)
-            ):
-                msg = (
-                    f"concurrent snapshot {snap.snapshot_id} ({op}) added data file {path}, which may hold "
-                    f"rows matching the condition (serializable isolation)"
-                )
-                raise CommitConflictError(msg)
-        if v.no_new_deletes_for and op in (Operation.OVERWRITE, Operation.DELETE):
-            for e in _entries(io, snap, ManifestContent.DELETES):
-                if v.ignore_equality_deletes and int(e.data_file.content) == FileContent.EQUALITY_DELETES:
-                    continue
-                if e.status == ManifestEntryStatus.ADDED and _may_apply(e.data_file, v.no_new_deletes_for):
-                    msg = (
-                        f"concurrent snapshot {snap.snapshot_id} added delete file {e.data_file.file_path} "
-                        f"for a data file this operation rewrites"
-                    )
-                    raise CommitConflictError(msg)
+        validate_data_files_exist(snap, op, data, v.referenced_data_files, v.removed_data_files)
+        if matches is not None:
+            validate_no_conflicting_data_files(snap, op, data, matches)
+        if rewritten and op in (Operation.OVERWRITE, Operation.DELETE):
+            deletes = [_AddedDelete.of(e, snap) for e in _entries(io, snap, ManifestContent.DELETES)]
+            new = [d for d in deletes if d is not None]
+            specs = metadata.specs()
+            removed = {p: f for p, f in rewritten.items() if p in v.removed_data_files}
+            kept = {p: f for p, f in rewritten.items() if p not in v.removed_data_files}
+            validate_no_new_deletes_for_data_files(
+                snap, new, removed, specs, ignore_equality_deletes=v.ignore_equality_deletes
+            )
+            validate_no_conflicting_delete_files(
+                snap, new, kept, specs, ignore_equality_deletes=v.ignore_equality_deletes
+            )
 
 
-def _may_apply(delete: DataFile, data_paths: set[str]) -> bool:
-    """Whether a new delete file may apply to one of ``data_paths`` (position deletes by path)."""
-    if int(delete.content) != FileContent.POSITION_DELETES:
+def validate_data_files_exist(
+    snap: Snapshot,
+    op: Operation | None,
+    data: Sequence[ManifestEntry],
+    referenced: AbstractSet[str],
+    removed: AbstractSet[str],
+) -> None:
+    """A data file the commit adds deletes for, or removes, was not removed by ``snap``.
+
+    Mirrors Java's ``MergingSnapshotProducer.validateDataFilesExist``: a referenced file must not
+    be removed by an ``overwrite`` or ``replace`` snapshot (``skipDeletes``: a ``delete`` that
+    removed it removed its rows too, which is what the new deletes want), a file this commit
+    removes by neither of those nor a ``delete``.
+
+    Raises:
+        CommitConflictError: ``snap`` removed one of them.
+    """
+    if op not in (Operation.OVERWRITE, Operation.REPLACE, Operation.DELETE):
+        return
+    for e in data:
+        if e.status != ManifestEntryStatus.DELETED:
+            continue
+        path = e.data_file.file_path
+        if path in removed or (path in referenced and op != Operation.DELETE):
+            msg = f"data file {path} was removed by concurrent snapshot {snap.snapshot_id} ({op})"
+            raise CommitConflictError(msg)
+
+
+def validate_no_conflicting_data_files(
+    snap: Snapshot, op: Operation | None, data: Sequence[ManifestEntry], matches: Callable[[DataFile], bool]
+) -> None:
+    """``snap`` added no data file that may hold rows matching the operation's condition.
+
+    Mirrors Java's ``RowDelta.validateNoConflictingDataFiles`` (``MergingSnapshotProducer.
+    validateAddedDataFiles``, at ``serializable`` isolation): ``append`` and ``overwrite``
+    snapshots are checked; a file may match by its partition values and column metrics.
+
+    Raises:
+        CommitConflictError: ``snap`` added such a file.
+    """
+    if op not in (Operation.APPEND, Operation.OVERWRITE):
+        return
+    for e in data:
+        if e.status == ManifestEntryStatus.ADDED and matches(e.data_file):
+            msg = (
+                f"concurrent snapshot {snap.snapshot_id} ({op}) added data file {e.data_file.file_path}, "
+                f"which may hold rows matching the condition (serializable isolation)"
+            )
+            raise CommitConflictError(msg)
+
+
+def validate_no_new_deletes_for_data_files(
+    snap: Snapshot,
+    deletes: Sequence[_AddedDelete],
+    data_files: Mapping[str, _DataFile],
+    specs: Mapping[int, PartitionSpec],
+    *,
+    ignore_equality_deletes: bool = False,
+) -> None:
+    """``snap`` added no delete that applies to a data file this commit removes and rewrites.
+
+    Mirrors Java's ``MergingSnapshotProducer.validateNoNewDeletesForDataFiles``: the new deletes
+    (of ``overwrite``/``delete`` snapshots) are matched to each data file as Java's
+    ``DeleteFileIndex.forDataFile`` does (:func:`may_apply`); with ``ignore_equality_deletes``
+    (a rewrite that keeps the starting sequence number) only position deletes count.
+
+    Raises:
+        CommitConflictError: Such a delete was added; the rewrite would lose it.
+    """
+    _check_new_deletes(snap, deletes, data_files, specs, ignore_equality_deletes, "rewrites")
+
+
+def validate_no_conflicting_delete_files(
+    snap: Snapshot,
+    deletes: Sequence[_AddedDelete],
+    data_files: Mapping[str, _DataFile],
+    specs: Mapping[int, PartitionSpec],
+    *,
+    ignore_equality_deletes: bool = False,
+) -> None:
+    """``snap`` added no delete that applies to a data file whose rows this commit carries over.
+
+    Mirrors Java's ``RowDelta.validateNoConflictingDeleteFiles`` (``MergingSnapshotProducer.
+    validateNoNewDeleteFiles``), which UPDATE and MERGE use at every isolation level: a row they
+    copy into a new data file must not have been deleted meanwhile. Java asks for no new delete
+    matching the conflict filter; icemor narrows it to the deletes that apply (:func:`may_apply`)
+    to the data files the operation updates rows of.
+
+    Raises:
+        CommitConflictError: Such a delete was added; the copy would resurrect its rows.
+    """
+    _check_new_deletes(snap, deletes, data_files, specs, ignore_equality_deletes, "updates rows of")
+
+
+def _check_new_deletes(
+    snap: Snapshot,
+    deletes: Sequence[_AddedDelete],
+    data_files: Mapping[str, _DataFile],
+    specs: Mapping[int, PartitionSpec],
+    ignore_equality_deletes: bool,
+    what: str,
+) -> None:
+    if not data_files:
+        return
+    for d in deletes:
+        if ignore_equality_deletes and d.content == FileContent.EQUALITY_DELETES:
+            continue
+        hit = next((f for f in data_files.values() if may_apply(d, f, specs)), None)
+        if hit is not None:
+            msg = (
+                f"concurrent snapshot {snap.snapshot_id} added delete file {d.path} "
+                f"for data file {hit.path}, which this operation {what}"
+            )
+            raise CommitConflictError(msg)
+
+
+@dataclass(frozen=True)
+class _DataFile:
+    """What deciding whether a delete applies needs of a data file; unknown fields are None."""
+
+    path: str
+    spec_id: int | None
+    partition: tuple[Any, ...] | None
+    data_sequence_number: int
+
+
+def _data_file(path: str, v: Validation, starting_sequence_number: int) -> _DataFile:
+    ref = v.data_files.get(path)
+    if ref is None:
+        # Java judges every data file at the starting snapshot's sequence number
+        return _DataFile(path, None, None, starting_sequence_number)
+    return _DataFile(path, ref.spec_id, tuple(ref.partition), ref.data_sequence_number)
+
+
+@dataclass(frozen=True)
+class _AddedDelete:
+    """A delete file a concurrent snapshot added."""
+
+    path: str
+    content: FileContent
+    spec_id: int
+    partition: tuple[Any, ...]
+    data_sequence_number: int
+    lower_bounds: Mapping[int, bytes]
+    upper_bounds: Mapping[int, bytes]
+
+    @classmethod
+    def of(cls, e: ManifestEntry, snap: Snapshot) -> _AddedDelete | None:
+        if e.status != ManifestEntryStatus.ADDED:
+            return None
+        f = e.data_file
+        partition = tuple(f.partition[i] for i in range(len(f.partition))) if f.partition is not None else ()
+        return cls(
+            path=f.file_path,
+            content=FileContent(int(f.content)),
+            spec_id=f.spec_id,
+            partition=partition,
+            # an added entry without one inherits its snapshot's
+            data_sequence_number=e.sequence_number
+            if e.sequence_number is not None
+            else snap.sequence_number or 0,
+            lower_bounds=f.lower_bounds or {},
+            upper_bounds=f.upper_bounds or {},
+        )
+
+
+def may_apply(delete: _AddedDelete, data_file: _DataFile, specs: Mapping[int, PartitionSpec]) -> bool:
+    """Whether ``delete`` may apply to ``data_file``, as Java's ``DeleteFileIndex.forDataFile``.
+
+    - by sequence number: an equality delete applies to data files with a lower data sequence
+      number, a position delete to those with a lower or equal one;
+    - a position delete applies to the data file its ``file_path`` bounds name (or may name);
+    - an equality delete of an unpartitioned spec applies to every partition (global); otherwise
+      only to data files of its spec and partition.
+
+    Fields of ``data_file`` that are unknown (None) never rule a delete out.
+    """
+    if delete.content == FileContent.POSITION_DELETES:
+        if delete.data_sequence_number < data_file.data_sequence_number:
+            return False
+        scope = file_path_bounds_scope(delete.lower_bounds, delete.upper_bounds)
+        if scope is not None:
+            return scope == data_file.path
+        return file_path_bounds_contain(data_file.path, delete.lower_bounds, delete.upper_bounds)
+    if delete.data_sequence_number <= data_file.data_sequence_number:
+        return False
+    spec = specs.get(delete.spec_id)
+    if spec is None or spec.is_unpartitioned() or data_file.spec_id is None or data_file.partition is None:
         return True
-    scope = file_path_bounds_scope(delete.lower_bounds, delete.upper_bounds)
-    if scope is not None:
-        return scope in data_paths
-    return any(file_path_bounds_contain(p, delete.lower_bounds, delete.upper_bounds) for p in data_paths)
+    return data_file.spec_id == delete.spec_id and data_file.partition == delete.partition

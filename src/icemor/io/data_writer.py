@@ -9,6 +9,10 @@ cumulative record count first exceeds ``i`` (:func:`file_positions`).
 
 Metrics are the table's (``write.metadata.metrics.*``), computed from the Parquet footer by
 pyiceberg's statistics collector, as its own writer does.
+
+:func:`write_rolling` is icemor's one rolling-file writer: data files here, position deletes
+(:mod:`icemor.io.writers`) and equality deletes (:mod:`icemor.io.equality_writer`) all write
+through it, and describe what they wrote with :func:`icemor.spec.files.written_file`.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import contextlib
 import logging
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -29,9 +33,9 @@ from pyiceberg.io.pyarrow import (
     parquet_path_to_id_mapping,
 )
 
-from icemor._compat.pyiceberg import write_data_files as _pyiceberg_write_data_files
+from icemor._compat import pyiceberg as compat
 from icemor.exceptions import WriteFailedError
-from icemor.spec.files import FileContent, WrittenFile
+from icemor.spec.files import FileContent, WrittenFile, written_file
 
 if TYPE_CHECKING:
     import uuid
@@ -45,13 +49,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DataFileTarget",
-    "ParquetFile",
+    "ParquetOutput",
     "RecordingIO",
     "file_positions",
-    "write_data_files",
+    "parquet_metrics",
+    "write_data_files_in_order",
     "write_rolling",
     "write_table_data_files",
 ]
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,74 +80,81 @@ class DataFileTarget:
         return f"{self.directory}/{self.prefix}-{index:05d}.parquet"
 
 
-@dataclass(frozen=True, slots=True)
-class ParquetFile:
-    """One file :func:`write_rolling` wrote, with its metrics (pyiceberg's serialized statistics)."""
-
-    path: str
-    record_count: int
-    file_size_in_bytes: int
-    metrics: dict[str, Any]
-
-
 def write_rolling(
     io: FileIO,
     location: Callable[[int], str],
-    rows: pa.Table | Iterable[pa.Table],
-    schema: Schema,
-    metrics_properties: Mapping[str, str],
+    pieces: Iterable[_T],
     *,
+    arrow_schema: Callable[[_T], pa.Schema],
+    write: Callable[[ParquetOutput, _T], None],
+    close: Callable[[ParquetOutput], _R],
     target_file_size: int,
-    row_group_rows: int,
     compression: str,
-) -> list[ParquetFile]:
-    """Write ``rows`` in order to ``location(0)``, ``location(1)``, …, rolling at the target size.
+    **options: Any,
+) -> list[_R]:
+    """Write ``pieces`` in order to ``location(0)``, ``location(1)``, …, rolling at the target size.
 
-    Each row group holds at most ``row_group_rows`` rows; the size is checked after each. On
-    failure the files written so far are removed and the error raised.
+    A file is opened (with the Arrow schema of the piece that opens it) when a piece comes and
+    none is open; ``write`` writes the piece to it; once the file holds ``target_file_size``
+    bytes on disk it is closed and described by ``close``. On failure the files written so far
+    are removed and the error raised.
 
     Args:
         io: The table's FileIO.
         location: The path of the n-th file.
-        rows: The rows, in the file's Arrow schema (field ids on the columns); or chunks of
-            them as they come (a rewrite streams its input: memory holds one chunk).
-        schema: The Iceberg schema of ``rows`` (for the metrics).
-        metrics_properties: Table properties deciding the metrics mode of each column.
+        pieces: What to write, in order (row groups, or chunks of positions).
+        arrow_schema: The file schema (with field ids) of a file that ``piece`` opens.
+        write: Writes one piece to the open file.
+        close: Closes the file (:meth:`ParquetOutput.close`) and describes it.
         target_file_size: Bytes on disk after which the next file is started.
-        row_group_rows: Rows per row group.
         compression: The Parquet codec.
+        options: More ``pyarrow.parquet.ParquetWriter`` options.
 
     Raises:
         WriteFailedError: A file could not be written (disk full, permission denied, ...),
             naming it; the files written so far are removed.
     """
-    out: list[ParquetFile] = []
-    current: _OpenFile | None = None
-    step = max(1, row_group_rows)
-    chunks = [rows] if isinstance(rows, pa.Table) else rows
+    out: list[_R] = []
+    done: list[str] = []
+    current: ParquetOutput | None = None
     try:
-        for chunk in chunks:
-            for start in range(0, chunk.num_rows, step):
-                if current is None:
-                    current = _OpenFile(io, location(len(out)), chunk.schema, compression)
-                current.write(chunk.slice(start, step))
-                if current.size() >= target_file_size:
-                    out.append(current.close(schema, metrics_properties))
-                    current = None
+        for piece in pieces:
+            if current is None:
+                current = ParquetOutput(io, location(len(out)), arrow_schema(piece), compression, **options)
+            write(current, piece)
+            if current.size() >= target_file_size:
+                out.append(close(current))
+                done.append(current.location)
+                current = None
         if current is not None:
-            out.append(current.close(schema, metrics_properties))
+            out.append(close(current))
+            done.append(current.location)
+            current = None
     except BaseException:
         if current is not None:
             current.abort()
-            out.append(ParquetFile(current.location, 0, 0, {}))
-        for f in out:
+            done.append(current.location)
+        for path in done:
             with contextlib.suppress(OSError):
-                io.delete(f.path)
+                io.delete(path)
         raise
     return out
 
 
-def write_data_files(
+def parquet_metrics(
+    f: ParquetOutput, schema: Schema, metrics_properties: Mapping[str, str]
+) -> dict[str, Any]:
+    """The metrics of a closed file (pyiceberg's serialized statistics), by the metrics modes of
+    ``metrics_properties`` (``write.metadata.metrics.*``)."""
+    stats = data_file_statistics_from_parquet_metadata(
+        parquet_metadata=f.metadata,
+        stats_columns=compute_statistics_plan(schema, dict(metrics_properties)),
+        parquet_column_mapping=parquet_path_to_id_mapping(schema),
+    )
+    return stats.to_serialized_dict()
+
+
+def write_data_files_in_order(
     io: FileIO,
     target: DataFileTarget,
     rows: pa.Table | Iterable[pa.Table],
@@ -148,47 +163,49 @@ def write_data_files(
 ) -> list[WrittenFile]:
     """Write ``rows`` (already in the file's Arrow schema, with field ids) in order, as data files.
 
+    Each row group holds at most ``target.row_group_rows`` rows; the size is checked after each.
+
     Args:
         io: The table's FileIO.
         target: Directory, name prefix, partition and sizes.
-        rows: The rows, in the order their positions are counted (or chunks of them).
+        rows: The rows, in the order their positions are counted; or chunks of them as they
+            come (a rewrite streams its input: memory holds one chunk).
         schema: The Iceberg schema of ``rows``.
         properties: Table properties (metrics modes).
 
     Returns:
         The files in row order; their record counts add up to the rows'.
+
+    Raises:
+        WriteFailedError: A file could not be written, naming it; what this call wrote is removed.
     """
-    files = write_rolling(
+    step = max(1, target.row_group_rows)
+    chunks = [rows] if isinstance(rows, pa.Table) else rows
+    groups = (chunk.slice(start, step) for chunk in chunks for start in range(0, chunk.num_rows, step))
+
+    def close(f: ParquetOutput) -> WrittenFile:
+        f.close()
+        return written_file(
+            FileContent.DATA,
+            f.location,
+            f.rows,
+            f.file_size_in_bytes,
+            spec_id=target.spec_id,
+            partition=target.partition,
+            metrics=parquet_metrics(f, schema, properties),
+        )
+
+    return write_rolling(
         io,
         target.location,
-        rows,
-        schema,
-        properties,
+        groups,
+        arrow_schema=lambda group: group.schema,
+        write=ParquetOutput.write,
+        close=close,
         target_file_size=target.target_file_size,
-        row_group_rows=target.row_group_rows,
         compression=target.compression,
+        store_decimal_as_integer=True,
     )
-    out = []
-    for f in files:
-        m = f.metrics
-        out.append(
-            WrittenFile(
-                content=FileContent.DATA,
-                path=f.path,
-                record_count=f.record_count,
-                file_size_in_bytes=f.file_size_in_bytes,
-                spec_id=target.spec_id,
-                partition=target.partition,
-                column_sizes=dict(m["column_sizes"]),
-                value_counts=dict(m["value_counts"]),
-                null_value_counts=dict(m["null_value_counts"]),
-                lower_bounds=dict(m["lower_bounds"]),
-                upper_bounds=dict(m["upper_bounds"]),
-                split_offsets=tuple(m["split_offsets"]) if m.get("split_offsets") else None,
-                nan_value_counts=dict(m.get("nan_value_counts") or {}),
-            )
-        )
-    return out
 
 
 class RecordingIO(FileIO):
@@ -276,9 +293,7 @@ def write_table_data_files(
     recording = RecordingIO(io)
     try:
         with _quiet_failed_writer_stats():
-            return _pyiceberg_write_data_files(
-                metadata, data, recording, write_uuid=write_uuid, counter=counter
-            )
+            return compat.write_data_files(metadata, data, recording, write_uuid=write_uuid, counter=counter)
     except BaseException as e:
         recording.discard()
         if isinstance(e, OSError):
@@ -322,7 +337,7 @@ def _quiet_failed_writer_stats() -> Iterator[None]:
 def file_positions(
     files: list[WrittenFile], rows: npt.NDArray[np.int64]
 ) -> list[tuple[str, npt.NDArray[np.int64]]]:
-    """Map sorted row numbers of one :func:`write_data_files` call to ``(file path, positions)``."""
+    """Map sorted row numbers of one :func:`write_data_files_in_order` call to ``(file path, positions)``."""
     ends = np.cumsum([f.record_count for f in files], dtype=np.int64)
     which = np.searchsorted(ends, rows, side="right")
     out = []
@@ -333,10 +348,12 @@ def file_positions(
     return out
 
 
-class _OpenFile:
+class ParquetOutput:
     """One Parquet file being written; an OSError is raised as :class:`WriteFailedError` naming it."""
 
-    def __init__(self, io: FileIO, location: str, arrow_schema: pa.Schema, compression: str) -> None:
+    def __init__(
+        self, io: FileIO, location: str, arrow_schema: pa.Schema, compression: str, **options: Any
+    ) -> None:
         self.location = location
         try:
             # a retried task (Spark) rewrites its own names: they are unique to this commit and unit
@@ -345,11 +362,7 @@ class _OpenFile:
             raise WriteFailedError.of(location, e) from e
         try:
             self._writer = pq.ParquetWriter(
-                self._stream,
-                arrow_schema,
-                compression=compression,
-                write_page_checksum=True,
-                store_decimal_as_integer=True,
+                self._stream, arrow_schema, compression=compression, write_page_checksum=True, **options
             )
         except BaseException as e:
             with contextlib.suppress(Exception):
@@ -360,8 +373,10 @@ class _OpenFile:
                 raise WriteFailedError.of(location, e) from e
             raise
         self.rows = 0
+        self.file_size_in_bytes = 0
 
     def write(self, rows: pa.Table) -> None:
+        """Write ``rows`` as one row group."""
         try:
             self._writer.write_table(rows, row_group_size=max(1, rows.num_rows))
         except OSError as e:
@@ -379,16 +394,16 @@ class _OpenFile:
         with contextlib.suppress(Exception):
             self._stream.close()
 
-    def close(self, schema: Schema, metrics_properties: Mapping[str, str]) -> ParquetFile:
+    def close(self) -> None:
+        """Write the footer and close; then ``file_size_in_bytes`` and :attr:`metadata` are set."""
         try:
             self._writer.close()
-            size = int(self._stream.tell())
+            self.file_size_in_bytes = int(self._stream.tell())
             self._stream.close()
         except OSError as e:
             raise WriteFailedError.of(self.location, e) from e
-        stats = data_file_statistics_from_parquet_metadata(
-            parquet_metadata=self._writer.writer.metadata,
-            stats_columns=compute_statistics_plan(schema, dict(metrics_properties)),
-            parquet_column_mapping=parquet_path_to_id_mapping(schema),
-        )
-        return ParquetFile(self.location, self.rows, size, stats.to_serialized_dict())
+
+    @property
+    def metadata(self) -> pq.FileMetaData:
+        """The Parquet footer of the closed file."""
+        return self._writer.writer.metadata

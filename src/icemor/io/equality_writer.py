@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from icemor.io.data_writer import write_rolling
-from icemor.spec.files import FileContent, WrittenFile
+from icemor.io.data_writer import ParquetOutput, parquet_metrics, write_rolling
+from icemor.spec.files import FileContent, WrittenFile, written_file
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -49,30 +49,30 @@ def write_equality_deletes(
         schema: The Iceberg schema of ``keys``: the table's key fields, ids kept.
         equality_ids: The field ids of the key, in key order.
     """
-    files = write_rolling(
-        io,
-        target.location,
-        keys,
-        schema,
-        _FULL_METRICS,
-        target_file_size=target.target_file_size,
-        row_group_rows=_ROWS_PER_GROUP,
-        compression=target.compression,
-    )
-    return [
-        WrittenFile(
-            content=FileContent.EQUALITY_DELETES,
-            path=f.path,
-            record_count=f.record_count,
-            file_size_in_bytes=f.file_size_in_bytes,
+    step = max(1, _ROWS_PER_GROUP)
+    groups = (keys.slice(start, step) for start in range(0, keys.num_rows, step))
+
+    def close(f: ParquetOutput) -> WrittenFile:
+        f.close()
+        return written_file(
+            FileContent.EQUALITY_DELETES,
+            f.location,
+            f.rows,
+            f.file_size_in_bytes,
             spec_id=target.spec_id,
             partition=target.partition,
-            column_sizes=dict(f.metrics["column_sizes"]),
-            value_counts=dict(f.metrics["value_counts"]),
-            null_value_counts=dict(f.metrics["null_value_counts"]),
-            lower_bounds=dict(f.metrics["lower_bounds"]),
-            upper_bounds=dict(f.metrics["upper_bounds"]),
+            metrics=parquet_metrics(f, schema, _FULL_METRICS),
             equality_ids=tuple(equality_ids),
         )
-        for f in files
-    ]
+
+    return write_rolling(
+        io,
+        target.location,
+        groups,
+        arrow_schema=lambda group: group.schema,
+        write=ParquetOutput.write,
+        close=close,
+        target_file_size=target.target_file_size,
+        compression=target.compression,
+        store_decimal_as_integer=True,
+    )

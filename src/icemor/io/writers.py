@@ -8,18 +8,16 @@ equal ``file_path`` bounds, which is how v2 readers scope it to that file.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyiceberg.conversions import to_bytes
 from pyiceberg.types import LongType, StringType
 
-from icemor.exceptions import WriteFailedError
-from icemor.spec.files import FileContent, WrittenFile
+from icemor.io.data_writer import ParquetOutput, write_rolling
+from icemor.spec.files import FileContent, WrittenFile, written_file
 from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID, DELETE_FILE_POS_FIELD_ID
 
 if TYPE_CHECKING:
@@ -81,25 +79,47 @@ def write_position_deletes(
             naming it; what this call wrote is removed.
     """
     pending = sorted((d for d in deletes if len(d[1])), key=lambda d: d[0])
-    out: list[WrittenFile] = []
-    writer: _RollingFile | None = None
-    try:
-        for path, positions in pending:
-            for start in range(0, len(positions), _ROWS_PER_CHUNK):
-                if writer is None:
-                    writer = _RollingFile(io, target, len(out))
-                writer.write(path, positions[start : start + _ROWS_PER_CHUNK])
-                if writer.size() >= target.target_file_size:
-                    out.append(writer.close())
-                    writer = None
-        if writer is not None:
-            out.append(writer.close())
-    except BaseException:
-        if writer is not None:
-            writer.abort()
-        remove_written(io, target)
-        raise
-    return out
+    pieces = (
+        (path, positions[start : start + _ROWS_PER_CHUNK])
+        for path, positions in pending
+        for start in range(0, len(positions), _ROWS_PER_CHUNK)
+    )
+    stats: dict[str, _Positions] = {}
+
+    def write(f: ParquetOutput, piece: tuple[str, npt.NDArray[np.int64]]) -> None:
+        _write_positions(f, *piece)
+        stats.setdefault(f.location, _Positions()).add(*piece)
+
+    def close(f: ParquetOutput) -> WrittenFile:
+        f.close()
+        return stats.pop(f.location).written_file(f, target)
+
+    return write_rolling(
+        io,
+        target.location,
+        pieces,
+        arrow_schema=lambda _: POSITION_DELETE_SCHEMA,
+        write=write,
+        close=close,
+        target_file_size=target.target_file_size,
+        compression=target.compression,
+    )
+
+
+def _write_positions(f: ParquetOutput, path: str, positions: npt.NDArray[np.int64]) -> None:
+    """Write the positions of one data file as a row group of ``f``."""
+    n = len(positions)
+    # one dictionary value per data file: the path column costs nearly nothing
+    paths = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([path]))
+    f.write(
+        pa.Table.from_batches(
+            [
+                pa.record_batch(
+                    [paths.cast(pa.string()), pa.array(positions, pa.int64())], schema=POSITION_DELETE_SCHEMA
+                )
+            ]
+        )
+    )
 
 
 class _Numbered(Protocol):
@@ -124,69 +144,25 @@ def remove_written(io: FileIO, target: _Numbered) -> None:
         index += 1
 
 
-class _RollingFile:
-    """One delete file being written; an OSError is raised as :class:`WriteFailedError` naming it."""
+class _Positions:
+    """What the metrics of one position-delete file need: its data file paths (sorted) and
+    position range."""
 
-    def __init__(self, io: FileIO, target: DeleteFileTarget, index: int) -> None:
-        self.target = target
-        self.location = target.location(index)
-        try:
-            # a retried task (Spark) rewrites its own names: they are unique to this commit and unit
-            self._stream = io.new_output(self.location).create(overwrite=True)
-        except OSError as e:
-            raise WriteFailedError.of(self.location, e) from e
-        try:
-            self._writer = pq.ParquetWriter(
-                self._stream, POSITION_DELETE_SCHEMA, compression=target.compression, write_page_checksum=True
-            )
-        except BaseException as e:
-            with contextlib.suppress(Exception):
-                self._stream.close()
-            if isinstance(e, OSError):
-                raise WriteFailedError.of(self.location, e) from e
-            raise
-        self.rows = 0
+    def __init__(self) -> None:
         self.paths: list[str] = []
         self.min_pos: int | None = None
         self.max_pos: int | None = None
 
-    def write(self, path: str, positions: npt.NDArray[np.int64]) -> None:
-        n = len(positions)
-        # one dictionary value per data file: the path column costs nearly nothing
-        paths = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([path]))
-        batch = pa.record_batch(
-            [paths.cast(pa.string()), pa.array(positions, pa.int64())], schema=POSITION_DELETE_SCHEMA
-        )
-        try:
-            self._writer.write_batch(batch)
-        except OSError as e:
-            raise WriteFailedError.of(self.location, e) from e
-        self.rows += n
+    def add(self, path: str, positions: npt.NDArray[np.int64]) -> None:
         if not self.paths or self.paths[-1] != path:
             self.paths.append(path)
         lo, hi = int(positions.min()), int(positions.max())
         self.min_pos = lo if self.min_pos is None else min(self.min_pos, lo)
         self.max_pos = hi if self.max_pos is None else max(self.max_pos, hi)
 
-    def abort(self) -> None:
-        """Close after a failure; errors are ignored (the file is removed next, and a full disk
-        fails the footer write again: that must not hide the first error)."""
-        with contextlib.suppress(Exception):
-            self._writer.close()
-        with contextlib.suppress(Exception):
-            self._stream.close()
-
-    def size(self) -> int:
-        return int(self._stream.tell())
-
-    def close(self) -> WrittenFile:
-        try:
-            self._writer.close()
-            size = int(self._stream.tell())
-            self._stream.close()
-        except OSError as e:
-            raise WriteFailedError.of(self.location, e) from e
-        metadata = self._writer.writer.metadata
+    def written_file(self, f: ParquetOutput, target: DeleteFileTarget) -> WrittenFile:
+        """Full metrics for both columns (Java's ``MetricsConfig.forPositionDelete``)."""
+        metadata = f.metadata
         sizes = {DELETE_FILE_PATH_FIELD_ID: 0, DELETE_FILE_POS_FIELD_ID: 0}
         for rg in range(metadata.num_row_groups):
             group = metadata.row_group(rg)
@@ -194,23 +170,26 @@ class _RollingFile:
             sizes[DELETE_FILE_POS_FIELD_ID] += group.column(1).total_compressed_size
         assert self.min_pos is not None and self.max_pos is not None
         ids = (DELETE_FILE_PATH_FIELD_ID, DELETE_FILE_POS_FIELD_ID)
-        return WrittenFile(
-            content=FileContent.POSITION_DELETES,
-            path=self.location,
-            record_count=self.rows,
-            file_size_in_bytes=size,
-            spec_id=self.target.spec_id,
-            partition=self.target.partition,
-            column_sizes=sizes,
-            value_counts=dict.fromkeys(ids, self.rows),
-            null_value_counts=dict.fromkeys(ids, 0),
-            lower_bounds={
+        metrics = {
+            "column_sizes": sizes,
+            "value_counts": dict.fromkeys(ids, f.rows),
+            "null_value_counts": dict.fromkeys(ids, 0),
+            "lower_bounds": {
                 DELETE_FILE_PATH_FIELD_ID: to_bytes(StringType(), self.paths[0]),
                 DELETE_FILE_POS_FIELD_ID: to_bytes(LongType(), self.min_pos),
             },
-            upper_bounds={
+            "upper_bounds": {
                 DELETE_FILE_PATH_FIELD_ID: to_bytes(StringType(), self.paths[-1]),
                 DELETE_FILE_POS_FIELD_ID: to_bytes(LongType(), self.max_pos),
             },
+        }
+        return written_file(
+            FileContent.POSITION_DELETES,
+            f.location,
+            f.rows,
+            f.file_size_in_bytes,
+            spec_id=target.spec_id,
+            partition=target.partition,
+            metrics=metrics,
             referenced_data_file=self.paths[0] if len(self.paths) == 1 else None,
         )

@@ -52,8 +52,7 @@ from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
 from icemor.engines.local import stream
 from icemor.exceptions import InvalidArgumentError
-from icemor.io.data_writer import DataFileTarget, write_table_data_files
-from icemor.io.data_writer import write_data_files as write_rows
+from icemor.io.data_writer import DataFileTarget, write_data_files_in_order, write_table_data_files
 from icemor.io.deletes import deleted_positions
 from icemor.io.reader import output_schema, read_task
 from icemor.io.writers import remove_written
@@ -190,7 +189,7 @@ def write_streamed(
         to_file_schema(schema, file_schema, g, format_version=format_version)
         for g in _row_groups(batches, target.row_group_rows)
     )
-    return write_rows(io, target, chunks, file_schema, properties)
+    return write_data_files_in_order(io, target, chunks, file_schema, properties)
 
 
 def rewrite_data_unit(io: FileIO, unit: RewriteUnit) -> _UnitResult:
@@ -376,6 +375,7 @@ def rewrite_data_files(
             serializable=False,  # rows do not change: new data cannot conflict
             removed_data_files=rewritten,
             no_new_deletes_for=rewritten,
+            data_files={p.data_file.path: p.data_file for u in units for p in u.files},
             ignore_equality_deletes=use_starting_sequence_number,
         ),
         added_files=written,

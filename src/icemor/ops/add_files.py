@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+from pyiceberg.exceptions import CommitFailedException
 
-from icemor.exceptions import InvalidArgumentError
+from icemor.commit.append import commit_add_files
+from icemor.exceptions import CommitFailedError, InvalidArgumentError
 from icemor.ops.append import schema_mismatch_message
 
 if TYPE_CHECKING:
@@ -58,7 +60,7 @@ def add_files(table: PyIcebergTable, files: Sequence[Path | str]) -> int:
     try:
         # pyiceberg prints its schema-mismatch table to stdout too; the error keeps it.
         with contextlib.redirect_stdout(io.StringIO()):
-            table.add_files(uris)
+            commit_add_files(table, uris)
     except ValueError as e:
         text = str(e)
         if "Mismatch in fields" in text or "more columns" in text:
@@ -66,6 +68,9 @@ def add_files(table: PyIcebergTable, files: Sequence[Path | str]) -> int:
         else:
             msg = f"cannot add files to {name}: {text.splitlines()[0]}"
         raise InvalidArgumentError(msg) from e
+    except CommitFailedException as e:
+        msg = f"the catalog refused adding files to {name}: {str(e).splitlines()[0]}"
+        raise CommitFailedError(msg) from e
     except (OSError, pa.ArrowInvalid) as e:
         msg = f"cannot read a file to add to {name}: {str(e).splitlines()[0]}"
         raise InvalidArgumentError(msg) from e

@@ -11,6 +11,7 @@ import pyarrow as pa
 from pyiceberg.exceptions import CommitFailedException
 
 from icemor._compat.pyiceberg import check_arrow_schema_compatible
+from icemor.commit.append import commit_append
 from icemor.commit.swap import Outcome, failed_outcome, first_line, tracked_swaps
 from icemor.exceptions import (
     NO_ROOM_ERRNOS,
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
     import pyarrow.parquet as pq
-    from pyiceberg.io import FileIO
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table as PyIcebergTable
 
@@ -105,7 +105,7 @@ def append_files(
                 rows += chunk.num_rows
                 if progress is not None:
                     progress(chunk.num_rows)
-            _commit(table, io, written)
+            commit_append(table, io, written)
         except BaseException as e:
             outcome = failed_outcome(calls, e)
             if outcome == Outcome.UNKNOWN:
@@ -168,25 +168,6 @@ def _chunks(opened: list[tuple[Path, pq.ParquetFile, pa.Schema]]) -> Iterator[tu
             raise InvalidArgumentError(msg) from e
     if chunk is not None and chunk.num_rows:
         yield last, chunk
-
-
-def _commit(table: PyIcebergTable, io: FileIO, data_files: list[DataFile]) -> None:
-    """Commit ``data_files`` with pyiceberg's append, its manifests written through ``io``."""
-    from pyiceberg.table import Table, TableProperties
-    from pyiceberg.utils.properties import property_as_bool
-
-    merge = property_as_bool(
-        table.metadata.properties,
-        TableProperties.MANIFEST_MERGE_ENABLED,
-        TableProperties.MANIFEST_MERGE_ENABLED_DEFAULT,
-    )
-    # the same table, but its snapshot producer writes through ``io`` (which records the paths)
-    recorded = Table(table.name(), table.metadata, table.metadata_location, io, table.catalog, table.config)
-    with recorded.transaction() as tx:
-        update = tx.update_snapshot()
-        with update.merge_append() if merge else update.fast_append() as producer:
-            for f in data_files:
-                producer.append_data_file(f)
 
 
 def downcast_ns_timestamps(schema: pa.Schema) -> pa.Schema:

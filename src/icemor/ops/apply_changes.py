@@ -42,7 +42,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.partitioning import PartitionFieldValue, PartitionKey, PartitionSpec
 from pyiceberg.schema import Schema, sanitize_column_names
@@ -53,15 +52,15 @@ from pyiceberg.types import DoubleType, FloatType, PrimitiveType
 from icemor._compat.pyiceberg import check_arrow_schema_compatible, to_file_schema
 from icemor.commit.manifests import delete_quietly
 from icemor.commit.row_delta import RowDelta
-from icemor.commit.swap import tracked_swaps
+from icemor.commit.schema import add_unpartitioned_spec, set_identifier_fields, unpartitioned_spec_id
 from icemor.commit.validation import Validation
 from icemor.exceptions import CommitConflictError, InvalidArgumentError
-from icemor.io.data_writer import DataFileTarget, file_positions, write_data_files
+from icemor.io.data_writer import DataFileTarget, file_positions, write_data_files_in_order
 from icemor.io.equality_writer import write_equality_deletes
 from icemor.io.writers import DeleteFileTarget, write_position_deletes
 from icemor.ops.append import downcast_ns_timestamps, schema_mismatch_message
-from icemor.ops.delete import check_writable
 from icemor.ops.inputs import read_arrow
+from icemor.ops.units import check_writable
 from icemor.spec import properties as P
 from icemor.spec.files import FileContent
 
@@ -386,10 +385,8 @@ def _key_decides_partition(table: PyIcebergTable, spec: PartitionSpec, key_ids: 
 
 
 def _unpartitioned_spec_id(metadata: TableMetadata) -> int:
-    for spec in metadata.partition_specs:
-        if spec.is_unpartitioned():
-            return spec.spec_id
-    return _UNSET_SPEC
+    spec_id = unpartitioned_spec_id(metadata)
+    return _UNSET_SPEC if spec_id is None else spec_id
 
 
 def apply_changes(
@@ -552,9 +549,7 @@ def _commit(
         return _metrics(results, [], None, started)
     app_id, batch_id = app
     try:
-        # metadata-only commits: tracked so that a refused one leaves no metadata JSON
-        with tracked_swaps(table.catalog):
-            global_spec = _prepare_table(table, ctx, any(w.spec_id == _UNSET_SPEC for w in written))
+        global_spec = _prepare_table(table, ctx, any(w.spec_id == _UNSET_SPEC for w in written))
         written = [replace(w, spec_id=global_spec) if w.spec_id == _UNSET_SPEC else w for w in written]
         props = {}
         check = None
@@ -633,51 +628,10 @@ def _prepare_table(table: PyIcebergTable, ctx: ChangeContext, needs_global_spec:
     # the spec's identifier-field rules: required, not float/double
     eligible = all(f.required and not isinstance(f.field_type, FloatType | DoubleType) for f in fields)
     if not schema.identifier_field_ids and eligible:
-        try:
-            with table.update_schema() as update:
-                update.set_identifier_fields(*ctx.key)
-        except CommitFailedException:
-            table.refresh()  # set concurrently: checked again below
-        current = set(table.metadata.schema().identifier_field_ids)
-        if current != set(ctx.key_ids):
-            msg = f"the identifier fields of {'.'.join(table.name())} changed concurrently"
-            raise CommitConflictError(msg)
+        set_identifier_fields(table, ctx.key)
     if not needs_global_spec:
         return _UNSET_SPEC
-    return _add_unpartitioned_spec(table)
-
-
-def _add_unpartitioned_spec(table: PyIcebergTable) -> int:
-    """The id of the table's unpartitioned spec, adding one (not as default) if it has none."""
-    from pyiceberg.table.update import AddPartitionSpecUpdate, AssertLastAssignedPartitionId, AssertTableUUID
-
-    for _ in range(3):
-        metadata = table.refresh().metadata
-        existing = _unpartitioned_spec_id(metadata)
-        if existing != _UNSET_SPEC:
-            return existing
-        new_id = max(s.spec_id for s in metadata.partition_specs) + 1
-        try:
-            # A concurrent identical addition is not detected by these requirements (it assigns no
-            # partition field id); it is a one-time change and the next attempt sees the spec.
-            table.catalog.commit_table(
-                table,
-                (
-                    AssertTableUUID(uuid=metadata.table_uuid),
-                    AssertLastAssignedPartitionId(  # type: ignore[call-arg]  # pydantic aliases
-                        last_assigned_partition_id=metadata.last_partition_id
-                    ),
-                ),
-                (AddPartitionSpecUpdate(spec=PartitionSpec(spec_id=new_id)),),
-            )
-        except CommitFailedException:
-            continue
-    table.refresh()
-    spec_id = _unpartitioned_spec_id(table.metadata)
-    if spec_id == _UNSET_SPEC:
-        msg = f"could not add an unpartitioned spec to {'.'.join(table.name())} for global equality deletes"
-        raise CommitConflictError(msg)
-    return spec_id
+    return add_unpartitioned_spec(table)
 
 
 # --------------------------------------------------------------------------------------- unit
@@ -730,7 +684,7 @@ def change_unit(io: FileIO, ctx: ChangeContext, rows: pa.Table, unit: int) -> Ch
                 row_group_rows=max(1, ctx.row_group_bytes * part_rows.num_rows // max(1, part_rows.nbytes)),
                 compression=ctx.compression,
             )
-            files = write_data_files(io, target, part_rows, ctx.file_schema, ctx.properties)
+            files = write_data_files_in_order(io, target, part_rows, ctx.file_schema, ctx.properties)
             written.extend(files)
             gone = np.flatnonzero(superseded[take]).astype(np.int64)
             for j, (path, positions) in enumerate(file_positions(files, gone)):

@@ -4,7 +4,7 @@ Both find their target rows with SQL over the merge-on-read scan (``_file``, ``_
 column, existing deletes applied), then:
 
 - the old rows' positions become position-delete files through DELETE's per-file units
-  (:func:`icemor.ops.delete.delete_unit`: ``write.delete.granularity``, a data file whose every
+  (:func:`icemor.ops.units.delete_unit`: ``write.delete.granularity``, a data file whose every
   live row changes is removed rather than listed row by row, seed 004);
 - the new rows are written as data files of the table's current partition spec, so a row
   whose partition column changes moves to its new partition;
@@ -16,13 +16,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import uuid
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.types import (
     BooleanType,
@@ -45,12 +42,13 @@ from icemor.exceptions import InvalidArgumentError
 from icemor.expr.duck import duck_type, empty_table, is_boolean_type, session
 from icemor.expr.sql import quote_identifier
 from icemor.io.data_writer import write_table_data_files
-from icemor.ops.delete import delete_units, run_units
+from icemor.ops.units import delete_units, run_units
 from icemor.spec import properties as P
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
+    import numpy as np
     import numpy.typing as npt
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.manifest import DataFile
@@ -67,7 +65,6 @@ __all__ = [
     "SPARK",
     "Dialect",
     "NewRows",
-    "Positions",
     "RowLevelResult",
     "check_assignment",
     "check_condition",
@@ -191,43 +188,6 @@ def empty_scan_table(job: ScanJob) -> pa.Table:
     return empty_table(job.arrow_schema)
 
 
-class Positions:
-    """The positions of changed rows, per data file, gathered from query output batches."""
-
-    def __init__(self) -> None:
-        self._parts: dict[str, list[npt.NDArray[np.int64]]] = defaultdict(list)
-        self.rows = 0
-
-    def add(self, files: pa.Array | pa.ChunkedArray, positions: pa.Array | pa.ChunkedArray) -> None:
-        if not len(files):
-            return
-        encoded = pc.dictionary_encode(files)
-        if isinstance(encoded, pa.ChunkedArray):
-            encoded = encoded.combine_chunks()
-        codes = encoded.indices.to_numpy(zero_copy_only=False)
-        pos = np.asarray(positions.to_numpy(zero_copy_only=False) if isinstance(positions, pa.Array)
-                         else positions.to_numpy(), dtype=np.int64)  # fmt: skip
-        order = np.argsort(codes, kind="stable")
-        bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1))
-        for i, path in enumerate(encoded.dictionary.to_pylist()):
-            lo, hi = bounds[i], bounds[i + 1]
-            if hi > lo:
-                self._parts[path].append(pos[order[lo:hi]])
-        self.rows += len(pos)
-
-    def finish(self, *, unique: str | None = None) -> dict[str, npt.NDArray[np.int64]]:
-        """Sorted positions per file. ``unique``: the error if a position comes twice."""
-        out: dict[str, npt.NDArray[np.int64]] = {}
-        for path, parts in self._parts.items():
-            pos = np.sort(np.concatenate(parts))
-            if len(pos) > 1 and bool((pos[1:] == pos[:-1]).any()):
-                if unique is not None:
-                    raise InvalidArgumentError(unique)
-                pos = np.unique(pos)
-            out[path] = pos
-        return out
-
-
 @dataclass
 class NewRows:
     """New rows of the table, written as data files of its current spec ``BATCH_ROWS`` at a time."""
@@ -341,6 +301,7 @@ def commit_row_changes(
             # (Java, at every isolation level: validateNoConflictingDeleteFiles and
             # validateNoNewDeletesForDataFiles)
             no_new_deletes_for={p for r in results for p in (*r.removed, *r.referenced)},
+            data_files={p.data_file.path: p.data_file for p in planned},
         ),
         added_files=[*deletes, *data],
         removed_paths=removed,

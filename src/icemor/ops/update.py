@@ -18,19 +18,18 @@ import pyarrow as pa
 from icemor.exceptions import InvalidArgumentError
 from icemor.expr.duck import session
 from icemor.expr.sql import parse_sql, to_iceberg
-from icemor.ops.delete import check_writable
 from icemor.ops.inputs import check_distinct_names
 from icemor.ops.rowlevel import (
     DUCKDB,
     SPARK,
     NewRows,
-    Positions,
     check_assignment,
     check_condition,
     commit_row_changes,
     resolve_column,
     typed,
 )
+from icemor.ops.units import Positions, check_writable
 from icemor.planning.scan import prepare_scan
 from icemor.spec import properties as P
 

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["DataFileRef", "DeleteFileRef", "FileContent", "WrittenFile"]
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["DataFileRef", "DeleteFileRef", "FileContent", "WrittenFile", "written_file"]
 
 
 class FileContent(IntEnum):
@@ -89,3 +92,43 @@ class WrittenFile:
     split_offsets: tuple[int, ...] | None = None
     nan_value_counts: dict[int, int] | None = None
     """Data files written by pyiceberg's writer carry them; delete files have no float column."""
+
+
+def written_file(
+    content: FileContent,
+    path: str,
+    record_count: int,
+    file_size_in_bytes: int,
+    *,
+    spec_id: int,
+    partition: tuple[Any, ...],
+    metrics: Mapping[str, Any],
+    referenced_data_file: str | None = None,
+    equality_ids: tuple[int, ...] = (),
+) -> WrittenFile:
+    """The :class:`WrittenFile` of a data, position-delete or equality-delete file: the one builder.
+
+    ``metrics`` has the keys of pyiceberg's serialized statistics (``column_sizes``,
+    ``value_counts``, ``null_value_counts``, ``lower_bounds``, ``upper_bounds``, and for data
+    files ``nan_value_counts`` and ``split_offsets``); a missing one is empty. Delete files
+    carry neither NaN counts (no float column) nor split offsets.
+    """
+    data = content == FileContent.DATA
+    split_offsets = metrics.get("split_offsets") if data else None
+    return WrittenFile(
+        content=content,
+        path=path,
+        record_count=record_count,
+        file_size_in_bytes=file_size_in_bytes,
+        spec_id=spec_id,
+        partition=partition,
+        column_sizes=dict(metrics.get("column_sizes") or {}),
+        value_counts=dict(metrics.get("value_counts") or {}),
+        null_value_counts=dict(metrics.get("null_value_counts") or {}),
+        lower_bounds=dict(metrics.get("lower_bounds") or {}),
+        upper_bounds=dict(metrics.get("upper_bounds") or {}),
+        referenced_data_file=referenced_data_file,
+        equality_ids=equality_ids,
+        split_offsets=tuple(split_offsets) if split_offsets else None,
+        nan_value_counts=dict(metrics.get("nan_value_counts") or {}) if data else None,
+    )

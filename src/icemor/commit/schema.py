@@ -1,0 +1,126 @@
+"""Metadata-only changes (no snapshot): identifier fields and partition specs.
+
+Each is a compare-and-swap through :func:`icemor.commit.swap.swap` (a refused one leaves no
+metadata JSON), tried again on fresh metadata after a lost swap as ``commit.retry.*`` says.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.table.update import (
+    AddPartitionSpecUpdate,
+    AssertLastAssignedPartitionId,
+    AssertTableUUID,
+)
+
+from icemor.commit.retries import attempts
+from icemor.commit.swap import Outcome, SwapError, first_line, swap
+from icemor.exceptions import CommitConflictError, CommitFailedError, CommitStateUnknownError, IcemorError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from pyiceberg.table import Table as PyIcebergTable
+    from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.table.update import TableRequirement, TableUpdate
+
+__all__ = ["add_unpartitioned_spec", "set_identifier_fields", "unpartitioned_spec_id"]
+
+_Change = tuple[tuple["TableRequirement", ...], tuple["TableUpdate", ...]]
+
+
+def commit_metadata_change(
+    table: PyIcebergTable, what: str, change: Callable[[TableMetadata], _Change | None]
+) -> TableMetadata:
+    """Commit ``change(current metadata)``; after a lost swap, ask again on fresh metadata.
+
+    ``change`` returns None when there is nothing (left) to do. Returns the metadata after.
+
+    Raises:
+        CommitFailedError: Every attempt lost its swap, or the catalog refused the change.
+        CommitStateUnknownError: The catalog call may have committed.
+    """
+    name = ".".join(table.name())
+    last: BaseException | None = None
+    tried = 0
+    for _ in attempts(table.metadata.properties):
+        tried += 1
+        metadata = table.refresh().metadata
+        todo = change(metadata)
+        if todo is None:
+            return metadata
+        try:
+            swap(table, *todo)
+        except SwapError as e:
+            if e.outcome == Outcome.LOST:
+                last = e.error
+                continue
+            if not isinstance(e.error, Exception) or isinstance(e.error, IcemorError):
+                raise e.error from e.error.__cause__
+            if e.outcome == Outcome.UNKNOWN:
+                msg = f"{what} of {name} may or may not have committed: {first_line(e.error)}"
+                raise CommitStateUnknownError(msg) from e.error
+            msg = f"the catalog refused {what} of {name}: {first_line(e.error)}"
+            raise CommitFailedError(msg) from e.error
+        return table.refresh().metadata
+    msg = f"{what} of {name} failed after {tried} attempt(s): {last}"
+    raise CommitFailedError(msg)
+
+
+def set_identifier_fields(table: PyIcebergTable, names: Sequence[str]) -> None:
+    """Make ``names`` the identifier fields of the current schema if it has none.
+
+    Raises:
+        CommitConflictError: A concurrent commit set other identifier fields.
+    """
+
+    def change(metadata: TableMetadata) -> _Change | None:
+        if metadata.schema().identifier_field_ids:
+            return None  # set (concurrently, or before): checked below
+        # pyiceberg's schema update computes the new schema (and reuses an equal one)
+        update = table.update_schema()
+        update.set_identifier_fields(*names)
+        updates, requirements = update._commit()
+        return (AssertTableUUID(uuid=metadata.table_uuid), *requirements), updates
+
+    metadata = commit_metadata_change(table, "setting the identifier fields", change)
+    schema = metadata.schema()
+    if set(schema.identifier_field_ids) != {schema.find_field(n).field_id for n in names}:
+        msg = f"the identifier fields of {'.'.join(table.name())} changed concurrently"
+        raise CommitConflictError(msg)
+
+
+def unpartitioned_spec_id(metadata: TableMetadata) -> int | None:
+    """The id of the table's unpartitioned spec, None when it has none."""
+    for spec in metadata.partition_specs:
+        if spec.is_unpartitioned():
+            return spec.spec_id
+    return None
+
+
+def add_unpartitioned_spec(table: PyIcebergTable) -> int:
+    """The id of the table's unpartitioned spec, adding one (not as default) if it has none."""
+
+    def change(metadata: TableMetadata) -> _Change | None:
+        if unpartitioned_spec_id(metadata) is not None:
+            return None
+        new_id = max(s.spec_id for s in metadata.partition_specs) + 1
+        # A concurrent identical addition is not detected by these requirements (it assigns no
+        # partition field id); it is a one-time change and the next attempt sees the spec.
+        return (
+            (
+                AssertTableUUID(uuid=metadata.table_uuid),
+                AssertLastAssignedPartitionId(  # type: ignore[call-arg]  # pydantic aliases
+                    last_assigned_partition_id=metadata.last_partition_id
+                ),
+            ),
+            (AddPartitionSpecUpdate(spec=PartitionSpec(spec_id=new_id)),),
+        )
+
+    spec_id = unpartitioned_spec_id(commit_metadata_change(table, "adding an unpartitioned spec", change))
+    if spec_id is None:
+        msg = f"could not add an unpartitioned spec to {'.'.join(table.name())} for global equality deletes"
+        raise CommitConflictError(msg)
+    return spec_id
