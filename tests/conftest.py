@@ -19,6 +19,38 @@ if TYPE_CHECKING:
 
 _namespace_counter = itertools.count(1)
 
+# Fixtures that start a JVM (Spark with Iceberg Java): a test using one is an `oracle` test, so
+# that `make test-fast` (-m "not oracle") never starts Spark.
+_JVM_FIXTURES = frozenset({"oracle", "spark"})
+
+
+# The slowest tests without a JVM (each 5-65 s under load; together about half of the no-JVM
+# tests' time): left out of `make test-fast` (-m "not slow"), run by `make test`. A node id, or
+# a prefix of one (a module, a parametrized test).
+_SLOW = (
+    "tests/maintenance/test_compaction_concurrency.py::",
+    "tests/ops/test_delete_concurrency.py::",
+    "tests/ops/test_apply_changes_model.py::test_local_engine_matches_the_model[",
+    "tests/ops/test_write_failures.py::test_disk_full_in_the_middle_of_every_file_leaves_nothing[",
+    "tests/ops/test_write_failures.py::test_sigterm_removes_what_was_written[",
+    "tests/ops/test_delete_crash.py::test_delete_killed_before_the_swap_leaves_the_old_snapshot[",
+    "tests/test_write_fault_suite.py::test_concurrent_writers_replay_on_a_model",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``oracle`` every test that starts a JVM: through a fixture, or an ``engine`` parameter
+    naming Spark (such tests take the ``spark`` fixture with ``request.getfixturevalue``). Mark
+    ``slow`` the tests of ``_SLOW``."""
+    for item in items:
+        if item.nodeid.startswith(_SLOW):
+            item.add_marker(pytest.mark.slow)
+        fixtures = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        engine = callspec.params.get("engine") if callspec is not None else None
+        if fixtures & _JVM_FIXTURES or (isinstance(engine, str) and engine.startswith("spark")):
+            item.add_marker(pytest.mark.oracle)
+
 
 @pytest.fixture(scope="session")
 def icemor_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:

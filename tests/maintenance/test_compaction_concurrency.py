@@ -19,11 +19,6 @@ read at every snapshot must equal the model; failed attempts leave no file behin
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +26,7 @@ import pyarrow as pa
 import pytest
 from pyiceberg.table.snapshots import ancestors_of
 
+import concurrency
 import icemor
 from concurrency import WORKER_PRELUDE
 from icemor.catalog import load_catalog
@@ -89,13 +85,6 @@ print(json.dumps(log))
 )
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "home"
-    monkeypatch.setenv("ICEMOR_HOME", str(path))
-    return path
-
-
 def create_table(name: str, files: list[range], **properties: str) -> None:
     """``name`` (id, k = 'k' + id % 2), one data file per range; fast, many commit retries."""
     cat = load_catalog()
@@ -113,43 +102,8 @@ def create_table(name: str, files: list[range], **properties: str) -> None:
 
 
 def run_workers(home: Path, plans: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """One process per plan, released together; each must exit 0. Returns each one's log."""
-    procs, outputs = {}, {}
-    go = home / "go"
-    for name, plan in plans.items():
-        full = {**plan, "ready": str(home / f"ready-{name}"), "go": str(go)}
-        out, err = home / f"{name}.out", home / f"{name}.err"
-        outputs[name] = (out, err)
-        with out.open("w") as fo, err.open("w") as fe:
-            procs[name] = subprocess.Popen(
-                [sys.executable, "-c", WORKER, json.dumps(full)],
-                stdout=fo,
-                stderr=fe,
-                text=True,
-                env={**os.environ, "ICEMOR_HOME": str(home)},
-            )
-    try:
-        deadline = time.monotonic() + 60
-        while not all((home / f"ready-{n}").exists() for n in plans):
-            exited = {n: p.returncode for n, p in procs.items() if p.poll() is not None}
-            assert not exited, f"workers exited early: {exited}: {_stderr(outputs)}"
-            assert time.monotonic() < deadline, "workers did not start within 60 s"
-            time.sleep(0.01)
-        go.touch()
-        for p in procs.values():
-            p.wait(timeout=120)
-    finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    codes = {n: p.returncode for n, p in procs.items()}
-    assert all(c == 0 for c in codes.values()), f"exit codes {codes}: {_stderr(outputs)}"
-    return {n: json.loads(out.read_text().strip().splitlines()[-1]) for n, (out, _) in outputs.items()}
-
-
-def _stderr(outputs: dict[str, tuple[Path, Path]]) -> str:
-    return "\n".join(f"--- {n}:\n{err.read_text()[-3000:]}" for n, (_, err) in outputs.items())
+    """Run ``WORKER`` once per plan, released together; each must exit 0. Returns each one's log."""
+    return concurrency.run_workers(home, WORKER, plans)
 
 
 def read_ids(name: str, snapshot_id: int | None = None) -> list[int]:

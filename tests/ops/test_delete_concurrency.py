@@ -25,12 +25,7 @@ references is a conflict under either isolation.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +34,7 @@ import pytest
 from pyiceberg.manifest import ManifestContent
 from pyiceberg.table.snapshots import ancestors_of
 
+import concurrency
 import icemor
 from concurrency import WORKER_PRELUDE
 from icemor.catalog import load_catalog
@@ -127,14 +123,6 @@ print(json.dumps(log))
 )
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An icemor home of the test's own, exported as ``ICEMOR_HOME`` (workers inherit it)."""
-    path = tmp_path / "home"
-    monkeypatch.setenv("ICEMOR_HOME", str(path))
-    return path
-
-
 def rows_table(rows: list[Row]) -> pa.Table:
     return pa.Table.from_pylist([dict(zip(SCHEMA.names, r, strict=True)) for r in rows], schema=SCHEMA)
 
@@ -190,47 +178,11 @@ def matches(match: dict[str, Any], r: Row) -> bool:
     return True
 
 
-def run_workers(
-    home: Path, plans: dict[str, dict[str, Any]], timeout: float = 50
-) -> dict[str, list[dict[str, Any]]]:
-    """Start one process per plan, release them together, return each one's log; each must exit 0."""
-    procs: dict[str, subprocess.Popen[str]] = {}
-    outputs: dict[str, tuple[Path, Path]] = {}
-    go = home / "go"
-    for name, plan in plans.items():
-        full = {"table": TABLE, **plan, "ready": str(home / f"ready-{name}"), "go": str(go)}
-        out, err = home / f"{name}.out", home / f"{name}.err"
-        outputs[name] = (out, err)
-        with out.open("w") as fo, err.open("w") as fe:
-            procs[name] = subprocess.Popen(
-                [sys.executable, "-c", WORKER, json.dumps(full)],
-                stdout=fo,
-                stderr=fe,
-                text=True,
-                env={**os.environ, "ICEMOR_HOME": str(home)},
-            )
-    try:
-        deadline = time.monotonic() + 30
-        while not all((home / f"ready-{n}").exists() for n in plans):
-            exited = {n: p.returncode for n, p in procs.items() if p.poll() is not None}
-            assert not exited, f"workers exited before starting: {exited}: {_stderr(outputs)}"
-            assert time.monotonic() < deadline, "workers did not start within 30 s"
-            time.sleep(0.01)
-        go.touch()
-        for p in procs.values():
-            p.wait(timeout=timeout)
-    finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    codes = {n: p.returncode for n, p in procs.items()}
-    assert all(c == 0 for c in codes.values()), f"exit codes {codes}: {_stderr(outputs)}"
-    return {n: json.loads(out.read_text().strip().splitlines()[-1]) for n, (out, _) in outputs.items()}
-
-
-def _stderr(outputs: dict[str, tuple[Path, Path]]) -> str:
-    return "\n".join(f"--- {n}:\n{err.read_text()[-3000:]}" for n, (_, err) in outputs.items())
+def run_workers(home: Path, plans: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Run ``WORKER`` once per plan (on ``TABLE`` unless the plan names one), released together."""
+    return concurrency.run_workers(
+        home, WORKER, plans, defaults={"table": TABLE}, start_timeout=30, timeout=50
+    )
 
 
 def ancestry(t: PyIcebergTable) -> list[int]:

@@ -256,7 +256,44 @@ class RecordingIO(FileIO):
             if self._closed:
                 msg = f"not writing {output.location}: the write it belongs to failed"
                 raise WriteFailedError(msg)
-            return output.create(overwrite=overwrite)
+            stream = output.create(overwrite=overwrite)
+        if output.location.startswith(("file:", "/")):
+            return stream  # removing a local file while it is open leaves nothing when it closes
+        return _RemovedIfDiscarded(self, output.location, stream)
+
+    @property
+    def discarded(self) -> bool:
+        with self._lock:
+            return self._closed
+
+
+class _RemovedIfDiscarded:
+    """A stream to object storage, where the object appears only when its upload completes (on
+    close): closed after its :class:`RecordingIO` was discarded (a writer thread still running
+    when the write failed), the object is removed then, or it would outlive the removal."""
+
+    def __init__(self, owner: RecordingIO, location: str, stream: OutputStream) -> None:
+        self._owner, self._location, self._stream = owner, location, stream
+
+    def write(self, data: bytes) -> int:
+        return self._stream.write(data)
+
+    def close(self) -> None:
+        try:
+            self._stream.close()
+        finally:
+            if self._owner.discarded:
+                with contextlib.suppress(OSError):
+                    self._owner.inner.delete(self._location)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    def __enter__(self) -> _RemovedIfDiscarded:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class _RecordedOutput(OutputFile):

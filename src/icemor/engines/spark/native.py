@@ -476,7 +476,10 @@ def _link_files(spark: SparkSession, paths: list[str]) -> _Linked | None:
     """
     if not _local_master(spark):
         return None
-    targets = [cast("str", spark_file_path(p)).removeprefix("file:") for p in paths]
+    uris = [spark_file_path(p) for p in paths]
+    if None in uris:  # not a local file (s3://, hdfs://): nothing to link to
+        return None
+    targets = [cast("str", u).removeprefix("file:") for u in uris]
     if not all(os.path.isfile(t) for t in targets):
         return None
     base = _link_root() / uuid.uuid4().hex
