@@ -60,6 +60,7 @@ bench: $(TEST_STAMP) $(ORACLE_ENV)
 	$(PY) benchmarks/bench_maintenance.py
 	$(PY) benchmarks/bench_checksum.py
 	$(PY) benchmarks/bench_cdc.py
+	$(PY) benchmarks/bench_changes.py
 
 # PySpark 4.x smoke test of the Spark engine in a venv of its own (not part of `make test`).
 SPARK4_VENV := .venv-spark4
