@@ -212,21 +212,20 @@ def test_spark_engine_equals_the_local_engine(
     )
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=histories())
 def test_replaying_the_spark_engines_changes_gives_each_ranges_end(
     oracle: IcebergJava, catalog: SqlCatalog, ns: str, spark: SparkSession, steps: list[tuple[str, Any]]
 ) -> None:
     """The model property of ``planning/test_changes.py`` with the feed computed on Spark:
-    every single-snapshot range and the whole history, with and without ``net``."""
+    every range of the history, with and without ``net``."""
     from planning.test_changes import ARROW, new_table, replay, rows_at, run_history
 
     table = new_table(catalog, ns, partitioned=True)
     run_history(table, steps)
     ids = [s.snapshot_id for s in table.snapshots()]
     starts: list[int | None] = [None, *ids]
-    ranges = {*itertools.pairwise(starts), (None, ids[-1])}
-    for a, b in sorted(ranges, key=lambda r: (r[0] or 0, r[1])):
+    for a, b in itertools.combinations(starts, 2):
         for net in (False, True):
             frame = table.changes(a, b, net=net).to_spark(spark)
             feed = pa.Table.from_pylist([r.asDict() for r in frame.collect()], schema=None)
