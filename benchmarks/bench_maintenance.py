@@ -1,4 +1,4 @@
-"""Maintenance benchmark: pos10 read before and after major compaction, against base (ANCHORS.md layout).
+"""Maintenance benchmark: pos10 (10% of rows position-deleted) before and after major compaction.
 
 Run as ``.venv/bin/python benchmarks/bench_maintenance.py`` (``make bench``). It shares
 ``bench-data/write/`` with ``bench_write.py`` (``bench.base``, 10 M rows in 10 id-range data

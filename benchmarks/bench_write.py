@@ -1,8 +1,8 @@
-"""Write benchmark: merge-on-read DELETE, UPDATE and MERGE on a 10 M-row table (ANCHORS.md, "Writes").
+"""Write benchmark: merge-on-read DELETE, UPDATE and MERGE of 10% of the rows of a 10 M-row table.
 
 Run as ``.venv/bin/python benchmarks/bench_write.py`` (``make bench``). The first run builds
-``bench.base`` with Iceberg Java in ``bench-data/write/`` (the ANCHORS layout: 10 data files,
-each an id range, so a 10% delete touches every file). Every timed DELETE runs on a fresh copy:
+``bench.base`` with Iceberg Java in ``bench-data/write/`` (10 data files, each an id range, so
+a 10% delete touches every file). Every timed DELETE runs on a fresh copy:
 a table that registers base's 10 data files (Java fast append, no data copied), so runs do not
 see each other's deletes. Per engine: one warm-up, then ``--runs`` timed runs, median printed.
 Every result is checked through Iceberg Java (row count, sum(id)) before its time counts.
@@ -371,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             um_rows.append([label, engine, "-", value, ""])
     print(render(um_rows))
-    print("\nTarget (ANCHORS.md): icemor local <= Iceberg Java's time, same run; conversion of eq10 <= 5 s.")
+    print("\nTarget: icemor local <= Iceberg Java's time, same run; conversion of eq10 <= 5 s.")
     for label in ("UPDATE", "MERGE"):
         ours_t, java_t = update_merge.get((label, "icemor local")), update_merge.get((label, JAVA))
         if isinstance(ours_t, list) and isinstance(java_t, list):

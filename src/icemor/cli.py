@@ -22,7 +22,7 @@ from pyiceberg import exceptions as _pe
 from icemor.exceptions import NO_ROOM_ERRNOS, IcemorError, InvalidArgumentError, os_reason
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
@@ -290,6 +290,61 @@ def _spark() -> SparkSession:
     )
 
 
+def _check_output(output: Path | None, fmt: OutputFormat | None, *, overwrite: bool) -> str | None:
+    """Check ``--output``/``--format``/``--overwrite`` of ``scan`` and ``changes``; the format name
+    (None: by the file's extension). Checked before any reading: a long scan must not end in
+    "file exists"."""
+    to_stdout = output is not None and str(output) == "-"
+    fmt_name = fmt.value if fmt is not None else None
+    if output is None and fmt is not None:
+        _fail("--format needs --output FILE or --output -")
+    if to_stdout and fmt_name is None:
+        _fail("--output - needs --format csv, jsonl or parquet")
+    if to_stdout and fmt_name == "parquet" and sys.stdout.isatty():
+        _fail("refusing to write Parquet to a terminal: pipe or redirect stdout")
+    if (
+        output is not None
+        and not to_stdout
+        and fmt_name is None
+        and output.suffix.lower() not in (".parquet", ".csv", ".jsonl")
+    ):
+        _fail(f"--output must end in .parquet, .csv or .jsonl (or give --format): {output}")
+    if output is not None and not to_stdout:
+        if output.exists() and not overwrite:
+            _fail(f"{output} exists: give --overwrite to replace it")
+        if not output.parent.is_dir():
+            _fail(f"cannot write {output}: no such folder {output.parent}")
+    return fmt_name
+
+
+def _emit(
+    batches: Iterable[pa.RecordBatch],
+    schema: pa.Schema,
+    output: Path | None,
+    fmt_name: str | None,
+    *,
+    limit: int | None,
+    overwrite: bool,
+    title: str,
+) -> None:
+    """Rows to ``output`` (``-``: stdout as ``fmt_name``), or as a table on the terminal."""
+    from icemor.output import print_table, stream_batches, write_batches
+
+    if output is not None and str(output) == "-":
+        assert fmt_name is not None
+        try:
+            stream_batches(batches, schema, sys.stdout.buffer, fmt=fmt_name, limit=limit)
+        except BrokenPipeError:
+            # the reader (head, less) left: not an error; keep Python's exit flush quiet too
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+    elif output is not None:
+        n = write_batches(batches, schema, output, limit=limit, fmt=fmt_name, overwrite=overwrite)
+        typer.echo(f"wrote {n} rows to {output}")
+    else:
+        print_table(batches, schema, limit=limit, title=title)
+
+
 def _spark_batches(scan: Scan) -> Iterator[pa.RecordBatch]:
     from icemor.engines.spark import collect_arrow
 
@@ -340,45 +395,11 @@ def scan(
     Timestamps are ISO-8601 in csv and jsonl output (2024-02-01T10:00:00.000000, +00:00 when
     zoned).
     """
-    from icemor.output import print_table, stream_batches, write_batches
-
-    to_stdout = output is not None and str(output) == "-"
-    fmt_name = fmt.value if fmt is not None else None
-    if output is None and fmt is not None:
-        _fail("--format needs --output FILE or --output -")
-    if to_stdout and fmt_name is None:
-        _fail("--output - needs --format csv, jsonl or parquet")
-    if to_stdout and fmt_name == "parquet" and sys.stdout.isatty():
-        _fail("refusing to write Parquet to a terminal: pipe or redirect stdout")
-    if (
-        output is not None
-        and not to_stdout
-        and fmt_name is None
-        and output.suffix.lower() not in (".parquet", ".csv", ".jsonl")
-    ):
-        _fail(f"--output must end in .parquet, .csv or .jsonl (or give --format): {output}")
-    if output is not None and not to_stdout:
-        # checked before the scan runs: a long scan must not end in "file exists"
-        if output.exists() and not overwrite:
-            _fail(f"{output} exists: give --overwrite to replace it")
-        if not output.parent.is_dir():
-            _fail(f"cannot write {output}: no such folder {output.parent}")
+    fmt_name = _check_output(output, fmt, overwrite=overwrite)
     s = _scan(table, where, columns, snapshot_id, as_of_timestamp, ref, metadata_columns, include_deleted)
     spark = _options().engine == Engine.spark
     batches = _spark_batches(s) if spark else s.to_arrow_batch_reader()
-    if to_stdout:
-        assert fmt_name is not None
-        try:
-            stream_batches(batches, s.arrow_schema, sys.stdout.buffer, fmt=fmt_name, limit=limit)
-        except BrokenPipeError:
-            # the reader (head, less) left: not an error; keep Python's exit flush quiet too
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-    elif output is not None:
-        n = write_batches(batches, s.arrow_schema, output, limit=limit, fmt=fmt_name, overwrite=overwrite)
-        typer.echo(f"wrote {n} rows to {output}")
-    else:
-        print_table(batches, s.arrow_schema, limit=limit, title=table)
+    _emit(batches, s.arrow_schema, output, fmt_name, limit=limit, overwrite=overwrite, title=table)
 
 
 _JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
@@ -461,28 +482,7 @@ def changes(
 ) -> None:
     """The rows inserted, deleted and updated in (--from-snapshot, --to-snapshot], every delete kind
     included, with _change_type, _change_ordinal and _commit_snapshot_id (Iceberg's changelog view)."""
-    from icemor.output import print_table, stream_batches, write_batches
-
-    to_stdout = output is not None and str(output) == "-"
-    fmt_name = fmt.value if fmt is not None else None
-    if output is None and fmt is not None:
-        _fail("--format needs --output FILE or --output -")
-    if to_stdout and fmt_name is None:
-        _fail("--output - needs --format csv, jsonl or parquet")
-    if to_stdout and fmt_name == "parquet" and sys.stdout.isatty():
-        _fail("refusing to write Parquet to a terminal: pipe or redirect stdout")
-    if (
-        output is not None
-        and not to_stdout
-        and fmt_name is None
-        and output.suffix.lower() not in (".parquet", ".csv", ".jsonl")
-    ):
-        _fail(f"--output must end in .parquet, .csv or .jsonl (or give --format): {output}")
-    if output is not None and not to_stdout:
-        if output.exists() and not overwrite:
-            _fail(f"{output} exists: give --overwrite to replace it")
-        if not output.parent.is_dir():
-            _fail(f"cannot write {output}: no such folder {output.parent}")
+    fmt_name = _check_output(output, fmt, overwrite=overwrite)
     fields = tuple(c.strip() for c in columns.split(",") if c.strip()) if columns else ("*",)
     keys = [k.strip() for k in key.split(",") if k.strip()] if key else None
     feed = _table(table).changes(
@@ -495,18 +495,7 @@ def changes(
         batches: Any = iter(collect_arrow(feed.to_spark(_spark())).cast(feed.arrow_schema).to_batches())
     else:
         batches = feed.to_arrow_batch_reader()
-    if to_stdout:
-        assert fmt_name is not None
-        try:
-            stream_batches(batches, feed.arrow_schema, sys.stdout.buffer, fmt=fmt_name, limit=limit)
-        except BrokenPipeError:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-    elif output is not None:
-        n = write_batches(batches, feed.arrow_schema, output, limit=limit, fmt=fmt_name, overwrite=overwrite)
-        typer.echo(f"wrote {n} rows to {output}")
-    else:
-        print_table(batches, feed.arrow_schema, limit=limit, title=table)
+    _emit(batches, feed.arrow_schema, output, fmt_name, limit=limit, overwrite=overwrite, title=table)
 
 
 @app.command()

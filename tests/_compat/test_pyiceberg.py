@@ -205,3 +205,120 @@ def test_metadata_writes_records_the_file_a_sql_catalog_commit_writes(tmp_path: 
     assert writes == []
     other.engine.dispose()
     catalog.engine.dispose()
+
+
+def test_manifest_writers_and_v3_reader_round_trip(tmp_path: Path) -> None:
+    """A delete manifest and its manifest list, written by the wrapped writers and read back by the
+    v3 reader: entries keep their content, the v3-only fields read as null in a v2 manifest, and
+    the spec id is given from outside (it is not a manifest field)."""
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+    from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus, read_manifest_list
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+
+    io = PyArrowFileIO()
+    df = DataFile.from_args(
+        content=DataFileContent.POSITION_DELETES,
+        file_path="/x/d.parquet",
+        file_format=FileFormat.PARQUET,
+        partition=Record(),
+        record_count=3,
+        file_size_in_bytes=10,
+    )
+    path = str(tmp_path / "m.avro")
+    with compat.manifest_writer(
+        UNPARTITIONED_PARTITION_SPEC, SCHEMA, io.new_output(path), 7, deletes=True
+    ) as writer:
+        writer.add_entry(
+            ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=7, data_file=df)
+        )
+    manifest = writer.to_manifest_file()
+    list_path = str(tmp_path / "snap.avro")
+    with compat.manifest_list_writer(
+        io.new_output(list_path), snapshot_id=7, parent_snapshot_id=None, sequence_number=4
+    ) as list_writer:
+        list_writer.add_manifests([manifest])
+    [listed] = read_manifest_list(io.new_input(list_path))
+    assert listed.manifest_path == path
+    assert listed.sequence_number == 4  # the list assigns the added manifest's sequence number
+
+    [entry] = compat.read_manifest_entries_v3(io.new_input(path))
+    assert entry.status == ManifestEntryStatus.ADDED
+    assert entry.data_file.content == DataFileContent.POSITION_DELETES
+    assert entry.data_file.file_path == "/x/d.parquet"
+    assert compat.v3_fields(entry.data_file) == (None, None, None)
+    compat.set_spec_id(entry.data_file, 5)
+    assert entry.data_file.spec_id == 5
+
+
+def test_snapshot_summary_counts_files_and_carries_totals(tmp_path: Path) -> None:
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.table.snapshots import Operation
+
+    catalog = SqlCatalog("c", uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse=(tmp_path / "w").as_uri())
+    catalog.create_namespace("db")
+    metadata = catalog.create_table("db.t", schema=SCHEMA).metadata
+    added = DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path="/x/a.parquet",
+        file_format=FileFormat.PARQUET,
+        partition=Record(),
+        record_count=3,
+        file_size_in_bytes=100,
+    )
+    added.spec_id = 0
+    summary = compat.snapshot_summary(
+        metadata,
+        operation=Operation.REPLACE,
+        counted_as=Operation.OVERWRITE,
+        added=[added],
+        removed=[],
+        properties={"icemor.x": "1"},
+        partition_summary_limit=0,
+        previous={"total-records": "10", "total-data-files": "2", "total-delete-files": "0"},
+    )
+    assert summary.operation == Operation.REPLACE
+    assert summary["added-data-files"] == "1"
+    assert summary["added-records"] == "3"
+    assert summary["total-records"] == "13"
+    assert summary["total-data-files"] == "3"
+    assert summary["icemor.x"] == "1"
+    catalog.engine.dispose()
+
+
+def test_schema_update_changes_are_staged_not_committed(tmp_path: Path) -> None:
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.table.update import AddSchemaUpdate, AssertCurrentSchemaId, SetCurrentSchemaUpdate
+
+    catalog = SqlCatalog("c", uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse=(tmp_path / "w").as_uri())
+    catalog.create_namespace("db")
+    table = catalog.create_table("db.t", schema=SCHEMA)
+    update = table.update_schema().add_column("x", StringType())
+    updates, requirements = compat.schema_update_changes(update)
+    assert [type(u) for u in updates] == [AddSchemaUpdate, SetCurrentSchemaUpdate]
+    assert [type(r) for r in requirements] == [AssertCurrentSchemaId]
+    assert [f.name for f in catalog.load_table("db.t").schema().fields] == ["id", "cat"]
+    catalog.engine.dispose()
+
+
+def test_parquet_statistics_from_the_footer(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    arrow = pa.schema(
+        [
+            pa.field("id", pa.int64(), metadata={b"PARQUET:field_id": b"1"}),
+            pa.field("cat", pa.string(), metadata={b"PARQUET:field_id": b"2"}),
+        ]
+    )
+    path = tmp_path / "f.parquet"
+    pq.write_table(pa.table({"id": [1, 5, None], "cat": ["a", "b", "c"]}, schema=arrow), path)
+    stats = compat.parquet_statistics(
+        pq.read_metadata(path), SCHEMA, {"write.metadata.metrics.column.cat": "counts"}
+    )
+    assert stats["record_count"] == 3
+    assert stats["value_counts"] == {1: 3, 2: 3}
+    assert stats["null_value_counts"] == {1: 1, 2: 0}
+    from pyiceberg.conversions import from_bytes
+
+    assert from_bytes(LongType(), stats["lower_bounds"][1]) == 1
+    assert from_bytes(LongType(), stats["upper_bounds"][1]) == 5
+    assert 2 not in stats["lower_bounds"]  # "counts" mode: no bounds for cat

@@ -652,11 +652,11 @@ _DRIVER = textwrap.dedent(
         w._write_positions = write
     elif where == "manifest-list":  # on the main thread, inside the commit
         import icemor.commit.row_delta as r
-        original = r.write_manifest_list
-        def write_manifest_list(*a, **k):
+        original = r.manifest_list_writer
+        def manifest_list_writer(*a, **k):
             kill()
             return original(*a, **k)
-        r.write_manifest_list = write_manifest_list
+        r.manifest_list_writer = manifest_list_writer
     elif where == "data-file":  # on pyiceberg's writer threads
         import pyiceberg.io.pyarrow as p
         original = p.ParquetFormatWriter.write

@@ -1,9 +1,29 @@
-"""The private pyiceberg 0.12 names icemor borrows, each wrapped once, with why.
+"""The pyiceberg 0.12 internals icemor borrows, each wrapped once, with why.
 
 pyiceberg is complete for catalogs, schemas, expressions and FileIO, but some of what a
-merge-on-read reader and writer needs is only reachable through underscore names. Each is
-re-exported here as a small typed function so that a pyiceberg upgrade that moves one breaks
+merge-on-read reader and writer needs is only reachable through its internals. Each is
+wrapped here as a small typed function so that a pyiceberg upgrade that moves one breaks
 exactly one place; ``tests/_compat/test_pyiceberg.py`` checks each borrowed name.
+
+What counts as borrowed (``tools/check_borrowed.py`` refuses each outside this module, in
+``make lint``):
+
+- any ``_``-prefixed name or attribute of pyiceberg: ``_to_requested_schema``,
+  ``_get_column_projection_values``, ``_pyarrow_to_schema_without_ids``,
+  ``_dataframe_to_data_files``, ``_check_pyarrow_schema_compatible``,
+  ``_InclusiveMetricsEvaluator``, ``ManifestWriter._meta`` / ``._with_partition``,
+  ``MetastoreCatalog._write_metadata``, ``UpdateSchema._commit``, ``DataFile._spec_id``;
+- pyiceberg's Avro layer (``pyiceberg.avro.*``: ``AvroFile`` with ``read_types`` /
+  ``read_enums``, the codec names);
+- names its ``Table`` API uses internally but does not offer users: ``MANIFEST_ENTRY_SCHEMAS``,
+  ``DATA_FILE_TYPE`` (and reading ``DataFile`` fields by position), ``ManifestWriterV2``,
+  ``write_manifest_list``, ``SnapshotSummaryCollector``, ``update_snapshot_summaries``,
+  ``data_file_statistics_from_parquet_metadata``, ``compute_statistics_plan``,
+  ``parquet_path_to_id_mapping``, ``ParquetFormatModel``.
+
+Catalogs, schemas, types, expressions, FileIO, ``DataFile``/``ManifestFile`` as records,
+``schema_to_pyarrow``/``pyarrow_to_schema`` and the table update/requirement classes are used
+as pyiceberg's public API, directly.
 """
 
 from __future__ import annotations
@@ -15,22 +35,39 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pyiceberg.avro.file import AvroFile
 from pyiceberg.expressions import visitors as _visitors
 from pyiceberg.io import pyarrow as _pyarrow_io
-from pyiceberg.manifest import DATA_FILE_TYPE, ManifestContent, ManifestWriterV2
+from pyiceberg.manifest import (
+    DATA_FILE_TYPE,
+    MANIFEST_ENTRY_SCHEMAS,
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestWriterV2,
+    write_manifest_list,
+)
+from pyiceberg.table.snapshots import SnapshotSummaryCollector, Summary, update_snapshot_summaries
 
 if TYPE_CHECKING:
     import uuid
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator, Mapping
 
     import pyarrow as pa
+    import pyarrow.parquet as pq
     from pyiceberg.catalog import Catalog
     from pyiceberg.expressions import BooleanExpression
-    from pyiceberg.io import FileIO
-    from pyiceberg.manifest import DataFile
+    from pyiceberg.io import FileIO, InputFile, OutputFile
+    from pyiceberg.manifest import ManifestListWriter, ManifestWriter
     from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.schema import Schema
     from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.table.snapshots import Operation
+    from pyiceberg.table.update import TableRequirement, TableUpdate
+    from pyiceberg.table.update.schema import UpdateSchema
     from pyiceberg.typedef import TableVersion
 
 __all__ = [
@@ -41,11 +78,19 @@ __all__ = [
     "arrow_schema_to_iceberg_without_ids",
     "check_arrow_schema_compatible",
     "inclusive_metrics_evaluator",
+    "manifest_list_writer",
+    "manifest_writer",
     "metadata_writes",
+    "parquet_statistics",
     "partition_constants",
+    "read_manifest_entries_v3",
     "record_metadata_writes",
+    "schema_update_changes",
+    "set_spec_id",
+    "snapshot_summary",
     "to_file_schema",
     "to_requested_schema",
+    "v3_fields",
     "write_data_files",
 ]
 
@@ -60,6 +105,19 @@ BORROWED: tuple[tuple[str, str], ...] = (
     ("pyiceberg.io.pyarrow", "_check_pyarrow_schema_compatible"),
     ("pyiceberg.manifest", "ManifestWriter._with_partition"),
     ("pyiceberg.catalog", "MetastoreCatalog._write_metadata"),
+    ("pyiceberg.table.update.schema", "UpdateSchema._commit"),
+    ("pyiceberg.manifest", "DataFile.spec_id"),
+    ("pyiceberg.avro.file", "AvroFile"),
+    ("pyiceberg.manifest", "MANIFEST_ENTRY_SCHEMAS"),
+    ("pyiceberg.manifest", "DATA_FILE_TYPE"),
+    ("pyiceberg.manifest", "ManifestWriterV2"),
+    ("pyiceberg.manifest", "write_manifest_list"),
+    ("pyiceberg.table.snapshots", "SnapshotSummaryCollector"),
+    ("pyiceberg.table.snapshots", "update_snapshot_summaries"),
+    ("pyiceberg.io.pyarrow", "data_file_statistics_from_parquet_metadata"),
+    ("pyiceberg.io.pyarrow", "compute_statistics_plan"),
+    ("pyiceberg.io.pyarrow", "parquet_path_to_id_mapping"),
+    ("pyiceberg.io.pyarrow", "ParquetFormatModel"),
 )
 
 
@@ -213,6 +271,134 @@ def _v3_positions() -> dict[str, int]:
 
 
 V3_DATA_FILE_POSITIONS: dict[str, int] = _v3_positions()
+_REFERENCED_DATA_FILE = V3_DATA_FILE_POSITIONS["referenced_data_file"]
+_CONTENT_OFFSET = V3_DATA_FILE_POSITIONS["content_offset"]
+_CONTENT_SIZE = V3_DATA_FILE_POSITIONS["content_size_in_bytes"]
+
+
+def read_manifest_entries_v3(input_file: InputFile) -> list[ManifestEntry]:
+    """Every entry of one manifest (DELETED ones too), decoded with the v3 entry schema.
+
+    Why: pyiceberg 0.12 reads every manifest with its v2 read schema, which drops the v3 fields
+    a merge-on-read reader needs; its own Avro reader with its v3 schema keeps them (a superset:
+    v1/v2 manifests resolve to it with the new optional fields null). Sequence numbers are not
+    inherited here, nor is ``spec_id`` set (:func:`set_spec_id`).
+    """
+    with AvroFile[ManifestEntry](
+        input_file,
+        MANIFEST_ENTRY_SCHEMAS[3],
+        read_types={-1: ManifestEntry, 2: DataFile},
+        read_enums={0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent},
+    ) as reader:
+        return list(reader)
+
+
+def v3_fields(data_file: DataFile) -> tuple[str | None, int | None, int | None]:
+    """``referenced_data_file``, ``content_offset`` and ``content_size_in_bytes`` of a data file
+    read by :func:`read_manifest_entries_v3`.
+
+    Why: pyiceberg 0.12's ``DataFile`` has no attributes for them; the record keeps them at
+    their v3 schema positions (:data:`V3_DATA_FILE_POSITIONS`).
+    """
+    return data_file[_REFERENCED_DATA_FILE], data_file[_CONTENT_OFFSET], data_file[_CONTENT_SIZE]
+
+
+def set_spec_id(data_file: DataFile, spec_id: int) -> None:
+    """Give a decoded data file its manifest's partition spec id.
+
+    Why: the spec id is not a manifest field; pyiceberg's own manifest reader sets it the same
+    way (on the private ``_spec_id`` behind the setter), and its writers and summaries read it.
+    """
+    data_file.spec_id = spec_id
+
+
+def manifest_writer(
+    spec: PartitionSpec, schema: Schema, output: OutputFile, snapshot_id: int, *, deletes: bool
+) -> ManifestWriter:
+    """A v2 manifest writer (deflate) for data files, or delete files when ``deletes``.
+
+    Why: pyiceberg has no public constructor of a manifest of chosen content; its v2 writer
+    class writes data manifests and :class:`DeleteManifestWriterV2` the delete ones.
+    """
+    cls = DeleteManifestWriterV2 if deletes else ManifestWriterV2
+    return cls(spec, schema, output, snapshot_id, "deflate")
+
+
+def manifest_list_writer(
+    output: OutputFile, *, snapshot_id: int, parent_snapshot_id: int | None, sequence_number: int
+) -> ManifestListWriter:
+    """A v2 manifest-list writer (deflate), a context manager.
+
+    Why: pyiceberg writes manifest lists only inside its own snapshot producers; icemor's
+    RowDelta builds its snapshot itself.
+    """
+    return write_manifest_list(
+        format_version=2,
+        output_file=output,
+        snapshot_id=snapshot_id,
+        parent_snapshot_id=parent_snapshot_id,
+        sequence_number=sequence_number,
+        avro_compression="deflate",
+    )
+
+
+def snapshot_summary(
+    metadata: TableMetadata,
+    *,
+    operation: Operation,
+    counted_as: Operation,
+    added: Iterable[DataFile],
+    removed: Iterable[DataFile],
+    properties: Mapping[str, str],
+    partition_summary_limit: int,
+    previous: Mapping[str, str] | None,
+) -> Summary:
+    """The summary of a snapshot adding and removing these files, totals carried from ``previous``.
+
+    The totals are computed as for ``counted_as`` (pyiceberg's know append, overwrite and
+    delete only); the summary names ``operation``.
+
+    Why: pyiceberg's summary collector and totals are what its own snapshot producers use, so
+    icemor's summaries read as pyiceberg's (and Java's) do; neither is public API.
+    """
+    specs, schema = metadata.specs(), metadata.schema()
+    collector = SnapshotSummaryCollector(partition_summary_limit=partition_summary_limit)
+    for f in added:
+        collector.add_file(f, schema, specs[f.spec_id])
+    for f in removed:
+        collector.remove_file(f, schema, specs[f.spec_id])
+    summary = Summary(operation=counted_as, **collector.build(), **properties)
+    totals = update_snapshot_summaries(summary, previous)
+    return Summary(operation=operation, **totals.additional_properties)
+
+
+def schema_update_changes(
+    update: UpdateSchema,
+) -> tuple[tuple[TableUpdate, ...], tuple[TableRequirement, ...]]:
+    """The updates and requirements of a staged schema change, not committed.
+
+    Why: pyiceberg computes a schema change (reusing an equal schema, the identifier-field
+    rules) only in ``UpdateSchema``, whose public exit commits through its transaction; icemor
+    commits through :mod:`icemor.commit` with its own retries and cleanup.
+    """
+    return update._commit()
+
+
+def parquet_statistics(
+    parquet_metadata: pq.FileMetaData, schema: Schema, metrics_properties: Mapping[str, str]
+) -> dict[str, Any]:
+    """A written Parquet file's metrics (pyiceberg's serialized ``DataFile`` fields) by the metrics
+    modes of ``metrics_properties`` (``write.metadata.metrics.*``).
+
+    Why: pyiceberg's writer computes them with these helpers from the footer; icemor's writers
+    must agree with it (and Java) on truncation and modes.
+    """
+    stats = _pyarrow_io.data_file_statistics_from_parquet_metadata(
+        parquet_metadata=parquet_metadata,
+        stats_columns=_pyarrow_io.compute_statistics_plan(schema, dict(metrics_properties)),
+        parquet_column_mapping=_pyarrow_io.parquet_path_to_id_mapping(schema),
+    )
+    return stats.to_serialized_dict()
 
 
 class DeleteManifestWriterV2(ManifestWriterV2):

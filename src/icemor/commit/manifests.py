@@ -17,23 +17,19 @@ from pyiceberg.manifest import (
     ManifestContent,
     ManifestEntry,
     ManifestEntryStatus,
-    ManifestWriterV2,
 )
 
-from icemor._compat.pyiceberg import DeleteManifestWriterV2
+from icemor._compat.pyiceberg import manifest_writer
 from icemor.exceptions import WriteFailedError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
 
-    from pyiceberg.avro.codecs import AvroCompressionCodec
     from pyiceberg.io import FileIO
-    from pyiceberg.manifest import DataFile, ManifestFile
+    from pyiceberg.manifest import DataFile, ManifestFile, ManifestWriter
     from pyiceberg.table.metadata import TableMetadata
 
 __all__ = ["ManifestChanges", "delete_quietly", "write_snapshot_manifests", "writing"]
-
-_COMPRESSION: AvroCompressionCodec = "deflate"
 
 
 @dataclass
@@ -48,9 +44,14 @@ class ManifestChanges:
 
 def _writer(
     metadata: TableMetadata, io: FileIO, spec_id: int, content: ManifestContent, snapshot_id: int, path: str
-) -> ManifestWriterV2:
-    cls = DeleteManifestWriterV2 if content == ManifestContent.DELETES else ManifestWriterV2
-    return cls(metadata.specs()[spec_id], metadata.schema(), io.new_output(path), snapshot_id, _COMPRESSION)
+) -> ManifestWriter:
+    return manifest_writer(
+        metadata.specs()[spec_id],
+        metadata.schema(),
+        io.new_output(path),
+        snapshot_id,
+        deletes=content == ManifestContent.DELETES,
+    )
 
 
 def _manifest_path(metadata: TableMetadata, commit_id: str, n: int) -> str:

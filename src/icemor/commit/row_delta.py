@@ -17,15 +17,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pyiceberg.manifest import write_manifest_list
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
-from pyiceberg.table.snapshots import (
-    Operation,
-    Snapshot,
-    SnapshotSummaryCollector,
-    Summary,
-    update_snapshot_summaries,
-)
+from pyiceberg.table.snapshots import Operation, Snapshot
 from pyiceberg.table.update import (
     AddSnapshotUpdate,
     AssertRefSnapshotId,
@@ -33,6 +26,7 @@ from pyiceberg.table.update import (
     SetSnapshotRefUpdate,
 )
 
+from icemor._compat.pyiceberg import manifest_list_writer, snapshot_summary
 from icemor.commit.files import to_data_file
 from icemor.commit.manifests import delete_quietly, write_snapshot_manifests, writing
 from icemor.commit.retries import attempts
@@ -45,6 +39,7 @@ if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table as PyIcebergTable
     from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.table.snapshots import Summary
 
     from icemor.spec.files import WrittenFile
 
@@ -133,13 +128,11 @@ class RowDelta:
             written.append(list_path)
             with (
                 writing(list_path),
-                write_manifest_list(
-                    format_version=2,
-                    output_file=io.new_output(list_path),
+                manifest_list_writer(
+                    io.new_output(list_path),
                     snapshot_id=snapshot_id,
                     parent_snapshot_id=parent.snapshot_id if parent is not None else None,
                     sequence_number=sequence_number,
-                    avro_compression="deflate",
                 ) as writer,
             ):
                 writer.add_manifests(changes.manifests)
@@ -188,21 +181,22 @@ class RowDelta:
         added: list[DataFile],
         removed: list[DataFile],
     ) -> Summary:
-        specs, schema = metadata.specs(), metadata.schema()
         limit = P.int_property(metadata.properties, "write.summary.partition-limit", 0)
-        collector = SnapshotSummaryCollector(partition_summary_limit=limit)
-        for f in added:
-            collector.add_file(f, schema, specs[f.spec_id])
-        for f in removed:
-            collector.remove_file(f, schema, specs[f.spec_id])
         operation = self.operation or (
             Operation.OVERWRITE if any(int(f.content) == 0 for f in added) else Operation.DELETE
         )
         # pyiceberg's totals know append/overwrite/delete only; a replace changes files, not rows
         counted = Operation.OVERWRITE if operation == Operation.REPLACE else operation
-        summary = Summary(operation=counted, **collector.build(), **self.snapshot_properties)
-        totals = update_snapshot_summaries(summary, parent.summary if parent is not None else None)
-        return Summary(operation=operation, **totals.additional_properties)
+        return snapshot_summary(
+            metadata,
+            operation=operation,
+            counted_as=counted,
+            added=added,
+            removed=removed,
+            properties=self.snapshot_properties,
+            partition_summary_limit=limit,
+            previous=parent.summary if parent is not None else None,
+        )
 
     def _swap(self, metadata: TableMetadata, parent: Snapshot | None, snapshot: Snapshot) -> None:
         requirements = (

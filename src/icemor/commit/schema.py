@@ -15,6 +15,7 @@ from pyiceberg.table.update import (
     AssertTableUUID,
 )
 
+from icemor._compat.pyiceberg import schema_update_changes
 from icemor.commit.retries import attempts
 from icemor.commit.swap import Outcome, SwapError, first_line, swap
 from icemor.exceptions import CommitConflictError, CommitFailedError, CommitStateUnknownError, IcemorError
@@ -82,7 +83,7 @@ def set_identifier_fields(table: PyIcebergTable, names: Sequence[str]) -> None:
         # pyiceberg's schema update computes the new schema (and reuses an equal one)
         update = table.update_schema()
         update.set_identifier_fields(*names)
-        updates, requirements = update._commit()
+        updates, requirements = schema_update_changes(update)
         return (AssertTableUUID(uuid=metadata.table_uuid), *requirements), updates
 
     metadata = commit_metadata_change(table, "setting the identifier fields", change)

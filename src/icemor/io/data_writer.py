@@ -21,17 +21,12 @@ import contextlib
 import logging
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.io import FileIO, OutputFile
-from pyiceberg.io.pyarrow import (
-    compute_statistics_plan,
-    data_file_statistics_from_parquet_metadata,
-    parquet_path_to_id_mapping,
-)
 
 from icemor._compat import pyiceberg as compat
 from icemor.exceptions import WriteFailedError
@@ -49,11 +44,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DataFileTarget",
+    "FileTarget",
     "ParquetOutput",
     "RecordingIO",
     "file_positions",
     "parquet_metrics",
     "write_data_files_in_order",
+    "write_parquet_tables",
     "write_rolling",
     "write_table_data_files",
 ]
@@ -146,12 +143,7 @@ def parquet_metrics(
 ) -> dict[str, Any]:
     """The metrics of a closed file (pyiceberg's serialized statistics), by the metrics modes of
     ``metrics_properties`` (``write.metadata.metrics.*``)."""
-    stats = data_file_statistics_from_parquet_metadata(
-        parquet_metadata=f.metadata,
-        stats_columns=compute_statistics_plan(schema, dict(metrics_properties)),
-        parquet_column_mapping=parquet_path_to_id_mapping(schema),
-    )
-    return stats.to_serialized_dict()
+    return compat.parquet_statistics(f.metadata, schema, metrics_properties)
 
 
 def write_data_files_in_order(
@@ -183,23 +175,61 @@ def write_data_files_in_order(
     chunks = [rows] if isinstance(rows, pa.Table) else rows
     groups = (chunk.slice(start, step) for chunk in chunks for start in range(0, chunk.num_rows, step))
 
+    return write_parquet_tables(
+        io, target, groups, content=FileContent.DATA, schema=schema, metrics_properties=properties
+    )
+
+
+class FileTarget(Protocol):
+    """Where and how files of one partition are written (:class:`DataFileTarget`,
+    :class:`icemor.io.writers.DeleteFileTarget`)."""
+
+    @property
+    def spec_id(self) -> int: ...
+    @property
+    def partition(self) -> tuple[object, ...]: ...
+    @property
+    def target_file_size(self) -> int: ...
+    @property
+    def compression(self) -> str: ...
+    def location(self, index: int) -> str: ...
+
+
+def write_parquet_tables(
+    io: FileIO,
+    target: FileTarget,
+    tables: Iterable[pa.Table],
+    *,
+    content: FileContent,
+    schema: Schema,
+    metrics_properties: Mapping[str, str],
+    equality_ids: tuple[int, ...] = (),
+) -> list[WrittenFile]:
+    """Write ``tables`` (in the file's Arrow schema, with field ids) in order with :func:`write_rolling`
+    to ``target`` as files of ``content``, each described with the metrics ``metrics_properties``
+    ask for.
+
+    Data files and equality-delete files are written alike; only what they hold differs.
+    """
+
     def close(f: ParquetOutput) -> WrittenFile:
         f.close()
         return written_file(
-            FileContent.DATA,
+            content,
             f.location,
             f.rows,
             f.file_size_in_bytes,
             spec_id=target.spec_id,
             partition=target.partition,
-            metrics=parquet_metrics(f, schema, properties),
+            metrics=parquet_metrics(f, schema, metrics_properties),
+            equality_ids=equality_ids,
         )
 
     return write_rolling(
         io,
         target.location,
-        groups,
-        arrow_schema=lambda group: group.schema,
+        tables,
+        arrow_schema=lambda table: table.schema,
         write=ParquetOutput.write,
         close=close,
         target_file_size=target.target_file_size,

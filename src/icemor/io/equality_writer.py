@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from icemor.io.data_writer import ParquetOutput, parquet_metrics, write_rolling
-from icemor.spec.files import FileContent, WrittenFile, written_file
+from icemor.io.data_writer import write_parquet_tables
+from icemor.spec.files import FileContent
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pyiceberg.schema import Schema
 
     from icemor.io.writers import DeleteFileTarget
+    from icemor.spec.files import WrittenFile
 
 __all__ = ["write_equality_deletes"]
 
@@ -52,27 +53,12 @@ def write_equality_deletes(
     step = max(1, _ROWS_PER_GROUP)
     groups = (keys.slice(start, step) for start in range(0, keys.num_rows, step))
 
-    def close(f: ParquetOutput) -> WrittenFile:
-        f.close()
-        return written_file(
-            FileContent.EQUALITY_DELETES,
-            f.location,
-            f.rows,
-            f.file_size_in_bytes,
-            spec_id=target.spec_id,
-            partition=target.partition,
-            metrics=parquet_metrics(f, schema, _FULL_METRICS),
-            equality_ids=tuple(equality_ids),
-        )
-
-    return write_rolling(
+    return write_parquet_tables(
         io,
-        target.location,
+        target,
         groups,
-        arrow_schema=lambda group: group.schema,
-        write=ParquetOutput.write,
-        close=close,
-        target_file_size=target.target_file_size,
-        compression=target.compression,
-        store_decimal_as_integer=True,
+        content=FileContent.EQUALITY_DELETES,
+        schema=schema,
+        metrics_properties=_FULL_METRICS,
+        equality_ids=tuple(equality_ids),
     )

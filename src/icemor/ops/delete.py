@@ -6,7 +6,8 @@ applied), so a row already deleted is not deleted again. Per data file:
 
 - no matching row: nothing;
 - every live row matches: the data file is removed (with the delete files scoped to it
-  alone) instead of writing a position for each row (Impala's design, seed 004);
+  alone) instead of writing a position for each row (as Impala's Iceberg writer does when a
+  DELETE removes every row: no delete file listing every position);
 - otherwise its positions go to a position-delete file of its partition, ``write.delete.
   granularity`` = ``file`` (default: one file per data file, merging the data file's older
   file-scoped deletes into it, as Iceberg's Spark writer does since 1.8) or ``partition``.

@@ -5,7 +5,8 @@ column, existing deletes applied), then:
 
 - the old rows' positions become position-delete files through DELETE's per-file units
   (:func:`icemor.ops.units.delete_unit`: ``write.delete.granularity``, a data file whose every
-  live row changes is removed rather than listed row by row, seed 004);
+  live row changes is removed rather than listed row by row, as Impala's Iceberg writer turns a
+  DELETE or UPDATE of every row into a rewrite rather than position deletes);
 - the new rows are written as data files of the table's current partition spec, so a row
   whose partition column changes moves to its new partition;
 - one RowDelta commits both, validated as Iceberg Java validates its row-level operations.

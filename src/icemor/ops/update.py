@@ -49,19 +49,6 @@ __all__ = ["UpdateMetrics", "UpdatePlan", "plan_update", "update_rows"]
 
 
 @dataclass(frozen=True)
-class UpdateMetrics:
-    """What an UPDATE did."""
-
-    rows_updated: int
-    data_files_added: int
-    delete_files_added: int
-    data_files_removed: int
-    snapshot_id: int | None
-    """The new snapshot; None when no row matched (nothing was committed)."""
-    seconds: float
-
-
-@dataclass(frozen=True)
 class UpdatePlan:
     """An UPDATE checked against the table: the scan of its targets and its SQL."""
 
@@ -82,6 +69,19 @@ class UpdatePlan:
         )
         where = f" WHERE ({self.condition.text}\n)" if self.condition is not None else ""
         return f"SELECT _file, _pos, {row} FROM {target}{where}"
+
+
+@dataclass(frozen=True)
+class UpdateMetrics:
+    """What an UPDATE did."""
+
+    rows_updated: int
+    data_files_added: int
+    delete_files_added: int
+    data_files_removed: int
+    snapshot_id: int | None
+    """The new snapshot; None when no row matched (nothing was committed)."""
+    seconds: float
 
 
 def plan_update(

@@ -3,8 +3,8 @@
 pyiceberg 0.12 reads every manifest with its v2 read schema, which drops the v3 fields a
 merge-on-read reader needs (``referenced_data_file``, ``content_offset``,
 ``content_size_in_bytes``, ``first_row_id``). We read with pyiceberg's own Avro reader and
-its v3 schema instead: the v3 entry schema is a superset, so v1/v2 manifests resolve to it
-with the new optional fields null.
+its v3 schema instead (:func:`icemor._compat.pyiceberg.read_manifest_entries_v3`): the v3
+entry schema is a superset, so v1/v2 manifests resolve to it with the new optional fields null.
 """
 
 from __future__ import annotations
@@ -12,18 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pyiceberg.avro.file import AvroFile
 from pyiceberg.manifest import (
-    MANIFEST_ENTRY_SCHEMAS,
     DataFile,
-    DataFileContent,
     FileFormat,
     ManifestContent,
-    ManifestEntry,
     ManifestEntryStatus,
 )
 
-from icemor._compat.pyiceberg import V3_DATA_FILE_POSITIONS
+from icemor._compat.pyiceberg import read_manifest_entries_v3, set_spec_id, v3_fields
 from icemor.exceptions import CorruptFileError, MissingFileError
 from icemor.io.cache import DELETE_CACHE
 from icemor.spec.files import DataFileRef, DeleteFileRef, FileContent
@@ -41,10 +37,6 @@ __all__ = [
     "read_manifest_entries",
     "read_manifest_list",
 ]
-
-_REFERENCED_DATA_FILE = V3_DATA_FILE_POSITIONS["referenced_data_file"]
-_CONTENT_OFFSET = V3_DATA_FILE_POSITIONS["content_offset"]
-_CONTENT_SIZE = V3_DATA_FILE_POSITIONS["content_size_in_bytes"]
 
 
 @dataclass(slots=True)
@@ -176,14 +168,7 @@ def _sized(entries: list[ManifestFileEntry]) -> tuple[tuple[ManifestFileEntry, .
 
 def _decode_entries(io: FileIO, manifest: ManifestFile) -> list[ManifestFileEntry]:
     try:
-        input_file = io.new_input(manifest.manifest_path)
-        with AvroFile[ManifestEntry](
-            input_file,
-            MANIFEST_ENTRY_SCHEMAS[3],
-            read_types={-1: ManifestEntry, 2: DataFile},
-            read_enums={0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent},
-        ) as reader:
-            raw = list(reader)
+        raw = read_manifest_entries_v3(io.new_input(manifest.manifest_path))
     except FileNotFoundError as e:
         msg = f"manifest file not found: {manifest.manifest_path}"
         raise MissingFileError(msg) from e
@@ -205,16 +190,17 @@ def _decode_entries(io: FileIO, manifest: ManifestFile) -> list[ManifestFileEntr
         if file_seq is None and entry.status == ManifestEntryStatus.ADDED:
             file_seq = manifest_seq
         df = entry.data_file
-        df.spec_id = manifest.partition_spec_id
+        set_spec_id(df, manifest.partition_spec_id)
+        referenced_data_file, content_offset, content_size_in_bytes = v3_fields(df)
         out.append(
             ManifestFileEntry(
                 data_file=df,
                 data_sequence_number=data_seq,
                 file_sequence_number=file_seq,
                 spec_id=manifest.partition_spec_id,
-                referenced_data_file=df[_REFERENCED_DATA_FILE],
-                content_offset=df[_CONTENT_OFFSET],
-                content_size_in_bytes=df[_CONTENT_SIZE],
+                referenced_data_file=referenced_data_file,
+                content_offset=content_offset,
+                content_size_in_bytes=content_size_in_bytes,
             )
         )
     return out

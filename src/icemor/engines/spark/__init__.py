@@ -93,13 +93,9 @@ def session(
 
 def _arrow_schema(schema: StructType) -> pa.Schema:
     """The Arrow schema Spark expects back from mapInArrow (timestamps are UTC instants)."""
-    import inspect
+    from icemor.engines.spark._compat import arrow_schema_of
 
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    if "timezone" in inspect.signature(to_arrow_schema).parameters:  # PySpark 4
-        return to_arrow_schema(schema, timezone="UTC")  # type: ignore[call-arg]
-    return to_arrow_schema(schema)
+    return arrow_schema_of(schema)
 
 
 STRATEGIES = ("auto", "native", "python")
@@ -203,7 +199,9 @@ def collect_arrow(df: DataFrame) -> pa.Table:
     to_arrow = getattr(df, "toArrow", None)
     if to_arrow is not None:
         return cast("pa.Table", to_arrow())
-    batches = df._collect_as_arrow()
+    from icemor.engines.spark._compat import collect_arrow_batches
+
+    batches = collect_arrow_batches(df)
     if not batches:
         return _arrow_schema(df.schema).empty_table()
     return pa.Table.from_batches(batches)

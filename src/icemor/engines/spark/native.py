@@ -82,6 +82,7 @@ from pyiceberg.types import (
     StringType,
 )
 
+from icemor.engines.spark._compat import ROW_INDEX_COLUMN, has_jvm, jvm_and_gateway
 from icemor.engines.spark.types import spark_type
 from icemor.engines.spark.worker import io_spec
 from icemor.spec.files import FileContent
@@ -99,10 +100,10 @@ if TYPE_CHECKING:
 __all__ = ["listing_skips", "native_dataframe", "native_ineligibility", "spark_file_path"]
 
 _FP, _POS = "__icemor_fp", "__icemor_pos"
-# The column Spark's Parquet reader fills with each row's position when the read schema names it
-# (FileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME in Spark 3.5 and 4). A Spark that did not fill it
-# would leave it null: the bitmap filter raises on a null position rather than keep the row.
-_ROW_INDEX = "_tmp_metadata_row_index"
+# The column Spark's Parquet reader fills with each row's position when the read schema names it.
+# A Spark that did not fill it would leave it null: the bitmap filter raises on a null position
+# rather than keep the row.
+_ROW_INDEX = ROW_INDEX_COLUMN
 # The partition column of the linked directories: each data file's ordinal in its bitmap set.
 _ORDINAL = "__icemor_file"
 # Bits of all bitmaps of one scan (16 MiB): they travel in every query's task binary.
@@ -524,7 +525,7 @@ def _bitmaps(job: ScanJob, spark: SparkSession, planned: list[PlannedFile]) -> _
     from pyspark.sql import functions as F
 
     work = [(p, deletes) for p in planned if (deletes := _position_deletes(p))]
-    if not work or getattr(spark, "_jvm", None) is None:  # Spark Connect: no plan literals
+    if not work or not has_jvm(spark):  # Spark Connect: no plan literals
         return None
     if sum(p.data_file.record_count for p, _ in work) > _MAX_BITS:
         return None
@@ -589,9 +590,10 @@ def _array_literals(
     """
     from pyspark.sql import Column
 
-    jvm, gateway = spark.sparkContext._jvm, spark.sparkContext._gateway
-    if jvm is None or gateway is None:
+    handles = jvm_and_gateway(spark)
+    if handles is None:
         return None
+    jvm, gateway = handles
     nio = jvm.java.nio
     if nio.ByteOrder.nativeOrder() != nio.ByteOrder.LITTLE_ENDIAN:
         return None

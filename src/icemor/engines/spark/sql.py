@@ -89,9 +89,10 @@ def _from_arrow(spark: SparkSession, table: pa.Table) -> DataFrame:
     tell NaN from NULL, and PySpark sends every NaN as NULL.
     """
     import pandas as pd  # type: ignore[import-untyped]
-    from pyspark.sql.pandas.types import from_arrow_schema
 
-    schema = from_arrow_schema(table.schema)
+    from icemor.engines.spark._compat import spark_schema_of
+
+    schema = spark_schema_of(table.schema)
     frame = table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(),
                                           pa.bool_(): pd.BooleanDtype(), pa.float64(): pd.Float64Dtype(),
                                           pa.float32(): pd.Float32Dtype()}.get)  # fmt: skip
