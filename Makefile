@@ -7,9 +7,9 @@ TEST_STAMP := $(VENV)/.icemor-test-installed
 ORACLE_ENV := .cache/oracle/oracle.env.json
 
 # The coverage floor of `make test` (percent of src/icemor's lines; code run in subprocesses
-# and Spark's Python workers is not counted): a few points under the figure measured. The
-# no-JVM tests alone measured 83%; `make test` runs those and more.
-COV_FAIL_UNDER := 80
+# and Spark's Python workers is not counted): a few points under the figure measured, 91% for
+# the whole suite on 2026-11-25 (the no-JVM tests alone: 83%).
+COV_FAIL_UNDER := 89
 
 .PHONY: demo test test-fast lint oracle bench test-spark4 clean
 
