@@ -4,8 +4,9 @@ Run as ``.venv/bin/python benchmarks/bench_equality.py`` (``--rows``/``--keys`` 
 For each key shape it builds an ``EqualityDeleteSet`` from the delete keys and probes
 ``--rows`` data rows in 128k-row batches, about 10 % of them deleted, and prints build and
 total probe time (median of ``--runs``) for the hash index and for what it replaced: the Arrow
-hash join (timed on a few batches and scaled, as it takes ~1 s a batch) and, for one integer
-column that is not dense, binary search in the sorted keys.
+hash join (timed on a few batches and scaled, as it takes ~1 s a batch), for one integer
+column that is not dense, binary search in the sorted keys, and for long string keys, hashing
+every word of every value instead of the few that tell the keys apart (issue 31).
 Shapes: 72-char strings (``'comment-' || sha256hex``, as the scan benchmark's ``note``),
 sparse bigints, and (int, string) pairs.
 """
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from icemor.io import equality
 from icemor.io.equality import EqualityDeleteSet
 
 if TYPE_CHECKING:
@@ -82,6 +84,23 @@ def main() -> None:
             f"{name:>10}: hash index  build {build:6.2f} s  probe {t_probe:6.2f} s"
             f"  ({t_probe / nbatches * 1e3:5.1f} ms/batch, {hits:.1%} hits, {s.nbytes / 2**20:.0f} MiB)"
         )
+        index = getattr(s, "_index", None)
+        if index is not None and index._words is not None:
+            # what string keys used before issue 31: every word of every value hashed
+            telling = equality._telling_words
+            equality._telling_words = lambda _key: None
+            try:
+                whole: list[EqualityDeleteSet] = []
+                t_build = median(
+                    partial(lambda k, out: out.append(EqualityDeleteSet(k)), keys, whole), a.runs
+                )
+                t_whole = median(partial(probe, whole[-1], batches, nbatches), a.runs)
+            finally:
+                equality._telling_words = telling
+            print(
+                f"{'':>10}  all words   build {t_build:6.2f} s  probe {t_whole:6.2f} s"
+                f"  ({t_whole / nbatches * 1e3:5.1f} ms/batch; above: words {index._words} only)"
+            )
         if len(keys) == 1 and pa.types.is_integer(keys[0].type):
             # what one integer column used before, when not dense: binary search of sorted keys
             t0 = time.perf_counter()

@@ -25,6 +25,13 @@ loading the table (catalog lookup, metadata), as Spark's SQL does. ``--variants`
 select what is measured (the build always makes every table). The local engines are timed with no
 JVM on the machine: the build runs in a child process, and Spark (for the layout re-check and the
 Spark engines) starts after them.
+
+Cold reads (issue 31): the first narrow read of eq10/eq10s in a new Python process decodes the
+delete files and probes every row (later reads apply the cached verdict). ``--cold-runs`` new
+processes per cell (default 5), icemor and the raw scan of ``qty`` plus the key column in
+alternation; each imports its modules and opens the catalog before the clock starts, then times
+its first call and its later (warm) ones. Reported as medians, with paired ratios against the
+raw scan's first call and its warm calls.
 """
 
 from __future__ import annotations
@@ -718,6 +725,187 @@ def bench_local(bench: Bench, metadata: dict[str, str]) -> None:
         bench.run("pyiceberg", "wide", name, pi_wide, arrow_facts, exact_qty=True, on_error=pyiceberg_error)
 
 
+# ------------------------------------------------------------------------------------------ cold reads
+
+COLD_RUNS = 5
+COLD_VS_RAW = 1.5  # ANCHORS.md: a first read of an equality-deleted table, against the raw scan
+# Modules a scan imports on first use: imported before the clock starts in a cold process, as the
+# raw scan's pyarrow.dataset is (importing them is Python's start-up cost, not the read's).
+SCAN_MODULES = ("icemor.scan", "icemor.planning.scan", "icemor.engines.local", "icemor.io.reader")
+
+
+@dataclass
+class ColdCell:
+    """First and warm calls of one engine on one table, each round in a new Python process."""
+
+    engine: str  # "icemor" or "raw"
+    table: str
+    cold: list[float] = field(default_factory=list)  # the first call of each process
+    cold_cpu: list[float] = field(default_factory=list)
+    warm: list[float] = field(default_factory=list)  # each process's median of its later calls
+    wrong: str | None = None
+
+    def median(self, which: str) -> float | None:
+        values: list[float] = getattr(self, which)
+        return statistics.median(values) if values else None
+
+
+def cold_child(spec: str, runs: int) -> None:
+    """In a new process (``--cold-child engine:table:files``): time the first call, then ``runs``
+    warm ones; print one JSON line. The modules and the catalog are loaded before the clock starts.
+    A call is the read and sum(qty), as in the warm cells; the result is checked after the clock."""
+    import pyarrow.dataset  # noqa: F401  (pq.read_table imports it on first use)
+
+    engine, table, files_json = spec.split(":", 2)
+    if engine == "raw":
+        files = json.loads(files_json)
+        key = EQ_COLUMNS[table]
+
+        def read() -> pa.Table:
+            return pq.read_table(files, columns=["qty", key])
+
+    else:
+        import icemor
+
+        for module in SCAN_MODULES:
+            importlib.import_module(module)
+        logging.getLogger("pyiceberg.catalog.sql").setLevel(logging.ERROR)
+        icemor.load_table(f"{NAMESPACE}.base")  # the catalog's imports and connection; nothing of `table`
+
+        def read() -> pa.Table:
+            return icemor.load_table(f"{NAMESPACE}.{table}").scan(selected_fields=("qty",)).to_arrow()
+
+    def call() -> pa.Table:
+        tbl = read()
+        pc.sum(tbl["qty"]).as_py()
+        return tbl
+
+    start, cpu = time.perf_counter(), time.process_time()
+    first = call()
+    cold, cold_cpu = time.perf_counter() - start, time.process_time() - cpu
+    rows, cents = first.num_rows, qty_cents(first["qty"]) if engine != "raw" else None
+    del first
+    warm = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        call()
+        warm.append(time.perf_counter() - start)
+    print(json.dumps({"cold": cold, "cold_cpu": cold_cpu, "warm": warm, "rows": rows, "qty_cents": cents}))
+
+
+def bench_cold(bench: Bench, home: Path, metadata: dict[str, str], runs: int) -> list[ColdCell]:
+    """The first narrow read of eq10/eq10s in a new Python process, against the raw scan of ``qty``
+    plus the key column (base's files: the same bytes), each in new processes, in alternation."""
+    names = [name for name in bench.variants if name in EQ_COLUMNS]
+    if not runs or not names or not bench.wants("icemor"):
+        return []
+    print(f"Cold reads: {runs} new processes per cell, in alternation", flush=True)
+    files = json.dumps(data_file_paths(metadata["base"]))
+    cells = {(e, n): ColdCell(e, n) for n in names for e in ("icemor", "raw")}
+    env = {**os.environ, "ICEMOR_HOME": str(home)}
+    timeout = bench.limits.timeout
+    for round_no in range(runs):
+        for name in names:
+            engines = ("icemor", "raw") if round_no % 2 == 0 else ("raw", "icemor")
+            for engine in engines:
+                cell = cells[(engine, name)]
+                child = [sys.executable, str(Path(__file__).resolve()), "--cold-child"]
+                child += [f"{engine}:{name}:{files}", "--runs", str(bench.runs)]
+                done = subprocess.run(
+                    child, check=False, capture_output=True, text=True, env=env, timeout=timeout
+                )
+                lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+                if done.returncode or not lines:
+                    cell.wrong = cell.wrong or f"failed: {one_line(RuntimeError(done.stderr.strip()[-300:]))}"
+                    continue
+                result = json.loads(lines[-1])
+                expected = bench.expected["base" if engine == "raw" else name]
+                got = (result["rows"], result["qty_cents"])
+                want = (expected.rows, None if engine == "raw" else expected.qty_cents)
+                if got != want and cell.wrong is None:
+                    cell.wrong = f"rows, qty cents {got}, expected {want}"
+                cell.cold.append(result["cold"])
+                cell.cold_cpu.append(result["cold_cpu"])
+                cell.warm.append(statistics.median(result["warm"]) if result["warm"] else result["cold"])
+            firsts = [f"{e} {cells[(e, name)].cold[-1]:.3f} s" for e in engines if cells[(e, name)].cold]
+            print(f"  round {round_no + 1} {name}, first calls: {', '.join(firsts)}", flush=True)
+    return list(cells.values())
+
+
+def cold_paired(cells: list[ColdCell], name: str, which: str) -> float | None:
+    """Median over rounds of icemor's first call divided by the raw scan's ``which`` ("cold"/"warm")."""
+    mine = next((c for c in cells if c.engine == "icemor" and c.table == name), None)
+    raw = next((c for c in cells if c.engine == "raw" and c.table == name), None)
+    if mine is None or raw is None or not mine.cold or len(mine.cold) != len(getattr(raw, which)):
+        return None
+    return statistics.median(a / b for a, b in zip(mine.cold, getattr(raw, which), strict=True) if b)
+
+
+def cold_targets(cells: list[ColdCell]) -> list[Target]:
+    out = []
+    for name in dict.fromkeys(c.table for c in cells):
+        key = EQ_COLUMNS[name]
+        for which, what in (("warm", "its warm scan"), ("cold", "its first call in a new process")):
+            mine = next(c for c in cells if c.engine == "icemor" and c.table == name).median("cold")
+            raw = next(c for c in cells if c.engine == "raw" and c.table == name).median(which)
+            out.append(
+                Target(
+                    f"local narrow cold {name} ≤ {COLD_VS_RAW}× raw qty+{key}, {what}",
+                    cold_paired(cells, name, which),
+                    COLD_VS_RAW,
+                    "×",
+                    ratio(mine, raw),
+                )
+            )
+    return out
+
+
+def report_cold(cells: list[ColdCell]) -> None:
+    if not cells:
+        return
+    names = list(dict.fromkeys(c.table for c in cells))
+    runs = max(len(c.cold) for c in cells)
+
+    def get(engine: str, name: str) -> ColdCell:
+        return next(c for c in cells if c.engine == engine and c.table == name)
+
+    def seconds(value: float | None) -> str:
+        return "" if value is None else f"{value:.3f}"
+
+    print()
+    print(
+        f"Cold narrow reads, count(*) and sum(qty): the first call of a new Python process (modules"
+        f" imported, catalog opened), median of {runs} processes, icemor and raw in alternation; 'warm'"
+        f" = each process's median of its later calls. Paired ratios: the median over rounds."
+    )
+    table = [["cold: first narrow read in a process", *names]]
+    table.append(
+        ["raw pyarrow, qty + key column, first call", *(seconds(get("raw", n).median("cold")) for n in names)]
+    )
+    table.append(
+        ["raw pyarrow, qty + key column, warm", *(seconds(get("raw", n).median("warm")) for n in names)]
+    )
+    table.append(["icemor local, first call", *(seconds(get("icemor", n).median("cold")) for n in names)])
+    table.append(
+        ["icemor local, first call, CPU s", *(seconds(get("icemor", n).median("cold_cpu")) for n in names)]
+    )
+    table.append(["icemor local, warm", *(seconds(get("icemor", n).median("warm")) for n in names)])
+    for which, label in (
+        ("warm", "icemor first call / raw warm"),
+        ("cold", "icemor first call / raw first call"),
+    ):
+        table.append(
+            [
+                f"{label} (paired)",
+                *(f"{r:.2f}×" if (r := cold_paired(cells, n, which)) else "" for n in names),
+            ]
+        )
+    print(render(table))
+    for c in cells:
+        if c.wrong:
+            print(f"  WRONG {c.engine} {c.table}: {c.wrong}")
+
+
 def bench_spark(bench: Bench, spark: SparkSession) -> None:
     print("Spark engines:", flush=True)
     reason = None
@@ -966,7 +1154,13 @@ def render(rows: list[list[str]]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
-def report(bench: Bench, machine: dict[str, Any], build_info: dict[str, Any], rows: int) -> list[Target]:
+def report(
+    bench: Bench,
+    machine: dict[str, Any],
+    build_info: dict[str, Any],
+    rows: int,
+    cold: list[ColdCell] | None = None,
+) -> list[Target]:
     m = machine
     print()
     print(
@@ -1037,7 +1231,8 @@ def report(bench: Bench, machine: dict[str, Any], build_info: dict[str, Any], ro
         if len(versus_java) > 1:
             print()
             print(render(versus_java))
-    found = targets(bench)
+    report_cold(cold or [])
+    found = targets(bench) + cold_targets(cold or [])
     print()
     print(
         "Ratios are paired: the median over rounds of a cell's call divided by its reference's call"
@@ -1104,6 +1299,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip-spark", action="store_true", help="no Spark engines (and no Java check)")
     parser.add_argument("--skip-pyiceberg", action="store_true", help="no pyiceberg column")
     parser.add_argument(
+        "--cold-runs",
+        type=int,
+        default=COLD_RUNS,
+        help=f"new processes per cold cell (eq10/eq10s narrow, icemor and raw; default {COLD_RUNS}; 0: off)",
+    )
+    parser.add_argument("--cold-child", help=argparse.SUPPRESS)  # engine:table:files, in a cold process
+    parser.add_argument(
         "--build-only",
         action="store_true",
         help="build (with --rebuild: again) and check the tables, then exit",
@@ -1134,6 +1336,9 @@ def names_of(allowed: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.cold_child:
+        cold_child(args.cold_child, args.runs)
+        return 0
     sys.path.insert(0, str(REPO_ROOT / "tests"))
     from oracle import IcebergJava
 
@@ -1204,6 +1409,7 @@ def main(argv: list[str] | None = None) -> int:
     contention: dict[str, float | None] = {}
     monitor = CpuMonitor()
     bench_local(bench, metadata)  # no JVM on the machine yet
+    cold = bench_cold(bench, home, metadata, args.cold_runs)
     contention["local"] = monitor.others_share()
     if not args.skip_spark:
         java = IcebergJava(home)
@@ -1218,7 +1424,7 @@ def main(argv: list[str] | None = None) -> int:
 
     machine = machine_info(java.spark.version if java is not None else None)
     machine["cpu_share_of_other_processes"] = contention
-    found = report(bench, machine, marker["build"], args.rows)
+    found = report(bench, machine, marker["build"], args.rows, cold)
     wrong = [c for c in bench.cells if c.wrong and c.engine != "pyiceberg"]
     timeouts = [c for c in bench.cells if c.note and "timeout" in c.note]
     failed = [
@@ -1241,6 +1447,7 @@ def main(argv: list[str] | None = None) -> int:
         "expected": {name: asdict(e) for name, e in expected.items()},
         "metadata_locations": metadata,
         "cells": [asdict(c) for c in bench.cells],
+        "cold": [asdict(c) for c in cold],
         "targets": [asdict(t) for t in found],
     }
     (home / RESULTS).write_text(json.dumps(results, indent=2))
@@ -1249,10 +1456,13 @@ def main(argv: list[str] | None = None) -> int:
         print("\nTIMED OUT (so not checked; raise --cell-timeout to measure them):")
         for c in timeouts:
             print(f"  {ENGINES[c.engine]} {c.query} {c.table}: {c.note}")
-    if wrong or failed:
+    cold_wrong = [c for c in cold if c.wrong]
+    if wrong or failed or cold_wrong:
         print("\nWRONG RESULTS / FAILURES:")
         for c in wrong + failed:
             print(f"  {ENGINES[c.engine]} {c.query} {c.table}: {c.wrong or c.note}")
+        for cc in cold_wrong:
+            print(f"  {cc.engine} cold narrow {cc.table}: {cc.wrong}")
         return 1
     return 0
 

@@ -232,9 +232,9 @@ def equality_delete_sets(
     """One probe structure per distinct equality-id set, built from all its applicable files.
 
     Cached by the exact set of files so tasks sharing the same deletes share one structure.
-    Subsumption (Velox's design, seed 002): a multi-column delete row whose value on column c
-    is already deleted by a single-column delete on c can never delete anything more, so it
-    is dropped before the multi-column set is built.
+    Subsumption (as Velox simplifies its equality-delete expressions): a multi-column delete
+    row whose value on column c is already deleted by a single-column delete on c can never
+    delete anything more, so it is dropped before the multi-column set is built.
     """
     parents = field_parents or {}
     groups: dict[tuple[int, ...], list[DeleteFileRef]] = {}

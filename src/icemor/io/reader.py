@@ -62,6 +62,11 @@ __all__ = [
 
 BATCH_BYTES = 16 << 20
 MIN_BATCH_ROWS = 1 << 13
+PROBE_BATCH_ROWS = 1 << 17
+"""At most this many rows a batch while equality deletes are probed: the probe's temporaries
+(several arrays of 8 bytes a row) stay small and are reused. 1 M-row batches (a narrow read
+of a bigint key) allocated fresh memory for each of them: decoding and probing 5 files of eq10
+in a new process took 0.48-0.60 s of CPU in one thread, 0.33-0.37 s in batches of 128k rows."""
 
 T = TypeVar("T")
 
@@ -165,6 +170,10 @@ class _FilePlan:
     pyarrow_filter: ArrowFilter | None
     missing_fields: dict[int, Any]
     leaves: list[int]
+    out_columns: list[str] | None = None
+    """The columns kept once the deletes are applied (projection and filter); None: all read.
+    Columns read only for equality keys are dropped before rows are filtered out: copying the
+    kept rows of a 72-character key nobody asked for cost more than probing it."""
 
 
 def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set[int]) -> _FilePlan:
@@ -220,8 +229,8 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
         from pyiceberg.expressions.visitors import extract_field_ids
 
         filter_ids = extract_field_ids(bound_file)
-    wanted = set(opts.projected_schema.field_ids) | filter_ids | extra_ids
-    file_project_schema, columns = _memo(
+    wanted = set(opts.projected_schema.field_ids) | filter_ids
+    file_project_schema, out_columns = _memo(
         ("prune", id(file_schema), frozenset(wanted)),
         file_schema,
         lambda: (
@@ -229,9 +238,25 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
             top_level_names(file_schema, wanted),
         ),
     )
+    columns = out_columns
+    if extra_ids - wanted:
+        columns = _memo(
+            ("columns", id(file_schema), frozenset(wanted | extra_ids)),
+            file_schema,
+            lambda: top_level_names(file_schema, wanted | extra_ids),
+        )
     leaves = _leaf_indices(pf.schema_arrow, columns)
     return _FilePlan(
-        pf, file_schema, columns, file_project_schema, row_groups, first_rows, pyarrow_filter, missing, leaves
+        pf,
+        file_schema,
+        columns,
+        file_project_schema,
+        row_groups,
+        first_rows,
+        pyarrow_filter,
+        missing,
+        leaves,
+        out_columns if out_columns != columns else None,
     )
 
 
@@ -298,13 +323,17 @@ def _keep_mask(
         if hi > lo:
             keep = np.ones(n, dtype=bool)
             keep[positions[lo:hi] - first_pos] = False
+    removed: npt.NDArray[np.bool_] | None = None
     for ids, eq in eq_sets:
         cols = equality_key_columns(batch, file_schema, ids, field_types, field_parents, constants)
         hit = eq.matches(cols)
         if hit.any():
-            keep = ~hit if keep is None else keep & ~hit
-            if eq_hits is not None:
-                eq_hits.append(first_pos + np.flatnonzero(hit))
+            removed = hit if removed is None else removed | hit
+    if removed is not None:
+        keep = ~removed if keep is None else keep & ~removed
+        if eq_hits is not None:
+            # one array per batch, batches in file order: their concatenation is sorted and unique
+            eq_hits.append(first_pos + np.flatnonzero(removed))
     return keep
 
 
@@ -383,6 +412,8 @@ def read_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> Iterator[pa.
                 eq_hits = None
                 continue  # every row of this row group is deleted: do not decode it
             rows = opts.batch_size or _batch_rows(plan, rg)
+            if eq_sets and not opts.batch_size:
+                rows = min(rows, PROBE_BATCH_ROWS)
             for batch in _decoded(plan, rg, rows, task.data_file.path, threads=opts.decode_threads):
                 n = batch.num_rows
                 out = _process_batch(
@@ -392,7 +423,8 @@ def read_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> Iterator[pa.
                 if out is not None and out.num_rows:
                     yield out
         if eq_hits is not None and verdict_key is not None:
-            verdict = np.unique(np.concatenate(eq_hits)) if eq_hits else np.zeros(0, dtype=np.int64)
+            # sorted and unique by construction (np.unique cost 15-25 ms per 100k positions)
+            verdict = np.concatenate(eq_hits) if eq_hits else np.zeros(0, dtype=np.int64)
             DELETE_CACHE.put(VERDICT, verdict_key, verdict, verdict.nbytes + 64)
     finally:
         plan.pf.close()
@@ -467,6 +499,8 @@ def _process_batch(
         plan.missing_fields,
         eq_hits,
     )
+    if plan.out_columns is not None:
+        batch = batch.select(plan.out_columns)  # the equality keys are probed: not copied below
     pos: npt.NDArray[np.int64] | None = (
         np.arange(first, first + n, dtype=np.int64) if opts.pos_column else None
     )
