@@ -1,10 +1,10 @@
 """The change feed on Spark: changed rows read by icemor's reader in the Python workers, per-snapshot
 carry-overs, update pairs and the net change computed by Spark SQL.
 
-The driver plans from metadata only (:func:`icemor.planning.changes.plan_changes`). A first job
-finds each changed file's changed positions on the executors (:func:`icemor.io.changes.row_sets`,
-delete files read there); a second reads those rows, one Spark partition per file part, as the
-scan's Python-worker strategy does. The SQL then does what :mod:`icemor.io.changes` does locally:
+The driver plans from metadata only (:func:`icemor.planning.changes.plan_changes`). One task per
+changed file finds its changed positions (:func:`icemor.io.changes.row_sets`, delete files read
+there) and reads those rows, as the scan's Python-worker strategy does: neither positions nor
+rows come back to the driver. The SQL then does what :mod:`icemor.io.changes` does locally:
 equal delete/insert pairs of a snapshot cancel, a key's single delete and insert in a snapshot
 become an update, and with ``net`` the balance of each distinct row over the range remains.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from icemor.engines.spark import _arrow_schema, runner
+from icemor.engines.spark import _arrow_schema
 from icemor.engines.spark.types import spark_schema
 from icemor.engines.spark.worker import file_io, io_spec
 from icemor.io.changes import (
@@ -48,30 +48,43 @@ __all__ = ["changes_to_dataframe"]
 _RANK = {DELETE: 0, UPDATE_BEFORE: 1, UPDATE_AFTER: 2, INSERT: 3}
 
 
-def _find_rows(io: FileIO, item: tuple[FileChange, ReadOptions]) -> list[RowSet]:
-    change, opts = item
-    return row_sets(io, change, opts)
+def _may_insert(change: FileChange) -> bool:
+    """Whether a changed file can yield inserted rows: it is new, or a delete file stopped applying."""
+    return change.before is None or (change.after is not None and not set(change.before) <= set(change.after))
+
+
+def _may_delete(change: FileChange) -> bool:
+    return change.before is not None
 
 
 def _read_part(batches: Iterator[pa.RecordBatch], target: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """Each row: a pickled (io spec, row set, options, ordinal, snapshot id); yield its rows in
-    ``target`` (the whole table's columns, those not read NULL, then the change columns)."""
+    """Each row: a pickled (io spec, file change, find options, read options, ordinal, snapshot
+    id); find its changed rows and yield them in ``target`` (the whole table's columns, those not
+    read NULL, then the change columns). Positions never leave the executor."""
     for batch in batches:
         for blob in batch.column(0).to_pylist():
-            (props, location), rows, opts, ordinal, snapshot_id = pickle.loads(blob)
-            for out in read_rows(file_io(props, location), rows, opts):
-                n = out.num_rows
-                columns = [
-                    out.column(f.name).cast(f.type) if f.name in out.schema.names else pa.nulls(n, f.type)
-                    for f in target
-                    if f.name not in CHANGE_COLUMNS
-                ]
-                columns += [
-                    pa.repeat(pa.scalar(rows.kind, pa.string()), n),
-                    pa.repeat(pa.scalar(ordinal, pa.int32()), n),
-                    pa.repeat(pa.scalar(snapshot_id, pa.int64()), n),
-                ]
-                yield pa.RecordBatch.from_arrays(columns, schema=target)
+            (props, location), change, find_opts, opts, ordinal, snapshot_id = pickle.loads(blob)
+            io = file_io(props, location)
+            for rows in row_sets(io, change, find_opts):
+                yield from _rows_as(target, io, rows, opts, ordinal, snapshot_id)
+
+
+def _rows_as(
+    target: pa.Schema, io: FileIO, rows: RowSet, opts: ReadOptions, ordinal: int, snapshot_id: int
+) -> Iterator[pa.RecordBatch]:
+    for out in read_rows(io, rows, opts):
+        n = out.num_rows
+        columns = [
+            out.column(f.name).cast(f.type) if f.name in out.schema.names else pa.nulls(n, f.type)
+            for f in target
+            if f.name not in CHANGE_COLUMNS
+        ]
+        columns += [
+            pa.repeat(pa.scalar(rows.kind, pa.string()), n),
+            pa.repeat(pa.scalar(ordinal, pa.int32()), n),
+            pa.repeat(pa.scalar(snapshot_id, pa.int64()), n),
+        ]
+        yield pa.RecordBatch.from_arrays(columns, schema=target)
 
 
 def changes_to_dataframe(job: ChangeJob, spark: SparkSession) -> DataFrame:
@@ -92,17 +105,15 @@ def changes_to_dataframe(job: ChangeJob, spark: SparkSession) -> DataFrame:
         ]
     )
     target = _arrow_schema(schema)
-    steps = [s for s in job.planned if s.files]
-    items = [(c, job.options) for s in steps for c in s.files]
-    found = runner(spark, io, job.metadata.location)(_find_rows, items) if items else []
     blobs = []
-    at = 0
-    for step in steps:
-        sets = [r for group in found[at : at + len(step.files)] for r in group]
-        at += len(step.files)
-        both = any(r.kind == DELETE for r in sets) and any(r.kind == INSERT for r in sets)
+    for step in (s for s in job.planned if s.files):
+        # carry-overs need every column where a snapshot may both delete and insert: judged from
+        # metadata, so that the changed positions are found and read in one task per file
+        both = any(_may_insert(c) for c in step.files) and any(_may_delete(c) for c in step.files)
         opts = full if both or job.net else job.options  # the options read the condition's columns
-        blobs += [(pickle.dumps((spec, r, opts, step.ordinal, step.snapshot_id)),) for r in sets]
+        blobs += [
+            (pickle.dumps((spec, c, job.options, opts, step.ordinal, step.snapshot_id)),) for c in step.files
+        ]
     if not blobs:
         df = spark.createDataFrame([], schema)
     else:
