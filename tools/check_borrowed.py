@@ -30,20 +30,31 @@ PYICEBERG, PYSPARK = "pyiceberg", "pyspark"
 PACKAGES = {"pyiceberg": PYICEBERG, "pyspark": PYSPARK, "py4j": PYSPARK}
 COMPAT = {PYICEBERG: "_compat", PYSPARK: "engines/spark/_compat.py"}
 NONPUBLIC_MODULES = ("pyiceberg.avro", "pyspark.sql.pandas")
-NONPUBLIC_NAMES = frozenset(
-    {
-        ("pyiceberg.manifest", "MANIFEST_ENTRY_SCHEMAS"),
-        ("pyiceberg.manifest", "DATA_FILE_TYPE"),
-        ("pyiceberg.manifest", "ManifestWriterV2"),
-        ("pyiceberg.manifest", "write_manifest_list"),
-        ("pyiceberg.table.snapshots", "SnapshotSummaryCollector"),
-        ("pyiceberg.table.snapshots", "update_snapshot_summaries"),
-        ("pyiceberg.io.pyarrow", "data_file_statistics_from_parquet_metadata"),
-        ("pyiceberg.io.pyarrow", "compute_statistics_plan"),
-        ("pyiceberg.io.pyarrow", "parquet_path_to_id_mapping"),
-        ("pyiceberg.io.pyarrow", "ParquetFormatModel"),
-    }
-)
+
+
+def _nonpublic_names() -> frozenset[tuple[str, str]]:
+    """The public-looking names that ``icemor._compat.pyiceberg.BORROWED`` lists as borrowed (no
+    ``_`` part, outside the non-public modules): read from that list, so the two never drift."""
+    compat = Path(__file__).resolve().parent.parent / "src" / "icemor" / "_compat" / "pyiceberg.py"
+    for node in ast.parse(compat.read_text()).body:
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id == "BORROWED"
+            and node.value is not None
+        ):
+            borrowed: tuple[tuple[str, str], ...] = ast.literal_eval(node.value)
+            return frozenset(
+                (module, name)
+                for module, name in borrowed
+                if "." not in name and not name.startswith("_") and not module.startswith(NONPUBLIC_MODULES)
+            )
+    msg = f"no BORROWED list in {compat}"
+    raise SystemExit(msg)
+
+
+NONPUBLIC_NAMES = _nonpublic_names()
+
 # private attributes of pyiceberg/PySpark objects, found whatever the receiver's name
 PRIVATE_ATTRS = {
     **dict.fromkeys(
