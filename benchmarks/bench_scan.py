@@ -731,7 +731,7 @@ COLD_RUNS = 5
 COLD_VS_RAW = 1.5  # ANCHORS.md: a first read of an equality-deleted table, against the raw scan
 # Modules a scan imports on first use: imported before the clock starts in a cold process, as the
 # raw scan's pyarrow.dataset is (importing them is Python's start-up cost, not the read's).
-SCAN_MODULES = ("icemor.scan", "icemor.planning.scan", "icemor.engines.local", "icemor.io.reader")
+SCAN_MODULES = ("icemor.scan", "icemor.planning.scan_job", "icemor.engines.local", "icemor.io.reader")
 
 
 @dataclass

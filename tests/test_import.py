@@ -16,7 +16,7 @@ LIGHT_MODULES = [
     "icemor.scan",
     "icemor.io.reader",
     "icemor.planning.planner",
-    "icemor.planning.scan",
+    "icemor.planning.scan_job",
     "icemor.engines.local",
     "icemor.ops.create",
     "icemor.ops.append",

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     from icemor.io.reader import ReadOptions
     from icemor.planning.changes import ChangeJob
-    from icemor.planning.scan import ScanJob
+    from icemor.planning.scan_job import ScanJob
     from icemor.spec.tasks import CombinedScanTask, PlannedFile
 
 __all__ = ["ChangeScan", "Scan"]

@@ -122,7 +122,7 @@ class Table:
             include_deleted: Keep deleted rows and add a ``_deleted`` boolean column.
             case_sensitive: Column name matching.
         """
-        from icemor.planning.scan import SnapshotSelection, prepare_scan
+        from icemor.planning.scan_job import SnapshotSelection, prepare_scan
         from icemor.scan import Scan
 
         job = prepare_scan(

@@ -1,7 +1,7 @@
 """Borrowed internals stay in their compat modules (issue #24): ``tools/check_borrowed.py``.
 
 ``make lint`` runs the tool on ``src/icemor``; these tests prove it finds each kind of borrowing
-(the ones that were outside the compat modules before: ``planning/manifests.py``'s Avro reader,
+(the ones that were outside the compat modules before: ``planning/manifest_reader.py``'s Avro reader,
 ``commit/row_delta.py``'s summary helpers, ``commit/schema.py``'s ``_commit()``, the Spark
 engine's ``_jvm`` and ``_collect_as_arrow``), that it allows them in the compat modules, and that
 the tree has none elsewhere.
@@ -112,12 +112,12 @@ def test_the_compat_modules_are_where_the_tree_may_borrow(tmp_path: Path) -> Non
     assert check.check_tree(src) == []
     (src / "_compat" / "pyspark.py").write_text(spark)  # pyspark belongs to the Spark engine
     (src / "engines" / "spark" / "native.py").write_text(spark)
-    (src / "planning" / "manifests.py").write_text(iceberg)
+    (src / "planning" / "manifest_reader.py").write_text(iceberg)
     found = check.check_tree(src)
     assert sorted(Path(line.split(":")[0]).relative_to(src).as_posix() for line in found) == [
         "_compat/pyspark.py",
         "engines/spark/native.py",
-        "planning/manifests.py",
+        "planning/manifest_reader.py",
     ]
     result = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "check_borrowed.py"), str(src)],
@@ -126,4 +126,4 @@ def test_the_compat_modules_are_where_the_tree_may_borrow(tmp_path: Path) -> Non
         check=False,
     )
     assert result.returncode == 1
-    assert "planning/manifests.py:1: from pyiceberg.avro.file import AvroFile" in result.stdout
+    assert "planning/manifest_reader.py:1: from pyiceberg.avro.file import AvroFile" in result.stdout

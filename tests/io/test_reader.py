@@ -829,7 +829,7 @@ def test_filter_evaluated_in_pieces_keeps_kleene_logic(
     """Filters beyond MAX_ARROW_PREDICATES are split (a 10,000-term one crashed Arrow); NULLs and
     NOT must give exactly what one Arrow expression gives."""
     from icemor.io import reader
-    from icemor.planning.scan import parse_filter
+    from icemor.planning.scan_job import parse_filter
 
     data = data_ref(write(tmp_path / "data.parquet", numbered_table(12), row_group_size=5))
     opts = options(row_filter=parse_filter(row_filter, SCHEMA))

@@ -12,7 +12,7 @@ import pytest
 
 import icemor
 from icemor.cli import run
-from icemor.planning.manifests import live_delete_files
+from icemor.planning.manifest_reader import live_delete_files
 
 
 def _err_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:

@@ -12,7 +12,7 @@ from pyiceberg.types import DoubleType, IntegerType, LongType, PrimitiveType, St
 
 from icemor.exceptions import CorruptFileError
 from icemor.planning.delete_index import DeleteFileIndex
-from icemor.planning.manifests import ManifestFileEntry
+from icemor.planning.manifest_reader import ManifestFileEntry
 from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID, DELETE_FILE_POS_FIELD_ID
 
 ID, NAME, SCORE, CODE = 1, 2, 3, 4

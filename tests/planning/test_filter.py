@@ -13,7 +13,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from icemor.exceptions import InvalidArgumentError
 from icemor.expr.sql import MAX_NESTING, MAX_TEXT_CHARS
-from icemor.planning.scan import flatten_filter, parse_filter
+from icemor.planning.scan_job import flatten_filter, parse_filter
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False), NestedField(2, "data", StringType(), required=False)

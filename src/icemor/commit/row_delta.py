@@ -27,8 +27,8 @@ from pyiceberg.table.update import (
 )
 
 from icemor._compat.pyiceberg import manifest_list_writer, snapshot_summary
-from icemor.commit.files import to_data_file
-from icemor.commit.manifests import delete_quietly, write_snapshot_manifests, writing
+from icemor.commit.data_file_struct import to_data_file
+from icemor.commit.manifest_writer import delete_quietly, write_snapshot_manifests, writing
 from icemor.commit.retries import attempts
 from icemor.commit.swap import Outcome, SwapError, first_line, swap
 from icemor.commit.validation import Validation, validate

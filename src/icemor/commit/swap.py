@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from pyiceberg.exceptions import CommitFailedException
 
 from icemor._compat.pyiceberg import metadata_writes, record_metadata_writes
-from icemor.commit.manifests import delete_quietly
+from icemor.commit.manifest_writer import delete_quietly
 from icemor.exceptions import WriteFailedError
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pyiceberg.io import FileIO
 
     from icemor.engines import Runner
-    from icemor.planning.scan import ScanJob
+    from icemor.planning.scan_job import ScanJob
 
 __all__ = ["count_rows", "default_workers", "map_ordered", "read_batches", "runner", "stream"]
 

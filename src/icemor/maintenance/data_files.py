@@ -46,8 +46,8 @@ from pyiceberg.schema import sanitize_column_names
 from pyiceberg.table.snapshots import Operation
 
 from icemor._compat.pyiceberg import to_file_schema
-from icemor.commit.files import from_data_file
-from icemor.commit.manifests import delete_quietly
+from icemor.commit.data_file_struct import from_data_file
+from icemor.commit.manifest_writer import delete_quietly
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
 from icemor.engines.local import stream
@@ -57,8 +57,8 @@ from icemor.io.deletes import deleted_positions
 from icemor.io.reader import output_schema, read_task
 from icemor.io.writers import remove_written
 from icemor.maintenance._units import check_rewritable, partition_directory, run_guarded
-from icemor.planning.manifests import live_delete_files
-from icemor.planning.scan import prepare_scan
+from icemor.planning.manifest_reader import live_delete_files
+from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
 from icemor.spec.files import FileContent
 from icemor.spec.tasks import FileScanTask

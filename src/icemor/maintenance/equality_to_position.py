@@ -28,8 +28,8 @@ from pyiceberg.table.snapshots import Operation
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
 from icemor.ops.units import check_writable, delete_units, run_units
-from icemor.planning.manifests import live_delete_files
-from icemor.planning.scan import prepare_scan
+from icemor.planning.manifest_reader import live_delete_files
+from icemor.planning.scan_job import prepare_scan
 from icemor.spec.files import FileContent
 
 if TYPE_CHECKING:

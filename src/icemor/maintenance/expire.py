@@ -34,7 +34,7 @@ from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 from icemor.commit.snapshots import SnapshotRemoval, commit_removal, preview_removal
 from icemor.engines.local import map_ordered
 from icemor.exceptions import IcemorError, InvalidArgumentError, MissingFileError, UnsupportedFeatureError
-from icemor.planning.manifests import read_manifest_entries, read_manifest_list
+from icemor.planning.manifest_reader import read_manifest_entries, read_manifest_list
 from icemor.spec import properties as P
 from icemor.spec.files import FileContent
 

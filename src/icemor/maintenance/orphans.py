@@ -31,7 +31,7 @@ from urllib.parse import unquote
 from icemor.engines.local import map_ordered
 from icemor.exceptions import MissingFileError, UnsupportedFeatureError
 from icemor.maintenance.expire import DAY_MS, check_gc_enabled
-from icemor.planning.manifests import read_manifest_list
+from icemor.planning.manifest_reader import read_manifest_list
 from icemor.spec.identifiers import location_key, location_within
 
 if TYPE_CHECKING:

@@ -42,8 +42,8 @@ from icemor.commit.validation import Validation
 from icemor.io.deletes import deleted_positions
 from icemor.io.writers import DeleteFileTarget, remove_written, write_position_deletes
 from icemor.maintenance._units import check_rewritable, partition_directory, run_guarded
-from icemor.planning.manifests import read_manifest_entries, read_manifest_list
-from icemor.planning.scan import prepare_scan
+from icemor.planning.manifest_reader import read_manifest_entries, read_manifest_list
+from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
 from icemor.spec.files import FileContent
 from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID, DELETE_FILE_POS_FIELD_ID
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table as PyIcebergTable
 
     from icemor.engines import Runner
-    from icemor.planning.manifests import ManifestFileEntry
+    from icemor.planning.manifest_reader import ManifestFileEntry
     from icemor.spec.files import DataFileRef, DeleteFileRef, WrittenFile
     from icemor.spec.tasks import PlannedFile
 

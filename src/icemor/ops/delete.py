@@ -34,7 +34,7 @@ from icemor.ops.units import (
     deleted_concurrently,
     run_units,
 )
-from icemor.planning.scan import prepare_scan
+from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from icemor.engines import Runner
-    from icemor.planning.scan import ScanJob
+    from icemor.planning.scan_job import ScanJob
     from icemor.spec.files import WrittenFile
     from icemor.spec.tasks import PlannedFile
 
@@ -169,7 +169,7 @@ def _sql_positions(job: ScanJob, spark: SparkSession | None) -> dict[str, npt.ND
 def _delete_everything(table: PyIcebergTable, job: ScanJob, started: float) -> DeleteMetrics:
     """No condition: one snapshot that removes every data and delete file (no row is read)."""
     from icemor.engines.local import count_rows
-    from icemor.planning.manifests import live_delete_files
+    from icemor.planning.manifest_reader import live_delete_files
 
     assert job.snapshot is not None
     deleted = count_rows(job)

@@ -39,7 +39,7 @@ from icemor.ops.rowlevel import (
     typed,
 )
 from icemor.ops.units import Positions, check_writable
-from icemor.planning.scan import prepare_scan
+from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from icemor.engines import Runner
     from icemor.expr.sql import SqlExpression
     from icemor.ops.rowlevel import Dialect
-    from icemor.planning.scan import ScanJob
+    from icemor.planning.scan_job import ScanJob
 
 __all__ = ["MergeClause", "MergeMetrics", "MergePlan", "merge_rows", "plan_merge"]
 

@@ -36,7 +36,7 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
-from icemor.commit.files import from_data_file
+from icemor.commit.data_file_struct import from_data_file
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
 from icemor.exceptions import InvalidArgumentError
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from pyiceberg.table.snapshots import Snapshot
 
     from icemor.engines import Runner
-    from icemor.planning.scan import ScanJob
+    from icemor.planning.scan_job import ScanJob
     from icemor.spec.files import WrittenFile
 
 __all__ = [

@@ -30,7 +30,7 @@ from icemor.ops.rowlevel import (
     typed,
 )
 from icemor.ops.units import Positions, check_writable
-from icemor.planning.scan import prepare_scan
+from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from icemor.engines import Runner
     from icemor.expr.sql import SqlExpression
     from icemor.ops.rowlevel import Dialect
-    from icemor.planning.scan import ScanJob
+    from icemor.planning.scan_job import ScanJob
 
 __all__ = ["UpdateMetrics", "UpdatePlan", "plan_update", "update_rows"]
 

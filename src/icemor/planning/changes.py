@@ -39,7 +39,7 @@ from icemor.io.changes import (
     row_sets,
     snapshot_rows,
 )
-from icemor.planning.manifests import read_manifest_list
+from icemor.planning.manifest_reader import read_manifest_list
 from icemor.planning.planner import plan_files
 
 if TYPE_CHECKING:
@@ -308,7 +308,7 @@ def prepare_changes(
         InvalidArgumentError: Bad bounds, filter or column; an unknown key column.
         NoSuchSnapshotError: An unknown snapshot, or a range reaching into expired history.
     """
-    from icemor.planning.scan import prepare_scan
+    from icemor.planning.scan_job import prepare_scan
 
     snapshots = snapshot_range(
         metadata,

@@ -42,7 +42,7 @@ from icemor.spec.rules import equality_delete_applies, file_path_bounds_contain,
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
-    from icemor.planning.manifests import ManifestFileEntry
+    from icemor.planning.manifest_reader import ManifestFileEntry
 
 __all__ = ["DeleteFileIndex"]
 

@@ -14,7 +14,7 @@ from pyiceberg.types import PrimitiveType, StructType
 
 from icemor._compat.pyiceberg import inclusive_metrics_evaluator
 from icemor.planning.delete_index import DeleteFileIndex
-from icemor.planning.manifests import (
+from icemor.planning.manifest_reader import (
     ManifestFileEntry,
     manifest_entries_cached,
     read_manifest_entries,

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from icemor.engines import Runner
-    from icemor.planning.scan import ScanJob
+    from icemor.planning.scan_job import ScanJob
     from icemor.spec.tasks import PlannedFile
 
 __all__ = ["collect_arrow", "runner", "scan_to_dataframe", "session"]

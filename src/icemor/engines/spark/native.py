@@ -94,7 +94,7 @@ if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from icemor.planning.scan import ScanJob
+    from icemor.planning.scan_job import ScanJob
     from icemor.spec.tasks import PlannedFile
 
 __all__ = ["listing_skips", "native_dataframe", "native_ineligibility", "spark_file_path"]

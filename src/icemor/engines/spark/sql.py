@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrame, SparkSession
 
-    from icemor.planning.scan import ScanJob
+    from icemor.planning.scan_job import ScanJob
 
 __all__ = ["run_sql"]
 

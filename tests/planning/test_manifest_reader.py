@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from icemor.io.cache import DELETE_CACHE
-from icemor.planning.manifests import manifest_entries_cached, read_manifest_entries, read_manifest_list
+from icemor.planning.manifest_reader import manifest_entries_cached, read_manifest_entries, read_manifest_list
 
 if TYPE_CHECKING:
     from pathlib import Path
