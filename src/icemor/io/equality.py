@@ -1,7 +1,7 @@
 """Equality-delete probing: is a data row equal, on the equality columns, to any delete row?
 
-NULL-safe throughout (a NULL delete value matches a NULL data value). Velox's design (seed
-002) is the guide: the delete set is built once per process and probed per batch without
+NULL-safe throughout (a NULL delete value matches a NULL data value). Velox's design (its
+equality-delete reader) is the guide: the delete set is built once per process and probed per batch without
 per-row Python. Strategies, chosen per equality-id set when it is built:
 
 - one integer-like column over a dense range: a direct-mapped boolean table (a 10 M-row

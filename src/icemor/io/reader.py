@@ -27,6 +27,7 @@ from pyiceberg.io.pyarrow import expression_to_pyarrow, pyarrow_to_schema
 from pyiceberg.manifest import DataFile
 from pyiceberg.schema import Schema, prune_columns
 from pyiceberg.typedef import Record
+from pyiceberg.types import ListType, MapType
 
 from icemor._compat.pyiceberg import partition_constants, to_requested_schema
 from icemor.exceptions import CorruptFileError, UnsupportedFeatureError
@@ -230,11 +231,14 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
 
         filter_ids = extract_field_ids(bound_file)
     wanted = set(opts.projected_schema.field_ids) | filter_ids
+    # a list's or map's own id is not projectable (prune_columns selects it by its element, key
+    # and value ids, which field_ids holds too), as in pyiceberg's own reader
+    prunable = {i for i in wanted & file_schema.field_ids if not _is_collection(file_schema, i)}
     file_project_schema, out_columns = _memo(
         ("prune", id(file_schema), frozenset(wanted)),
         file_schema,
         lambda: (
-            prune_columns(file_schema, wanted & file_schema.field_ids, select_full_types=False),
+            prune_columns(file_schema, prunable, select_full_types=False),
             top_level_names(file_schema, wanted),
         ),
     )
@@ -262,6 +266,10 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
 
 _MEMO: dict[tuple[Any, ...], tuple[object, Any]] = {}
 _MEMO_MAX = 4096
+
+
+def _is_collection(schema: Schema, field_id: int) -> bool:
+    return isinstance(schema.find_type(field_id), ListType | MapType)
 
 
 def _memo(key: tuple[Any, ...], owner: object, compute: Callable[[], T]) -> T:
