@@ -286,6 +286,43 @@ def _bench_update_merge(
     return out
 
 
+def _bench_file_sizes(icemor: Any, rows: int = 3_000_000, days: int = 30) -> str:
+    """Append ``rows`` pandas rows over ``days`` day partitions in one append (icemor streams it
+    1 Mi rows at a time; issue #28: that made a file per batch and day): the line telling the
+    files per partition and their mean size."""
+    import pandas as pd
+    import pyarrow as pa
+    from pyiceberg.transforms import DayTransform
+
+    from icemor.catalog import load_catalog
+
+    name = f"{NAMESPACE}.file_sizes_{os.getpid()}"
+    ids = np.arange(rows, dtype=np.int64)
+    df = pd.DataFrame(
+        {
+            "id": ids,
+            "qty": np.random.default_rng(0).integers(0, 1000, rows),
+            "ts": pd.Timestamp("2024-01-01") + pd.to_timedelta(ids % days, unit="D"),
+        }
+    )
+    catalog = load_catalog()
+    schema = pa.Schema.from_pandas(df, preserve_index=False).set(2, pa.field("ts", pa.timestamp("us")))
+    created = catalog.create_table(name, schema=schema)
+    try:
+        with created.update_spec() as spec:
+            spec.add_field("ts", DayTransform(), "ts_day")
+        icemor.load_table(name).append(df)
+        files = [t.file for t in catalog.load_table(name).scan().plan_files()]
+        partitions = len({tuple(f.partition) for f in files}) or 1
+        mean_mb = sum(f.file_size_in_bytes for f in files) / max(1, len(files)) / 1e6
+        return (
+            f"append file sizes: {rows:,} pandas rows over {days} day partitions, one append: "
+            f"{len(files)} data files, {len(files) / partitions:.1f} per partition, mean {mean_mb:.2f} MB"
+        )
+    finally:
+        catalog.purge_table(name)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -331,6 +368,12 @@ def main(argv: list[str] | None = None) -> int:
 
     conversion = _bench_conversion(java, icemor, args.runs, counter, ids)
 
+    print("  append file sizes ...", flush=True)
+    try:
+        file_sizes = _bench_file_sizes(icemor)
+    except Exception as e:  # reported, not fatal
+        file_sizes = f"append file sizes: {one_line(e)}"
+
     machine = machine_info(java.spark.version)
     m = machine
     print(
@@ -371,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             um_rows.append([label, engine, "-", value, ""])
     print(render(um_rows))
+    print(f"\n{file_sizes}")
     print("\nTarget: icemor local <= Iceberg Java's time, same run; conversion of eq10 <= 5 s.")
     for label in ("UPDATE", "MERGE"):
         ours_t, java_t = update_merge.get((label, "icemor local")), update_merge.get((label, JAVA))

@@ -68,7 +68,7 @@ def test_update_matching_nothing_commits_nothing(
     assert run(["update", table, "--set", "cat='x'", "--where", "id > 100"]) == 0
     assert "nothing committed" in capsys.readouterr().out
     assert run(["snapshots", table, "--json"]) == 0
-    assert len(capsys.readouterr().out.strip().splitlines()) == 1  # JSON lines: the append only
+    assert len(json.loads(capsys.readouterr().out)) == 1  # the append only
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,19 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "drop_table", "list_namespaces", "list_tables", "load_catalog", "load_table"]
+__all__ = [
+    "__version__",
+    "create_table",
+    "drop_table",
+    "list_namespaces",
+    "list_tables",
+    "load_catalog",
+    "load_table",
+]
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
     from pyiceberg.catalog import Catalog
 
     from icemor.table import Table
@@ -62,3 +72,68 @@ def load_table(identifier: str, *, catalog: Catalog | str | None = None, **kwarg
     from icemor.table import Table
 
     return Table.load(identifier, catalog=catalog, **kwargs)
+
+
+def create_table(
+    identifier: str,
+    schema_or_data: Any,
+    *,
+    partition_by: Sequence[str] | None = None,
+    identifier_fields: Sequence[str] | None = None,
+    properties: Mapping[str, str] | None = None,
+    format_version: int = 2,
+    catalog: Catalog | str | None = None,
+    note: Callable[[str], None] | None = None,
+) -> Table:
+    """Create a table (and its namespace if missing) from a schema, or from data that is appended.
+
+    ``icemor.create_table("shop.orders", df, partition_by=["day(ts)"], identifier_fields=["id"])``
+
+    Args:
+        identifier: ``namespace.table``.
+        schema_or_data: A pyiceberg ``Schema``, an Arrow schema, or data whose schema the table
+            takes and whose rows become its first snapshot: an Arrow table, batch or
+            RecordBatchReader, a pandas or polars DataFrame, or Parquet file path(s). Nanosecond
+            timestamps become microsecond columns; columns are optional unless identifier fields.
+        partition_by: Partition fields: ``"region"``, ``"day(ts)"``, ``"bucket(16, id)"``,
+            ``"truncate(4, s)"``, ``year|month|hour(col)``.
+        identifier_fields: The row key (Iceberg's identifier fields): these columns become
+            required (NOT NULL), so CDC and the change feed key on them without options.
+        properties: Table properties.
+        format_version: Iceberg format version.
+        catalog: A pyiceberg catalog, a catalog name, or None for the embedded catalog.
+        note: Told in one line how many nanosecond timestamps lost digits when the data is
+            appended (default: a warning on the ``icemor`` logger).
+
+    Raises:
+        InvalidArgumentError: A bad name, partition field or identifier field, an existing table,
+            a column of unknown type (all NULL), rows that do not fit (NULL in an identifier
+            field); nothing is left behind (a table created for data that failed is dropped).
+    """
+    from icemor.catalog import table_locations
+    from icemor.ops.create import create_table as _create
+    from icemor.ops.inputs import schema_of
+    from icemor.table import Table
+
+    cat = _catalog(catalog)
+    schema, data = schema_of(schema_or_data, what="the data")
+    created = _create(
+        cat,
+        identifier,
+        schema_from=schema,
+        partition_by=list(partition_by or ()),
+        identifier_fields=list(identifier_fields or ()),
+        format_version=format_version,
+        properties=dict(properties or {}),
+        tables=lambda: table_locations(cat, strict=False),
+    )
+    table = Table(created, cat)
+    if data is not None:
+        try:
+            table.append(data, note=note)
+        except BaseException:
+            from icemor.ops.drop import drop_table as _drop
+
+            _drop(cat, identifier, purge=True)
+            raise
+    return table

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from icemor.exceptions import (
     CorruptFileError,
+    IcemorError,
     InvalidArgumentError,
     MissingFileError,
     UnsupportedFeatureError,
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CATALOG_NAME",
+    "catalog_error",
     "icemor_home",
     "list_namespaces",
     "list_tables",
@@ -75,6 +77,80 @@ def load_catalog(name: str | None = None, **properties: str) -> Catalog:
     except (ValueError, KeyError, NotImplementedError) as e:
         msg = f"cannot load catalog {name!r}: {e}"
         raise InvalidArgumentError(msg) from e
+    except Exception as e:
+        # a REST catalog asks its server for its configuration here: unreachable, refused
+        known = catalog_error(e, name)
+        if known is None:
+            raise
+        raise known from e
+
+
+# the drivers of icemor's extras (`pip install "icemor[glue]"`), by pyiceberg's extra name; for
+# others pyiceberg's own advice stands (`[s3]` is pyarrow's S3, already in pyarrow's wheel)
+_EXTRAS = {"glue": "glue", "hive": "hive"}
+
+
+def catalog_error(error: BaseException, name: str | None = None) -> IcemorError | None:
+    """The one-line icemor error for a catalog that cannot be used, or None for any other error.
+
+    A missing driver (pyiceberg's ``NotInstalledError``: the extra to install), a server that
+    cannot be reached (connection refused, unknown host, timeout) and a server that refuses
+    the request (401/403, an expired token, a 5xx). Raised while the catalog loads, or later by
+    any call the CLI makes to it.
+    """
+    from pyiceberg import exceptions as pe
+
+    which = f"catalog {name!r}" if name else "the catalog"
+    if isinstance(error, pe.NotInstalledError):
+        import re
+
+        wanted = re.search(r"pyiceberg\[([\w-]+)\]", str(error))
+        extra = _EXTRAS.get(wanted.group(1)) if wanted else None
+        fix = f'pip install "icemor[{extra}]"' if extra else str(error).rpartition(": ")[2]
+        what = str(error).partition(":")[0]
+        msg = f"{which} cannot be used: {what}; install it with {fix}"
+        return UnsupportedFeatureError(msg)
+    if isinstance(
+        error, pe.UnauthorizedError | pe.ForbiddenError | pe.OAuthError | pe.AuthorizationExpiredError
+    ):
+        status = {
+            pe.UnauthorizedError: "401 Unauthorized",
+            pe.ForbiddenError: "403 Forbidden",
+            pe.AuthorizationExpiredError: "authorization expired",
+        }.get(type(error), "OAuth error")
+        msg = f"{which} refused the request ({status}: {_first_line(error)}); check its credentials"
+        return InvalidArgumentError(msg)
+    if isinstance(error, pe.RESTError) and not isinstance(error, pe.CommitStateUnknownException):
+        msg = f"{which} failed the request: {_first_line(error)}"
+        return InvalidArgumentError(msg)
+    try:
+        import requests
+    except ImportError:  # pragma: no cover - pyiceberg requires it
+        return None
+    if isinstance(error, requests.exceptions.ConnectionError | requests.exceptions.Timeout):
+        request = getattr(error, "request", None)
+        url = getattr(request, "url", None)
+        where = f" at {url.split('?')[0]}" if url else ""
+        reason = _connection_reason(error)
+        msg = f"cannot reach {which}{where}: {reason}; check its uri and that the server runs"
+        return InvalidArgumentError(msg)
+    return None
+
+
+def _connection_reason(error: BaseException) -> str:
+    """``connection refused``, ``timed out``, ``name or service not known``: the cause in a few words."""
+    import re
+
+    text = str(error)
+    if "timed out" in text.lower() or "timeout" in type(error).__name__.lower():
+        return "timed out"
+    found = re.findall(r"\[Errno -?\d+\] ([^'\")]+)", text)
+    return found[-1].strip().lower() if found else "connection failed"
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
 
 
 # Opening the embedded catalog (an SQLAlchemy engine, then table checks) cost ~4 ms of every

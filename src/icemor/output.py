@@ -231,14 +231,13 @@ def _uri(path: str) -> str:
     return path
 
 
-def print_plan(planned: list[PlannedFile], *, as_json: bool = False) -> None:
-    """The scan plan as a table, or as JSON: one object per data file with its delete files."""
+def print_plan(planned: list[PlannedFile], *, as_json: bool = False, jsonl: bool = False) -> None:
+    """The scan plan as a table, or as JSON: an array (``as_json``) or lines (``jsonl``) of one
+    object per data file with its delete files."""
     from rich.console import Console
     from rich.table import Table
 
-    if as_json:
-        import typer
-
+    if as_json or jsonl:
         plan = [
             {
                 "path": _uri(pf.data_file.path),
@@ -257,7 +256,7 @@ def print_plan(planned: list[PlannedFile], *, as_json: bool = False) -> None:
             }
             for pf in planned
         ]
-        typer.echo(json.dumps(plan))
+        print_json(plan, lines=jsonl)
         return
 
     t = Table(title="scan plan: data files and the delete files that apply")
@@ -289,10 +288,22 @@ def print_names(names: list[str], *, as_json: bool) -> None:
     import typer
 
     if as_json:
-        typer.echo(json.dumps(names))
+        print_json(names)
     else:
         for name in names:
             typer.echo(name)
+
+
+def print_json(items: list[Any], *, lines: bool = False) -> None:
+    """Every ``--json`` of the CLI: exactly one JSON document (an array) per invocation; with
+    ``lines`` (``--jsonl``), one compact JSON value a line, written as they come."""
+    import typer
+
+    if lines:
+        for item in items:
+            typer.echo(json.dumps(item, default=_json_default))
+    else:
+        typer.echo(json.dumps(items, default=_json_default))
 
 
 def _when(ms: int | None) -> str:
@@ -347,18 +358,16 @@ def _n(v: int | None) -> str:
     return "" if v is None else str(v)
 
 
-def print_snapshots(snaps: list[SnapshotInfo], *, title: str, as_json: bool) -> None:
-    """``icemor snapshots``: every snapshot with its summary counts and refs."""
+def print_snapshots(snaps: list[SnapshotInfo], *, title: str, as_json: bool, jsonl: bool = False) -> None:
+    """``icemor snapshots``: every snapshot with its summary counts and refs; ``as_json``: one
+    JSON array, ``jsonl``: one JSON object a line."""
     import dataclasses
 
     from rich.console import Console
     from rich.table import Table
 
-    if as_json:
-        import typer
-
-        for s in snaps:
-            typer.echo(json.dumps(dataclasses.asdict(s)))
+    if as_json or jsonl:
+        print_json([dataclasses.asdict(s) for s in snaps], lines=jsonl)
         return
     t = Table(title=title, caption=f"{len(snaps)} snapshots; * = current")
     for col in (
@@ -400,18 +409,16 @@ def print_snapshots(snaps: list[SnapshotInfo], *, title: str, as_json: bool) -> 
     Console(width=250).print(t)
 
 
-def print_history(entries: list[HistoryEntry], *, title: str, as_json: bool) -> None:
-    """``icemor history``: each change of the current snapshot, oldest first."""
+def print_history(entries: list[HistoryEntry], *, title: str, as_json: bool, jsonl: bool = False) -> None:
+    """``icemor history``: each change of the current snapshot, oldest first; ``as_json``: one
+    JSON array, ``jsonl``: one JSON object a line."""
     import dataclasses
 
     from rich.console import Console
     from rich.table import Table
 
-    if as_json:
-        import typer
-
-        for e in entries:
-            typer.echo(json.dumps(dataclasses.asdict(e)))
+    if as_json or jsonl:
+        print_json([dataclasses.asdict(e) for e in entries], lines=jsonl)
         return
     t = Table(title=title, caption=f"{len(entries)} entries")
     for col in ("made current at (UTC)", "ms", "snapshot id", "parent id", "operation", "ancestor", "refs"):

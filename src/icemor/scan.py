@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd  # type: ignore[import-untyped]
+    import polars as pl
     from pyiceberg.io import FileIO
     from pyiceberg.table.snapshots import Snapshot
     from pyspark.sql import DataFrame, SparkSession
@@ -19,7 +22,42 @@ if TYPE_CHECKING:
 __all__ = ["ChangeScan", "Scan"]
 
 
-class Scan:
+class _Exports:
+    """``to_pandas``, ``to_polars`` and ``to_duckdb`` over a scan's Arrow batch stream."""
+
+    def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
+        raise NotImplementedError
+
+    def to_pandas(self, **kwargs: Any) -> pd.DataFrame:
+        """All rows as a pandas DataFrame, converted batch by batch from the Arrow stream.
+
+        Args:
+            **kwargs: Passed to ``pyarrow.Table.to_pandas`` (e.g. ``types_mapper=pd.ArrowDtype``).
+        """
+        return self.to_arrow_batch_reader().read_pandas(**kwargs)
+
+    def to_polars(self) -> pl.DataFrame:
+        """All rows as a polars DataFrame, built from the Arrow batch stream (polars is imported
+        only here)."""
+        import polars as pl
+
+        frame = pl.from_arrow(self.to_arrow_batch_reader())
+        assert isinstance(frame, pl.DataFrame)  # a reader gives a frame, not a series
+        return frame
+
+    def to_duckdb(self, connection: duckdb.DuckDBPyConnection, name: str) -> duckdb.DuckDBPyRelation:
+        """Register the rows as the view ``name`` on a DuckDB connection, streamed: DuckDB pulls
+        the batches as it runs a query (the stream can be read once: query it once, or
+        materialise it with ``CREATE TABLE t AS SELECT * FROM name``).
+
+        Returns:
+            The relation of the view.
+        """
+        connection.register(name, self.to_arrow_batch_reader())
+        return connection.table(name)
+
+
+class Scan(_Exports):
     """A planned-on-demand merge-on-read scan: every position delete, DV and equality delete applies."""
 
     def __init__(self, job: ScanJob) -> None:
@@ -84,7 +122,7 @@ class Scan:
         return scan_to_dataframe(self.job, spark, strategy=strategy)
 
 
-class ChangeScan:
+class ChangeScan(_Exports):
     """The rows inserted, deleted and updated over a snapshot range (see :mod:`icemor.planning.changes`).
 
     Columns: the selected table columns, then ``_change_type`` (``INSERT``, ``DELETE``,

@@ -657,13 +657,19 @@ _DRIVER = textwrap.dedent(
             kill()
             return original(*a, **k)
         r.manifest_list_writer = manifest_list_writer
-    elif where == "data-file":  # on pyiceberg's writer threads
+    elif where == "data-file":  # pyiceberg's writer threads, or icemor's TableDataWriter
         import pyiceberg.io.pyarrow as p
+        import icemor.io.data_writer as d
         original = p.ParquetFormatWriter.write
         def write(self, *a):
             kill()
             return original(self, *a)
         p.ParquetFormatWriter.write = write
+        original_output = d.ParquetOutput.write
+        def write_output(self, *a):
+            kill()
+            return original_output(self, *a)
+        d.ParquetOutput.write = write_output
     from icemor.cli import main
     sys.argv = ["icemor", *sys.argv[2:]]
     main()

@@ -1,4 +1,4 @@
-"""Metadata-only changes (no snapshot): identifier fields and partition specs.
+"""Metadata-only changes (no snapshot): schema updates, identifier fields and partition specs.
 
 Each is a compare-and-swap through :func:`icemor.commit.swap.swap` (a refused one leaves no
 metadata JSON), tried again on fresh metadata after a lost swap as ``commit.retry.*`` says.
@@ -9,9 +9,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.update import (
     AddPartitionSpecUpdate,
     AssertLastAssignedPartitionId,
+    AssertRefSnapshotId,
     AssertTableUUID,
 )
 
@@ -26,8 +28,9 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table as PyIcebergTable
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.update import TableRequirement, TableUpdate
+    from pyiceberg.table.update.schema import UpdateSchema
 
-__all__ = ["add_unpartitioned_spec", "set_identifier_fields", "unpartitioned_spec_id"]
+__all__ = ["add_unpartitioned_spec", "commit_schema_update", "set_identifier_fields", "unpartitioned_spec_id"]
 
 _Change = tuple[tuple["TableRequirement", ...], tuple["TableUpdate", ...]]
 
@@ -68,6 +71,42 @@ def commit_metadata_change(
         return table.refresh().metadata
     msg = f"{what} of {name} failed after {tried} attempt(s): {last}"
     raise CommitFailedError(msg)
+
+
+def commit_schema_update(
+    table: PyIcebergTable,
+    build: Callable[[UpdateSchema], None],
+    *,
+    allow_incompatible_changes: bool = False,
+    check: Callable[[TableMetadata], None] | None = None,
+) -> TableMetadata:
+    """Commit the schema change ``build`` stages on pyiceberg's ``UpdateSchema`` (Iceberg's rules).
+
+    ``check`` (e.g. no NULL in a column made required) runs on each attempt's metadata before
+    the change is computed, and then the commit requires the main branch to be still at the
+    snapshot it checked: a concurrent write makes the attempt lose its swap, and the next
+    attempt checks again. Returns the metadata after (unchanged when there was nothing to do).
+    """
+
+    def change(metadata: TableMetadata) -> _Change | None:
+        if check is not None:
+            check(metadata)
+        update = table.update_schema(allow_incompatible_changes=allow_incompatible_changes)
+        build(update)
+        updates, requirements = schema_update_changes(update)
+        if not updates:
+            return None
+        pinned: tuple[TableRequirement, ...] = ()
+        if check is not None:
+            current = metadata.current_snapshot()
+            pinned = (
+                AssertRefSnapshotId(  # type: ignore[call-arg]  # pydantic aliases
+                    ref=MAIN_BRANCH, snapshot_id=current.snapshot_id if current is not None else None
+                ),
+            )
+        return (AssertTableUUID(uuid=metadata.table_uuid), *requirements, *pinned), updates
+
+    return commit_metadata_change(table, "the schema change", change)
 
 
 def set_identifier_fields(table: PyIcebergTable, names: Sequence[str]) -> None:

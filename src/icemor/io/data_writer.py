@@ -13,6 +13,11 @@ pyiceberg's statistics collector, as its own writer does.
 :func:`write_rolling` is icemor's one rolling-file writer: data files here, position deletes
 (:mod:`icemor.io.writers`) and equality deletes (:mod:`icemor.io.equality_writer`) all write
 through it, and describe what they wrote with :func:`icemor.spec.files.written_file`.
+
+:class:`TableDataWriter` writes rows whose positions nobody needs (appends, the new rows of
+UPDATE and MERGE, compaction across specs) as Iceberg Java does: it partitions them by the
+table's spec and keeps one rolling file per partition open across batches, so a streamed
+append makes one file per partition and target size, not one per batch and partition.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.io import FileIO, OutputFile
 
@@ -39,14 +45,18 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     from pyiceberg.io import InputFile, OutputStream
     from pyiceberg.manifest import DataFile
+    from pyiceberg.partitioning import PartitionKey
     from pyiceberg.schema import Schema
     from pyiceberg.table.metadata import TableMetadata
 
 __all__ = [
+    "MEMORY_BUDGET_DEFAULT",
+    "MEMORY_BUDGET_PROPERTY",
     "DataFileTarget",
     "FileTarget",
     "ParquetOutput",
     "RecordingIO",
+    "TableDataWriter",
     "file_positions",
     "parquet_metrics",
     "write_data_files_in_order",
@@ -112,26 +122,26 @@ def write_rolling(
             naming it; the files written so far are removed.
     """
     out: list[_R] = []
-    done: list[str] = []
+    # every file begun, recorded before it is created: an interrupt (Ctrl-C, SIGTERM) landing
+    # while a file is being opened, before the writer holds it, must still remove it
+    started: list[str] = []
     current: ParquetOutput | None = None
     try:
         for piece in pieces:
             if current is None:
-                current = ParquetOutput(io, location(len(out)), arrow_schema(piece), compression, **options)
+                started.append(location(len(out)))
+                current = ParquetOutput(io, started[-1], arrow_schema(piece), compression, **options)
             write(current, piece)
             if current.size() >= target_file_size:
                 out.append(close(current))
-                done.append(current.location)
                 current = None
         if current is not None:
             out.append(close(current))
-            done.append(current.location)
             current = None
     except BaseException:
         if current is not None:
             current.abort()
-            done.append(current.location)
-        for path in done:
+        for path in started:
             with contextlib.suppress(OSError):
                 io.delete(path)
         raise
@@ -422,6 +432,7 @@ class ParquetOutput:
         self, io: FileIO, location: str, arrow_schema: pa.Schema, compression: str, **options: Any
     ) -> None:
         self.location = location
+        self.arrow_schema = arrow_schema
         try:
             # a retried task (Spark) rewrites its own names: they are unique to this commit and unit
             self._stream: OutputStream = io.new_output(location).create(overwrite=True)
@@ -474,3 +485,319 @@ class ParquetOutput:
     def metadata(self) -> pq.FileMetaData:
         """The Parquet footer of the closed file."""
         return self._writer.writer.metadata
+
+
+# ----------------------------------------------------------------------------------- table writer
+
+MEMORY_BUDGET_PROPERTY = "icemor.write.memory-budget-bytes"
+"""Table property: the bytes a :class:`TableDataWriter` may hold for its open files."""
+MEMORY_BUDGET_DEFAULT = 512 * 1024 * 1024
+"""512 MiB: four of Iceberg's default 128 MiB row groups, or the buffers of hundreds of partitions."""
+_TARGET_FILE_SIZE = "write.target-file-size-bytes"
+_TARGET_FILE_SIZE_DEFAULT = 512 * 1024 * 1024
+_ROW_GROUP_ROWS = "write.parquet.row-group-limit"  # pyiceberg's, in rows
+_ROW_GROUP_ROWS_DEFAULT = 1_048_576
+_ROW_GROUP_BYTES = "write.parquet.row-group-size-bytes"  # Java's
+_ROW_GROUP_BYTES_DEFAULT = 128 * 1024 * 1024
+_COMPRESSION = "write.parquet.compression-codec"
+# what an open file costs besides its buffered rows (writer state; an object store's upload
+# buffer): counted against the budget, so that very many open partitions close files too
+_OPEN_FILE_BYTES_LOCAL = 256 * 1024
+_OPEN_FILE_BYTES_REMOTE = 8 * 1024 * 1024
+# files are filled to this share of the target (see TableDataWriter._flush), and closed once
+# less than the slack is left rather than given a tiny row group
+_TARGET_AIM = 0.95
+_TARGET_SLACK = 0.02
+
+
+@dataclass
+class _PartitionFile:
+    """The rolling file of one partition: rows buffered for its next row group, and the open file."""
+
+    partition: tuple[Any, ...]
+    key: PartitionKey | None
+    pending: list[pa.Table]
+    pending_rows: int = 0
+    pending_bytes: int = 0
+    file: ParquetOutput | None = None
+    file_arrow_bytes: int = 0
+    """Arrow bytes written to the open file: with its size on disk, the compression it shows."""
+
+
+class TableDataWriter:
+    """Data files of a table's current spec: one rolling file per partition kept open across batches,
+    each rolled at write.target-file-size-bytes; open-file memory bounded by a budget (closes the
+    largest open file when over).
+
+    As Iceberg Java's fanout writer: a partition's rows are buffered up to a row group
+    (``write.parquet.row-group-limit`` rows or ``write.parquet.row-group-size-bytes``), appended
+    to the partition's open file, and the file is closed once its size on disk reaches the target;
+    rows are split between files by the compression the file shows so far, so files stay near
+    the target, not over it by a row group. Memory: the buffered rows plus a fixed cost per open
+    file stay under ``icemor.write.memory-budget-bytes`` (:data:`MEMORY_BUDGET_DEFAULT`, 512 MiB):
+    when over, the largest buffer is written out as a smaller row group, and if the open files
+    alone exceed it, the largest open file is closed. Files carry the metrics the table asks
+    for (``write.metadata.metrics.*``), as pyiceberg's writer's do.
+
+    Not thread-safe: one caller writes, then closes or aborts.
+
+    Args:
+        metadata: The table's metadata (schema, default spec, properties, location).
+        io: The table's FileIO.
+        write_uuid: Part of every file name (one per write); a new one if not given.
+        memory_budget_bytes: Overrides the table property.
+    """
+
+    def __init__(
+        self,
+        metadata: TableMetadata,
+        io: FileIO,
+        *,
+        write_uuid: uuid.UUID | None = None,
+        memory_budget_bytes: int | None = None,
+    ) -> None:
+        import uuid as uuid_module
+
+        from pyiceberg.schema import sanitize_column_names
+        from pyiceberg.table.locations import load_location_provider
+
+        props = metadata.properties
+        self._io = io
+        self._schema = metadata.schema()
+        self._spec = metadata.spec()
+        self._format_version = metadata.format_version
+        self._metrics_properties = dict(props)
+        # as pyiceberg's writer: Parquet gets Avro-safe column names when the table's are not
+        self._file_schema = sanitize_column_names(self._schema)
+        self._locations = load_location_provider(table_location=metadata.location, table_properties=props)
+        self._uuid = write_uuid or uuid_module.uuid4()
+        self._target = max(1, _int_property(props, _TARGET_FILE_SIZE, _TARGET_FILE_SIZE_DEFAULT))
+        self._row_group_rows = max(1, _int_property(props, _ROW_GROUP_ROWS, _ROW_GROUP_ROWS_DEFAULT))
+        self._row_group_bytes = max(1, _int_property(props, _ROW_GROUP_BYTES, _ROW_GROUP_BYTES_DEFAULT))
+        self._compression = props.get(_COMPRESSION, "zstd")
+        self.memory_budget_bytes = (
+            memory_budget_bytes
+            if memory_budget_bytes is not None
+            else _int_property(props, MEMORY_BUDGET_PROPERTY, MEMORY_BUDGET_DEFAULT)
+        )
+        local = metadata.location.startswith(("file:", "/"))
+        self._open_file_bytes = _OPEN_FILE_BYTES_LOCAL if local else _OPEN_FILE_BYTES_REMOTE
+        self._partitions: dict[tuple[Any, ...], _PartitionFile] = {}
+        self._done: list[WrittenFile] = []
+        self._paths: list[str] = []
+        self._ratio = 1.0  # disk bytes per Arrow byte in the files closed so far (no guess yet: 1)
+        self._finished = False
+
+    @property
+    def written_paths(self) -> list[str]:
+        """Every file started, including the open ones."""
+        return list(self._paths)
+
+    @property
+    def memory_bytes(self) -> int:
+        """What is held against the budget: the buffered rows and the open files' fixed cost."""
+        states = self._partitions.values()
+        return sum(s.pending_bytes for s in states) + self._open_file_bytes * sum(
+            1 for s in states if s.file is not None
+        )
+
+    def write(self, data: pa.Table | pa.RecordBatch) -> None:
+        """Add rows (in the table's Arrow schema, without field ids) to their partitions' files.
+
+        Raises:
+            WriteFailedError: A file could not be written, naming it (then :meth:`abort`).
+        """
+        if self._finished:
+            msg = "this TableDataWriter was closed or aborted"
+            raise WriteFailedError(msg)
+        if not data.num_rows:
+            return
+        table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
+        rows = compat.to_file_schema(
+            self._schema, self._file_schema, table, format_version=self._format_version
+        )
+        for partition, key, take in self._split(table):
+            state = self._partitions.get(partition)
+            if state is None:
+                state = self._partitions[partition] = _PartitionFile(partition, key, [])
+            part = rows if take is None else rows.take(take)
+            state.pending.append(part)
+            state.pending_rows += part.num_rows
+            state.pending_bytes += part.nbytes
+            if state.pending_rows >= self._row_group_rows or state.pending_bytes >= self._row_group_bytes:
+                self._flush(state)
+        self._keep_budget()
+
+    def close(self) -> list[DataFile]:
+        """Write what is buffered and close every open file: every file written, as pyiceberg
+        ``DataFile`` objects of the current spec. Raises as :meth:`write` (then :meth:`abort`)."""
+        if not self._finished:
+            for state in self._partitions.values():
+                self._flush(state)
+                self._close_file(state)
+            self._partitions.clear()
+            self._finished = True
+        return [_to_data_file(w) for w in self._done]
+
+    def abort(self) -> None:
+        """Close and delete every file written so far (idempotent); failures to delete are ignored."""
+        self._finished = True
+        for state in self._partitions.values():
+            if state.file is not None:
+                state.file.abort()
+                state.file = None
+            state.pending = []
+        self._partitions.clear()
+        for path in self._paths:
+            with contextlib.suppress(OSError):
+                self._io.delete(path)
+
+    def _split(self, table: pa.Table) -> list[tuple[tuple[Any, ...], PartitionKey | None, pa.Array | None]]:
+        """Each partition in ``table``: (partition tuple, key, its row indices in order; None: all rows)."""
+        from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
+
+        if self._spec.is_unpartitioned():
+            return [((), None, None)]
+        columns: dict[str, pa.Array] = {}
+        for i, pf in enumerate(self._spec.fields):
+            name = self._schema.find_column_name(pf.source_id)
+            if name is None:
+                msg = f"partition field {pf.name!r} has no source column in the table schema"
+                raise WriteFailedError(msg)
+            source = self._schema.find_field(pf.source_id)
+            columns[f"p{i}"] = pf.transform.pyarrow_transform(source.field_type)(_column(table, name))
+        names = list(columns)
+        indexed = pa.table({**columns, "rows": pa.array(np.arange(table.num_rows, dtype=np.int64))})
+        # one thread keeps each partition's rows in their order
+        groups = indexed.group_by(names, use_threads=False).aggregate([("rows", "list")])
+        out: list[tuple[tuple[Any, ...], PartitionKey | None, pa.Array | None]] = []
+        for g in range(groups.num_rows):
+            values = [
+                PartitionFieldValue(pf, groups.column(f"p{i}")[g].as_py())
+                for i, pf in enumerate(self._spec.fields)
+            ]
+            key = PartitionKey(field_values=values, partition_spec=self._spec, schema=self._schema)
+            record = key.partition
+            take = groups.column("rows_list")[g].values
+            out.append(
+                (tuple(record[i] for i in range(len(record))), key, None if groups.num_rows == 1 else take)
+            )
+        return out
+
+    def _flush(self, state: _PartitionFile) -> None:
+        """Write the partition's buffered rows to its file, rolling to new ones at the target size."""
+        if not state.pending_rows:
+            return
+        rows = pa.concat_tables(state.pending) if len(state.pending) > 1 else state.pending[0]
+        state.pending, state.pending_rows, state.pending_bytes = [], 0, 0
+        while rows.num_rows:
+            f = state.file if state.file is not None else self._open(state, rows.schema)
+            size = f.size()
+            # aim a little under the target: row groups of a file compress unevenly, and the
+            # footer comes on top (Java overshoots by up to its check interval instead)
+            room = self._target * _TARGET_AIM - size
+            if state.file_arrow_bytes and room < self._target * _TARGET_SLACK:
+                self._close_file(state)  # full: no row group worth writing fits
+                continue
+            # the file's own compression once it has rows; before, that of the files closed
+            ratio = size / state.file_arrow_bytes if state.file_arrow_bytes else self._ratio
+            per_row = max(1.0, rows.nbytes / rows.num_rows)
+            fits = int(max(0.0, room) / max(ratio, 1e-3) / per_row)
+            n = min(rows.num_rows, self._row_group_rows, max(1, fits))
+            piece = rows.slice(0, n)
+            f.write(piece if piece.schema == f.arrow_schema else piece.cast(f.arrow_schema))
+            state.file_arrow_bytes += piece.nbytes
+            rows = rows.slice(n)
+            if f.size() >= self._target * _TARGET_AIM:
+                self._close_file(state)
+
+    def _open(self, state: _PartitionFile, schema: pa.Schema) -> ParquetOutput:
+        name = f"00000-{len(self._paths)}-{self._uuid}.parquet"
+        location = self._locations.new_data_location(data_file_name=name, partition_key=state.key)
+        self._paths.append(location)  # before it exists: an interrupt while creating it still removes it
+        state.file = ParquetOutput(
+            self._io, location, schema, self._compression, store_decimal_as_integer=True
+        )
+        state.file_arrow_bytes = 0
+        return state.file
+
+    def _close_file(self, state: _PartitionFile) -> None:
+        f = state.file
+        if f is None:
+            return
+        state.file = None
+        f.close()
+        if state.file_arrow_bytes:
+            self._ratio = f.file_size_in_bytes / state.file_arrow_bytes
+        self._done.append(
+            written_file(
+                FileContent.DATA,
+                f.location,
+                f.rows,
+                f.file_size_in_bytes,
+                spec_id=self._spec.spec_id,
+                partition=state.partition,
+                metrics=parquet_metrics(f, self._file_schema, self._metrics_properties),
+            )
+        )
+
+    def _keep_budget(self) -> None:
+        """Write out the largest buffers, then close the largest open files, until under budget."""
+        while self.memory_bytes > self.memory_budget_bytes:
+            states = list(self._partitions.values())
+            buffered = max(states, key=lambda s: s.pending_bytes)
+            if buffered.pending_bytes:
+                self._flush(buffered)
+                continue
+            open_files = [s for s in states if s.file is not None]
+            if not open_files:
+                return
+            self._close_file(max(open_files, key=lambda s: s.file.size() if s.file is not None else 0))
+
+
+def _int_property(properties: Mapping[str, str], name: str, default: int) -> int:
+    value = properties.get(name)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError as e:
+        msg = f"table property {name}={value!r} is not an integer"
+        raise WriteFailedError(msg) from e
+
+
+def _column(rows: pa.Table, path: str) -> pa.Array:
+    """A column by dotted path (a top-level name first: names may contain dots)."""
+    if path in rows.column_names:
+        return rows.column(path).combine_chunks()
+    head, _, rest = path.partition(".")
+    arr: pa.Array = rows.column(head).combine_chunks()
+    for part in rest.split("."):
+        arr = pc.struct_field(arr, part)
+    return arr
+
+
+def _to_data_file(written: WrittenFile) -> DataFile:
+    """The pyiceberg ``DataFile`` of a data file written here (as pyiceberg's writer makes them)."""
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.typedef import Record
+
+    return DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=written.path,
+        file_format=FileFormat.PARQUET,
+        partition=Record(*written.partition),
+        record_count=written.record_count,
+        file_size_in_bytes=written.file_size_in_bytes,
+        column_sizes=written.column_sizes,
+        value_counts=written.value_counts,
+        null_value_counts=written.null_value_counts,
+        nan_value_counts=dict(written.nan_value_counts or {}),
+        lower_bounds=written.lower_bounds,
+        upper_bounds=written.upper_bounds,
+        split_offsets=list(written.split_offsets) if written.split_offsets else None,
+        equality_ids=None,
+        sort_order_id=None,
+        key_metadata=None,
+        spec_id=written.spec_id,
+    )

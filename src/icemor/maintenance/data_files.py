@@ -47,14 +47,13 @@ from pyiceberg.table.snapshots import Operation
 
 from icemor._compat.pyiceberg import to_file_schema
 from icemor.commit.data_file_struct import from_data_file
-from icemor.commit.manifest_writer import delete_quietly
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
 from icemor.engines.local import stream
 from icemor.exceptions import InvalidArgumentError
-from icemor.io.data_writer import DataFileTarget, write_data_files_in_order, write_table_data_files
+from icemor.io.data_writer import DataFileTarget, TableDataWriter, write_data_files_in_order
 from icemor.io.deletes import deleted_positions
-from icemor.io.reader import output_schema, read_task
+from icemor.io.reader import read_task
 from icemor.io.writers import remove_written
 from icemor.maintenance._units import check_rewritable, partition_directory, run_guarded
 from icemor.planning.manifest_reader import live_delete_files
@@ -120,39 +119,19 @@ class _UnitResult:
     rows: int
 
 
-def _chunks(batches: Iterator[pa.RecordBatch], schema: pa.Schema, limit: int) -> Iterator[pa.Table]:
-    """Tables of about ``limit`` in-memory bytes: what pyiceberg's writer turns into one file each."""
-    held: list[pa.RecordBatch] = []
-    size = 0
-    for b in batches:
-        held.append(b)
-        size += b.nbytes
-        if size >= limit:
-            yield pa.Table.from_batches(held, schema=schema)
-            held, size = [], 0
-    if held:
-        yield pa.Table.from_batches(held, schema=schema)
-
-
 def _repartitioned(io: FileIO, unit: RewriteUnit, batches: Iterator[pa.RecordBatch]) -> list[WrittenFile]:
-    """Rows of an older spec: pyiceberg's writer partitions them by the current spec (in Arrow-byte
-    chunks of the target size, so these files come out smaller than the target on disk)."""
-    import itertools
-
-    counter = itertools.count()
+    """Rows of an older spec, partitioned by the current spec: a rolling file per partition at
+    the rewrite's target size (on disk), as Java's rewrite writes them."""
     metadata = unit.metadata
-    limit = P.int_property(metadata.properties, P.WRITE_TARGET_FILE_SIZE_BYTES, 0)
-    written: list[WrittenFile] = []
+    writer = TableDataWriter(metadata, io, write_uuid=uuid.UUID(unit.write_uuid))
     try:
-        for table in _chunks(batches, output_schema(unit.options), limit):
-            files = write_table_data_files(
-                metadata, table, io, write_uuid=uuid.UUID(unit.write_uuid), counter=counter
-            )
-            written.extend(from_data_file(f, metadata.default_spec_id) for f in files)
+        for batch in batches:
+            writer.write(batch)
+        files = writer.close()
     except BaseException:
-        delete_quietly(io, [w.path for w in written])
+        writer.abort()
         raise
-    return written
+    return [from_data_file(f, metadata.default_spec_id) for f in files]
 
 
 def _row_groups(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.Table]:
@@ -332,7 +311,7 @@ def rewrite_data_files(
     if not rewrite:
         return DataRewriteMetrics(0, 0, 0, 0, 0, 0, None, time.monotonic() - started)
 
-    # the writer sizes its files by this property (in Arrow bytes): the rewrite's target
+    # the writer of rows of older specs rolls its files at this property: the rewrite's target
     write_metadata = metadata.model_copy(
         update={"properties": {**props, P.WRITE_TARGET_FILE_SIZE_BYTES: str(target)}}
     )

@@ -1,16 +1,22 @@
-"""Append Parquet files to a table as one snapshot, streamed in bounded chunks."""
+"""Append rows to a table as one snapshot, streamed in bounded batches.
+
+The rows (an Arrow table or reader, a pandas or polars DataFrame, Parquet files) are read
+``BATCH_ROWS`` at a time, converted to the table's columns (:class:`icemor.ops.inputs.TableRows`:
+promotions, NULL-typed columns, nanosecond timestamps) and written by one
+:class:`icemor.io.data_writer.TableDataWriter` (a rolling file per partition); all its files are
+committed as one snapshot. Whatever fails (an interrupt too), every file written is removed
+unless the catalog may have committed.
+"""
 
 from __future__ import annotations
 
-import itertools
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyiceberg.exceptions import CommitFailedException
 
-from icemor._compat.pyiceberg import check_arrow_schema_compatible
 from icemor.commit.append import commit_append
 from icemor.commit.swap import Outcome, failed_outcome, first_line, tracked_swaps
 from icemor.exceptions import (
@@ -21,91 +27,87 @@ from icemor.exceptions import (
     InvalidArgumentError,
     WriteFailedError,
 )
-from icemor.io.data_writer import RecordingIO, write_table_data_files
-from icemor.ops.inputs import open_parquet
+from icemor.io.data_writer import RecordingIO, TableDataWriter
+from icemor.ops.inputs import TableRows, input_batches
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Sequence
 
-    import pyarrow.parquet as pq
+    from pyiceberg.io import FileIO
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table as PyIcebergTable
 
-__all__ = ["BATCH_ROWS", "append_files", "downcast_ns_timestamps", "schema_mismatch_message"]
+__all__ = [
+    "BATCH_ROWS",
+    "append_data",
+    "append_files",
+    "downcast_ns_timestamps",
+    "schema_mismatch_message",
+    "write_rows",
+]
 
 # Rows read, converted and written at a time: the memory bound of an append (not the input size).
 BATCH_ROWS = 1 << 20
 
-# Called with the number of rows of every chunk held in memory before it is written (tests
+# Called with the number of rows of every batch held in memory before it is written (tests
 # check the peak against BATCH_ROWS).
 observe_chunk: Callable[[int], None] | None = None
 
 
 def append_files(
-    table: PyIcebergTable, files: Sequence[Path | str], *, progress: Callable[[int], None] | None = None
+    table: PyIcebergTable,
+    files: Sequence[Path | str],
+    *,
+    progress: Callable[[int], None] | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> int:
     """Append Parquet files as one snapshot; nothing is committed, and no file left, if any is bad.
 
-    Every file's schema is checked first; then the rows are read, converted and written as data
-    files ``BATCH_ROWS`` at a time, and all the data files are committed in one snapshot.
-    ``timestamp[ns]`` columns are stored as microseconds on v1/v2 tables.
+    Every file's schema is checked first; then the rows are streamed as :func:`append_data` does.
+
+    Raises:
+        InvalidArgumentError: A missing or unreadable file, or one whose schema does not fit.
+    """
+    if not files:
+        return 0
+    return append_data(table, [Path(f) for f in files], progress=progress, note=note)
+
+
+def append_data(
+    table: PyIcebergTable,
+    data: Any,
+    *,
+    progress: Callable[[int], None] | None = None,
+    note: Callable[[str], None] | None = None,
+) -> int:
+    """Append ``data`` as one snapshot (none when it has no row).
 
     Args:
         table: The pyiceberg table.
-        files: Local Parquet files.
-        progress: Called with the number of rows of each chunk once it is written.
+        data: An Arrow table, record batch or reader, a pandas or polars DataFrame, or Parquet
+            file path(s) (local).
+        progress: Called with the number of rows of each batch once it is written.
+        note: Told, in one line, how many nanosecond timestamps lost digits (if any did).
 
     Returns:
         The number of rows appended.
 
     Raises:
-        InvalidArgumentError: A missing or unreadable file, or one whose schema does not fit.
+        InvalidArgumentError: A missing or unreadable file, or rows that do not fit the schema
+            (the message names the column).
         WriteFailedError: A file could not be written (disk full, permission denied, ...).
         CommitFailedError: The catalog refused the commit (e.g. a read-only catalog).
         CommitStateUnknownError: The catalog call failed after it may have committed; every
             file is kept.
-
-    Whatever fails (an interrupt too), every file written is removed unless the catalog may
-    have committed.
     """
-    paths = [Path(f) for f in files]
     name = ".".join(table.name())
-    metadata = table.metadata
-    opened = []
-    for path in paths:
-        pf = open_parquet(path)
-        schema = downcast_ns_timestamps(pf.schema_arrow) if metadata.format_version < 3 else pf.schema_arrow
-        try:
-            check_arrow_schema_compatible(metadata.schema(), schema, format_version=metadata.format_version)
-        except ValueError as e:
-            msg = f"{path} does not match the schema of {name}: {schema_mismatch_message(e)}"
-            raise InvalidArgumentError(msg) from e
-        opened.append((path, pf, schema))
-    if not opened:
-        return 0
-
-    write_uuid, counter = uuid.uuid4(), itertools.count()
     # every file this append writes (data files, manifests, manifest list) goes through it
     io = RecordingIO(table.io)
-    rows = 0
     with tracked_swaps(table.catalog) as calls:
         try:
-            written: list[DataFile] = []
-            for path, chunk in _chunks(opened):
-                if observe_chunk is not None:
-                    observe_chunk(chunk.num_rows)
-                try:
-                    data = pa.Table.from_batches(chunk.batches, schema=chunk.schema)
-                    written += write_table_data_files(
-                        metadata, data, io, write_uuid=write_uuid, counter=counter
-                    )
-                except (pa.ArrowInvalid, ValueError) as e:
-                    msg = f"cannot write the rows of {path} to {name}: {str(e).splitlines()[0]}"
-                    raise InvalidArgumentError(msg) from e
-                rows += chunk.num_rows
-                if progress is not None:
-                    progress(chunk.num_rows)
-            commit_append(table, io, written)
+            rows, written, convert = write_rows(table, io, data, what="the data", progress=progress)
+            if written:
+                commit_append(table, io, written)
         except BaseException as e:
             outcome = failed_outcome(calls, e)
             if outcome == Outcome.UNKNOWN:
@@ -120,7 +122,53 @@ def append_files(
             if error is e:
                 raise
             raise error from e
+    if note is not None and (text := convert.summary()):
+        note(text)
     return rows
+
+
+def write_rows(
+    table: PyIcebergTable,
+    io: FileIO,
+    data: Any,
+    *,
+    what: str,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[int, list[DataFile], TableRows]:
+    """Stream ``data`` into data files of the table's current spec (nothing committed).
+
+    Every schema known up front (Parquet files') is checked before any row is written; on any
+    failure every file written is removed and the error raised.
+
+    Returns:
+        The rows written, the data files, and the converter (its :meth:`TableRows.summary`).
+    """
+    metadata = table.metadata
+    convert = TableRows(metadata.schema(), table=".".join(table.name()))
+    source = input_batches(data, what=what, batch_rows=BATCH_ROWS)
+    for label, schema in source.schemas:
+        convert.check(schema, what=label)
+    writer = TableDataWriter(metadata, io, write_uuid=uuid.uuid4())
+    rows = 0
+    try:
+        for label, batch in source.batches:
+            if observe_chunk is not None:
+                observe_chunk(batch.num_rows)
+            converted = convert.convert(batch, what=label)
+            try:
+                writer.write(converted)
+            except (pa.ArrowInvalid, ValueError) as e:
+                if isinstance(e, IcemorError):
+                    raise
+                msg = f"cannot write the rows of {label} to {'.'.join(table.name())}: {first_line(e)}"
+                raise InvalidArgumentError(msg) from e
+            rows += batch.num_rows
+            if progress is not None:
+                progress(batch.num_rows)
+        return rows, writer.close(), convert
+    except BaseException:
+        writer.abort()
+        raise
 
 
 def _user_error(e: BaseException, name: str, written: list[str]) -> BaseException:
@@ -132,42 +180,6 @@ def _user_error(e: BaseException, name: str, written: list[str]) -> BaseExceptio
     if isinstance(e, CommitFailedException) or type(e).__name__ in ("OperationalError", "IntegrityError"):
         return CommitFailedError(f"the catalog refused the append to {name}: {first_line(e)}")
     return e
-
-
-class _Chunk:
-    """Batches of one schema held together, at most BATCH_ROWS rows."""
-
-    def __init__(self, schema: pa.Schema) -> None:
-        self.schema = schema
-        self.batches: list[pa.RecordBatch] = []
-        self.num_rows = 0
-
-
-def _chunks(opened: list[tuple[Path, pq.ParquetFile, pa.Schema]]) -> Iterator[tuple[Path, _Chunk]]:
-    """Chunks of at most BATCH_ROWS rows; small files share a chunk when their schemas agree."""
-    limit = max(1, BATCH_ROWS)
-    chunk: _Chunk | None = None
-    last = opened[0][0]
-    for path, pf, schema in opened:
-        if chunk is not None and chunk.schema != schema:
-            yield last, chunk
-            chunk = None
-        try:
-            for batch in pf.iter_batches(batch_size=limit):
-                if chunk is not None and chunk.num_rows + batch.num_rows > limit:
-                    yield last, chunk
-                    chunk = None
-                if chunk is None:
-                    chunk = _Chunk(schema)
-                # ns -> us: the checked cast refuses to drop sub-microsecond digits
-                chunk.batches.append(batch.cast(schema) if batch.schema != schema else batch)
-                chunk.num_rows += batch.num_rows
-                last = path
-        except (OSError, pa.ArrowInvalid) as e:
-            msg = f"cannot read Parquet file {path}: {str(e).splitlines()[0]}"
-            raise InvalidArgumentError(msg) from e
-    if chunk is not None and chunk.num_rows:
-        yield last, chunk
 
 
 def downcast_ns_timestamps(schema: pa.Schema) -> pa.Schema:

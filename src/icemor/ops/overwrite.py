@@ -1,0 +1,178 @@
+"""Overwrite: delete the rows matching a condition (every row when none) and add new rows, one snapshot.
+
+The new rows are streamed into data files first (:func:`icemor.ops.append.write_rows`: the
+input rules of :class:`icemor.ops.inputs.TableRows`); the rows they replace are deleted as a
+merge-on-read DELETE deletes them (position-delete files, or a data file removed when every
+live row of it matches; with no condition every data and delete file is removed); then one
+``overwrite`` snapshot adds both, validated as a DELETE (``write.delete.isolation-level``).
+Whatever fails, nothing is committed and every file written is removed (unless the catalog
+may have committed).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.schema import Schema
+from pyiceberg.table.snapshots import Operation
+
+from icemor.commit.data_file_struct import from_data_file
+from icemor.commit.manifest_writer import delete_quietly
+from icemor.commit.row_delta import RowDelta
+from icemor.commit.validation import Validation
+from icemor.ops.append import write_rows
+from icemor.ops.units import Positions, check_writable, delete_units, run_units
+from icemor.planning.scan_job import prepare_scan
+from icemor.spec import properties as P
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import numpy as np
+    import numpy.typing as npt
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.table import Table as PyIcebergTable
+
+    from icemor.engines import Runner
+    from icemor.planning.scan_job import ScanJob
+    from icemor.spec.files import WrittenFile
+
+__all__ = ["OverwriteMetrics", "overwrite_rows"]
+
+
+@dataclass(frozen=True)
+class OverwriteMetrics:
+    """What an overwrite did."""
+
+    rows_deleted: int
+    rows_added: int
+    data_files_added: int
+    delete_files_added: int
+    data_files_removed: int
+    delete_files_removed: int
+    snapshot_id: int | None
+    """The new snapshot; None when nothing was deleted or added (nothing committed)."""
+    seconds: float
+
+
+def overwrite_rows(
+    table: PyIcebergTable,
+    data: Any,
+    where: str | BooleanExpression | None,
+    *,
+    run: Runner,
+    note: Callable[[str], None] | None = None,
+) -> OverwriteMetrics:
+    """Replace the rows matching ``where`` (every row when None) with ``data``, in one snapshot.
+
+    Args:
+        table: The pyiceberg table (refreshed here).
+        data: The new rows: what :func:`icemor.ops.append.append_data` takes.
+        where: A filter in the scan language (SQL-like string) or a pyiceberg expression.
+        run: The scheduler of the per-file delete work.
+        note: Told, in one line, how many nanosecond timestamps lost digits (if any did).
+
+    Raises:
+        InvalidArgumentError: Bad condition or column, rows that do not fit, a v1 or
+            copy-on-write table; nothing is committed.
+        CommitConflictError: A concurrent commit conflicts; nothing is committed.
+    """
+    started = time.monotonic()
+    table = table.refresh()
+    check_writable(table)
+    # the condition is checked before anything is written
+    job = prepare_scan(table.metadata, table.io, row_filter=where, selected_fields=("_file", "_pos"))
+    rows, data_files, convert = write_rows(table, table.io, data, what="the data")
+    spec_id = table.metadata.default_spec_id
+    added = [from_data_file(f, spec_id) for f in data_files]
+    try:
+        removal = _removal(table, job, where, run)
+    except BaseException:
+        delete_quietly(table.io, [f.path for f in added])
+        raise
+    if not added and not removal.deletes and not removal.removed:
+        return OverwriteMetrics(0, 0, 0, 0, 0, 0, None, time.monotonic() - started)
+    isolation = P.choice(
+        table.metadata.properties,
+        P.DELETE_ISOLATION_LEVEL,
+        P.ISOLATION_LEVEL_DEFAULT,
+        ("serializable", "snapshot"),
+    )
+    delta = RowDelta(
+        table,
+        Validation(
+            start_snapshot_id=job.snapshot.snapshot_id if job.snapshot is not None else None,
+            conflict_filter=job.options.row_filter,
+            serializable=isolation == "serializable",
+            referenced_data_files=removal.referenced,
+            removed_data_files=removal.removed,
+        ),
+        added_files=[*removal.deletes, *added],
+        removed_paths=removal.removed,
+        operation=Operation.OVERWRITE,
+    )
+    committed = delta.commit()  # on failure it removes the files it was given
+    if note is not None and (text := convert.summary()):
+        note(text)
+    return OverwriteMetrics(
+        rows_deleted=removal.rows,
+        rows_added=rows,
+        data_files_added=len(added),
+        delete_files_added=len(removal.deletes),
+        data_files_removed=removal.data_files_removed,
+        delete_files_removed=len(removal.removed) - removal.data_files_removed,
+        snapshot_id=committed.snapshot_id,
+        seconds=time.monotonic() - started,
+    )
+
+
+@dataclass
+class _Removal:
+    rows: int
+    deletes: list[WrittenFile]
+    removed: set[str]
+    """Data files whose every live row matched, and the delete files only they used."""
+    data_files_removed: int
+    referenced: set[str]
+
+
+def _removal(table: PyIcebergTable, job: ScanJob, where: object, run: Runner) -> _Removal:
+    """The delete files to add and the files to remove for the rows ``job`` matches (as DELETE)."""
+    from icemor.engines.local import count_rows
+
+    if job.snapshot is None:
+        return _Removal(0, [], set(), 0, set())
+    if where is None:
+        from icemor.planning.manifest_reader import live_delete_files
+
+        data = {p.data_file.path for p in job.planned}
+        deletes = {d.path for d in live_delete_files(table.io, job.snapshot)}
+        return _Removal(count_rows(job), [], data | deletes, len(data), set())
+    # no columns but the position: the filter's columns are read for the filter only
+    opts = replace(job.options, projected_schema=Schema(), file_column=False)
+    if job.residual is not None:
+        found = _sql_positions(job)
+        planned = [p for p in job.live_files() if p.data_file.path in found]
+        units = delete_units(table, planned, opts, positions=found)
+    else:
+        units = delete_units(table, job.live_files(), opts)
+    results = run_units(table, units, run)
+    return _Removal(
+        rows=sum(r.deleted_rows for r in results),
+        deletes=[w for r in results for w in r.written],
+        removed={p for r in results for p in r.removed},
+        data_files_removed=sum(r.removed_data_files for r in results),
+        referenced={p for r in results for p in r.referenced},
+    )
+
+
+def _sql_positions(job: ScanJob) -> dict[str, npt.NDArray[np.int64]]:
+    """Sorted positions per data file of the live rows matching the job's SQL condition."""
+    from icemor.engines.local import read_batches
+
+    positions = Positions()
+    for batch in read_batches(job):
+        positions.add(batch.column("_file"), batch.column("_pos"))
+    return positions.finish()
