@@ -322,3 +322,61 @@ def test_parquet_statistics_from_the_footer(tmp_path: Path) -> None:
     assert from_bytes(LongType(), stats["lower_bounds"][1]) == 1
     assert from_bytes(LongType(), stats["upper_bounds"][1]) == 5
     assert 2 not in stats["lower_bounds"]  # "counts" mode: no bounds for cat
+
+
+def test_v3_manifest_and_manifest_list_round_trip(tmp_path: Path) -> None:
+    """The v3 writers write the v3 fields; pyiceberg's own v3 read schema reads them back."""
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+    from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus
+
+    io = PyArrowFileIO()
+    spec = PartitionSpec(spec_id=0)
+    dv = compat.v3_data_file(
+        content=DataFileContent.POSITION_DELETES,
+        file_path="file:///t/data/d.puffin",
+        file_format=FileFormat.PUFFIN,
+        partition=Record(),
+        record_count=3,
+        file_size_in_bytes=100,
+        referenced_data_file="file:///t/data/a.parquet",
+        content_offset=4,
+        content_size_in_bytes=42,
+    )
+    path = str(tmp_path / "m.avro")
+    with compat.ManifestWriterV3(spec, SCHEMA, io.new_output(path), 7, deletes=True) as w:
+        w.add_entry(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=7, data_file=dv))
+    manifest = w.to_manifest_file()
+    (entry,) = compat.read_manifest_entries_v3(io.new_input(path))
+    assert compat.v3_fields(entry.data_file) == ("file:///t/data/a.parquet", 4, 42)
+    assert entry.data_file.file_format == FileFormat.PUFFIN
+
+    data_manifest = manifest.__class__(*[manifest[i] for i in range(len(manifest))])
+    data_manifest[3] = 0  # content: data
+    data_manifest[10] = 2  # added_rows_count
+    data_manifest[11] = 5  # existing_rows_count
+    list_path = str(tmp_path / "snap.avro")
+    with compat.ManifestListWriterV3(
+        io.new_output(list_path), snapshot_id=7, parent_snapshot_id=None, sequence_number=1, first_row_id=10
+    ) as lw:
+        lw.add_manifests([manifest, data_manifest])
+    assert lw.next_row_id == 17  # advanced by the data manifest's added + existing rows
+    read = compat.read_manifest_list_v3(io.new_input(list_path))
+    assert [compat.manifest_first_row_id(m) for m in read] == [None, 10]  # delete manifests get none
+    assert [m.sequence_number for m in read] == [1, 1]
+
+
+def test_v3_metadata_json_only_inside_the_block() -> None:
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+    from pyiceberg.table.metadata import new_table_metadata
+    from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+
+    metadata = new_table_metadata(
+        SCHEMA, UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, "file:///t", {"format-version": "3"}
+    )
+    with pytest.raises(NotImplementedError):
+        metadata.model_dump_json()
+    with compat.v3_metadata_json():
+        text = metadata.model_dump_json()
+    assert '"format-version":3' in text and '"next-row-id":0' in text
+    with pytest.raises(NotImplementedError):  # pyiceberg's own writers still refuse
+        metadata.model_dump_json()

@@ -41,16 +41,22 @@ from pyiceberg.io import pyarrow as _pyarrow_io
 from pyiceberg.manifest import (
     DATA_FILE_TYPE,
     MANIFEST_ENTRY_SCHEMAS,
+    MANIFEST_LIST_FILE_SCHEMAS,
     DataFile,
     DataFileContent,
     FileFormat,
     ManifestContent,
     ManifestEntry,
     ManifestEntryStatus,
+    ManifestFile,
+    ManifestListWriter,
+    ManifestListWriterV2,
     ManifestWriterV2,
     write_manifest_list,
 )
+from pyiceberg.table import metadata as _pyiceberg_metadata
 from pyiceberg.table.snapshots import SnapshotSummaryCollector, Summary, update_snapshot_summaries
+from pyiceberg.typedef import IcebergBaseModel
 
 if TYPE_CHECKING:
     import uuid
@@ -61,7 +67,7 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.io import FileIO, InputFile, OutputFile
-    from pyiceberg.manifest import ManifestListWriter, ManifestWriter
+    from pyiceberg.manifest import ManifestWriter
     from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.schema import Schema
     from pyiceberg.table.metadata import TableMetadata
@@ -72,25 +78,34 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BORROWED",
+    "PYICEBERG_WRITES_V3",
     "V3_DATA_FILE_POSITIONS",
     "DeleteManifestWriterV2",
+    "ManifestListWriterV3",
+    "ManifestWriterV3",
     "MetadataWrite",
     "arrow_schema_to_iceberg_without_ids",
     "check_arrow_schema_compatible",
+    "first_row_id_of",
     "inclusive_metrics_evaluator",
+    "manifest_first_row_id",
     "manifest_list_writer",
     "manifest_writer",
     "metadata_writes",
     "parquet_statistics",
     "partition_constants",
     "read_manifest_entries_v3",
+    "read_manifest_list_v3",
     "record_metadata_writes",
     "schema_update_changes",
     "set_spec_id",
+    "set_v3_field",
     "snapshot_summary",
     "to_file_schema",
     "to_requested_schema",
+    "v3_data_file",
     "v3_fields",
+    "v3_metadata_json",
     "write_data_files",
 ]
 
@@ -118,6 +133,15 @@ BORROWED: tuple[tuple[str, str], ...] = (
     ("pyiceberg.io.pyarrow", "compute_statistics_plan"),
     ("pyiceberg.io.pyarrow", "parquet_path_to_id_mapping"),
     ("pyiceberg.io.pyarrow", "ParquetFormatModel"),
+    ("pyiceberg.manifest", "ManifestListWriterV2"),
+    ("pyiceberg.manifest", "ManifestListWriter"),
+    ("pyiceberg.manifest", "MANIFEST_LIST_FILE_SCHEMAS"),
+    ("pyiceberg.manifest", "DataFile.from_args"),
+    ("pyiceberg.table.metadata", "SUPPORTED_TABLE_FORMAT_VERSION"),
+    ("pyiceberg.table.metadata", "TableMetadataV3.model_dump_json"),
+    ("pyiceberg.avro.file", "AvroOutputFile"),
+    ("pyiceberg.table.update", "_apply_table_update"),
+    ("pyiceberg.table.metadata", "TableMetadataUtil._construct_without_validation"),
 )
 
 
@@ -503,3 +527,220 @@ def metadata_writes() -> Iterator[list[MetadataWrite]]:
         yield frame
     finally:
         _METADATA_WRITES.reset(token)
+
+
+# --- format version 3 writes (pyiceberg 0.12 writes v1/v2 only) -----------------------------
+
+PYICEBERG_WRITES_V3: bool = _pyiceberg_metadata.SUPPORTED_TABLE_FORMAT_VERSION >= 3
+"""Whether pyiceberg itself writes v3 metadata; the shims below step aside when it does."""
+
+_V3_FIRST_ROW_ID = [f.name for f in MANIFEST_LIST_FILE_SCHEMAS[3].fields].index("first_row_id")
+
+
+class ManifestWriterV3(ManifestWriterV2):
+    """A v3 manifest of data or delete files: the v3 entry schema (``first_row_id``,
+    ``referenced_data_file``, ``content_offset``, ``content_size_in_bytes``) for the file and
+    its records, ``format-version`` 3 and the content in the Avro header.
+
+    Why: pyiceberg 0.12's ``write_manifest`` refuses format version 3; its writer writes any
+    entry schema it is given (the private ``_with_partition``), so v3 is the v2 writer with the
+    v3 schema. Records must be v3 ``DataFile`` records (``DataFile.from_args(3, ...)`` or read
+    with :func:`read_manifest_entries_v3`). ``equality_ids`` is written as ``list<int>`` as in
+    :class:`DeleteManifestWriterV2`.
+    """
+
+    def __init__(
+        self, spec: PartitionSpec, schema: Schema, output: OutputFile, snapshot_id: int, *, deletes: bool
+    ) -> None:
+        super().__init__(spec, schema, output, snapshot_id, "deflate")
+        self._deletes = deletes
+
+    def content(self) -> ManifestContent:
+        return ManifestContent.DELETES if self._deletes else ManifestContent.DATA
+
+    @property
+    def version(self) -> TableVersion:
+        return 3
+
+    @property
+    def _meta(self) -> dict[str, str]:
+        return {**super()._meta, "content": "deletes" if self._deletes else "data"}
+
+    def _with_partition(self, format_version: TableVersion) -> Schema:
+        # records and file alike: the v3 schema (the base class asks for v2 records)
+        return _equality_ids_as_int(super()._with_partition(3))
+
+
+class ManifestListWriterV3(ManifestListWriter):
+    """A v3 manifest list: sequence numbers as v2, and row lineage: each data manifest without a
+    ``first_row_id`` gets the next unassigned row id, and the ids advance by its added and
+    existing rows (spec, "Row Lineage"; as Iceberg Java's v3 manifest-list writer).
+    ``next_row_id`` is the table's next row id after the list is written.
+
+    Why: pyiceberg 0.12's ``write_manifest_list`` refuses format version 3.
+    """
+
+    def __init__(
+        self,
+        output: OutputFile,
+        *,
+        snapshot_id: int,
+        parent_snapshot_id: int | None,
+        sequence_number: int,
+        first_row_id: int,
+    ) -> None:
+        super().__init__(
+            format_version=3,
+            output_file=output,
+            meta={
+                "snapshot-id": str(snapshot_id),
+                "parent-snapshot-id": str(parent_snapshot_id) if parent_snapshot_id is not None else "null",
+                "sequence-number": str(sequence_number),
+                "first-row-id": str(first_row_id),
+                "format-version": "3",
+                "avro.codec": "deflate",
+            },
+        )
+        self._v2 = ManifestListWriterV2(output, snapshot_id, parent_snapshot_id, sequence_number, "deflate")
+        self.next_row_id = first_row_id
+
+    def __enter__(self) -> ManifestListWriterV3:
+        from pyiceberg.avro.file import AvroOutputFile
+
+        self._writer = AvroOutputFile[ManifestFile](
+            output_file=self._output_file,
+            record_schema=MANIFEST_LIST_FILE_SCHEMAS[3],
+            file_schema=MANIFEST_LIST_FILE_SCHEMAS[3],
+            schema_name="manifest_file",
+            metadata=self._meta,
+        )
+        self._writer.__enter__()
+        return self
+
+    def prepare_manifest(self, manifest_file: ManifestFile) -> ManifestFile:
+        wrapped = self._v2.prepare_manifest(manifest_file)  # sequence numbers
+        data = [wrapped[i] for i in range(len(wrapped))]
+        data += [None] * (len(MANIFEST_LIST_FILE_SCHEMAS[3].fields) - len(data))
+        if int(wrapped.content) == int(ManifestContent.DATA) and data[_V3_FIRST_ROW_ID] is None:
+            data[_V3_FIRST_ROW_ID] = self.next_row_id
+            self.next_row_id += (wrapped.added_rows_count or 0) + (wrapped.existing_rows_count or 0)
+        return ManifestFile(*data)
+
+
+def manifest_first_row_id(manifest: ManifestFile) -> int | None:
+    """The ``first_row_id`` of a manifest read by :func:`read_manifest_list_v3` (None otherwise).
+
+    Why: pyiceberg 0.12's ``ManifestFile`` has no attribute for it; the record keeps it at its
+    v3 schema position.
+    """
+    return manifest[_V3_FIRST_ROW_ID] if len(manifest) > _V3_FIRST_ROW_ID else None
+
+
+def read_manifest_list_v3(input_file: InputFile) -> list[ManifestFile]:
+    """The manifests of a manifest list decoded with the v3 schema (``first_row_id`` kept).
+
+    Why: pyiceberg 0.12 reads manifest lists with its v2 schema, which drops ``first_row_id``;
+    a v3 writer must carry it over unchanged.
+    """
+    from pyiceberg.manifest import PartitionFieldSummary
+
+    with AvroFile[ManifestFile](
+        input_file,
+        MANIFEST_LIST_FILE_SCHEMAS[3],
+        read_types={-1: ManifestFile, 508: PartitionFieldSummary},
+        read_enums={517: ManifestContent},
+    ) as reader:
+        return list(reader)
+
+
+def v3_data_file(**fields: Any) -> DataFile:
+    """A ``DataFile`` record with the v3 fields (for :class:`ManifestWriterV3`).
+
+    Why: ``DataFile.from_args`` builds v2 records unless given pyiceberg's private
+    ``_table_format_version``.
+    """
+    return DataFile.from_args(_table_format_version=3, **fields)
+
+
+def set_v3_field(data_file: DataFile, name: str, value: Any) -> None:
+    """Set a v3-only field (``first_row_id`` ...) of a v3 ``DataFile`` record by its position."""
+    data_file[V3_DATA_FILE_POSITIONS[name]] = value
+
+
+def first_row_id_of(data_file: DataFile) -> int | None:
+    """The ``first_row_id`` of a v3 ``DataFile`` record (None for a v2 record)."""
+    pos = V3_DATA_FILE_POSITIONS["first_row_id"]
+    return data_file[pos] if len(data_file) > pos else None
+
+
+_V3_JSON: ContextVar[bool] = ContextVar("icemor_v3_json", default=False)
+_V3_LOCK = threading.Lock()
+
+
+def _install_v3_json() -> None:
+    """Let ``TableMetadataV3.model_dump_json`` serialise inside :func:`v3_metadata_json` only.
+
+    pyiceberg 0.12 raises ``NotImplementedError`` there; its pydantic model has every v3 field
+    (``next-row-id``, snapshots' ``first-row-id`` and ``added-rows``), so the base model's dump
+    is the spec's JSON. Outside the block (pyiceberg's own writers) it still raises.
+    """
+    with _V3_LOCK:
+        cls = _pyiceberg_metadata.TableMetadataV3
+        if getattr(cls, "_icemor_v3_json", False):
+            return
+        refuse = cls.model_dump_json
+
+        def model_dump_json(self: Any, *args: Any, **kwargs: Any) -> str:
+            if not _V3_JSON.get():
+                return refuse(self, *args, **kwargs)
+            if self.next_row_id is None:  # required in v3 JSON; a new table starts at 0
+                self = self.model_copy(update={"next_row_id": 0})
+            return IcebergBaseModel.model_dump_json(self, *args, **kwargs)
+
+        cls.model_dump_json = model_dump_json  # type: ignore[method-assign]
+        cls._icemor_v3_json = True  # type: ignore[attr-defined]
+
+
+def _install_v3_upgrade() -> None:
+    """Let pyiceberg's ``UpgradeFormatVersionUpdate`` handler take a table to format version 3
+    inside :func:`v3_metadata_json` only (it refuses versions above 2, also for a table created
+    as v3); ``next-row-id`` starts at 0 (spec, "Row Lineage": existing rows have no ids).
+    """
+    from pyiceberg.table import update as _pyiceberg_update
+    from pyiceberg.table.update import UpgradeFormatVersionUpdate
+
+    with _V3_LOCK:
+        apply = _pyiceberg_update._apply_table_update
+        if getattr(apply, "_icemor_v3_upgrade", False):
+            return
+        original = apply.dispatch(UpgradeFormatVersionUpdate)
+
+        def upgrade(update: UpgradeFormatVersionUpdate, base: TableMetadata, context: Any) -> TableMetadata:
+            if not _V3_JSON.get() or update.format_version != 3 or base.format_version not in (2, 3):
+                return original(update, base, context)
+            if base.format_version == 3:
+                return base
+            context.add_update(update)
+            v3 = _pyiceberg_metadata.TableMetadataUtil._construct_without_validation(
+                base.model_copy(update={"format_version": 3})
+            )
+            return v3.model_copy(update={"next_row_id": 0})
+
+        apply.register(UpgradeFormatVersionUpdate)(upgrade)
+        apply._icemor_v3_upgrade = True  # type: ignore[attr-defined]
+
+
+@contextmanager
+def v3_metadata_json() -> Iterator[None]:
+    """Inside the block, v3 table metadata serialises and a table may be upgraded (or created)
+    at format version 3 (pyiceberg 0.12 refuses both elsewhere)."""
+    if PYICEBERG_WRITES_V3:
+        yield
+        return
+    _install_v3_json()
+    _install_v3_upgrade()
+    token = _V3_JSON.set(True)
+    try:
+        yield
+    finally:
+        _V3_JSON.reset(token)

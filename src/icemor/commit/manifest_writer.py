@@ -14,13 +14,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pyiceberg.manifest import (
+    FileFormat,
     ManifestContent,
     ManifestEntry,
     ManifestEntryStatus,
 )
 
-from icemor._compat.pyiceberg import manifest_writer
+from icemor._compat.pyiceberg import ManifestWriterV3, manifest_writer, v3_fields
+from icemor.commit.v3 import as_v3, is_v3, live_entries
 from icemor.exceptions import WriteFailedError
+from icemor.spec.dv import dv_removal_key
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
@@ -29,7 +32,7 @@ if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile, ManifestFile, ManifestWriter
     from pyiceberg.table.metadata import TableMetadata
 
-__all__ = ["ManifestChanges", "delete_quietly", "write_snapshot_manifests", "writing"]
+__all__ = ["ManifestChanges", "delete_quietly", "removal_key", "write_snapshot_manifests", "writing"]
 
 
 @dataclass
@@ -40,11 +43,36 @@ class ManifestChanges:
     written_paths: list[str] = field(default_factory=list)
     removed: list[DataFile] = field(default_factory=list)
     """Entries of removed files as the parent held them (for the summary)."""
+    removed_keys: list[str] = field(default_factory=list)
+    """Their paths and :func:`removal_key` s."""
+
+
+def _removed(data_file: DataFile, removed_paths: set[str]) -> bool:
+    # a Puffin file's path removes each of its DVs; a DV's key only that one
+    return data_file.file_path in removed_paths or removal_key(data_file) in removed_paths
+
+
+def removal_key(data_file: DataFile) -> str:
+    """How ``removed_paths`` names a file: its path, or for a deletion vector (one of the many
+    blobs of a Puffin file) :func:`icemor.spec.dv.dv_removal_key`."""
+    if data_file.file_format == FileFormat.PUFFIN:
+        _, offset, _ = v3_fields(data_file)
+        if offset is not None:
+            return dv_removal_key(data_file.file_path, offset)
+    return data_file.file_path
 
 
 def _writer(
     metadata: TableMetadata, io: FileIO, spec_id: int, content: ManifestContent, snapshot_id: int, path: str
 ) -> ManifestWriter:
+    if is_v3(metadata):
+        return ManifestWriterV3(
+            metadata.specs()[spec_id],
+            metadata.schema(),
+            io.new_output(path),
+            snapshot_id,
+            deletes=content == ManifestContent.DELETES,
+        )
     return manifest_writer(
         metadata.specs()[spec_id],
         metadata.schema(),
@@ -70,6 +98,8 @@ def write_snapshot_manifests(
 ) -> ManifestChanges:
     """Manifests of a snapshot that adds ``added`` and removes ``removed_paths`` from the parent's.
 
+    ``removed_paths`` name files by path (a Puffin file's path: every DV in it) or by
+    :func:`removal_key` (one deletion vector: path and offset).
     Paths of ``removed_paths`` not found live in the parent are left out of ``changes.removed``;
     the caller decides whether that is a conflict. An added file named in
     ``data_sequence_numbers`` gets that data sequence number explicitly in its ADDED entry (a
@@ -80,6 +110,9 @@ def write_snapshot_manifests(
         WriteFailedError: A manifest could not be written; the ones written are removed.
     """
     explicit = data_sequence_numbers or {}
+    v3 = is_v3(metadata)
+    if v3:
+        added = [as_v3(f) for f in added]
     commit_id = uuid.uuid4().hex
     changes = ManifestChanges()
 
@@ -110,12 +143,12 @@ def write_snapshot_manifests(
         for manifest in parent_manifests:
             if not (manifest.has_added_files() or manifest.has_existing_files()):
                 continue  # no live entry: Java drops such manifests too
-            entries = manifest.fetch_manifest_entry(io, discard_deleted=True) if removed_paths else None
-            if not entries or not any(e.data_file.file_path in removed_paths for e in entries):
+            entries = live_entries(io, manifest, v3=v3) if removed_paths else None
+            if not entries or not any(_removed(e.data_file, removed_paths) for e in entries):
                 changes.manifests.append(manifest)
                 continue
-            live = [e for e in entries if e.data_file.file_path not in removed_paths]
-            gone = [e for e in entries if e.data_file.file_path in removed_paths]
+            live = [e for e in entries if not _removed(e.data_file, removed_paths)]
+            gone = [e for e in entries if _removed(e.data_file, removed_paths)]
             path = new_path()
             with (
                 writing(path),
@@ -126,6 +159,9 @@ def write_snapshot_manifests(
                 for e in live:
                     w.existing(e)
             changes.removed.extend(e.data_file for e in gone)
+            changes.removed_keys.extend(
+                k for e in gone for k in {removal_key(e.data_file), e.data_file.file_path}
+            )
             changes.manifests.append(w.to_manifest_file())
     except BaseException:
         delete_quietly(io, changes.written_paths)

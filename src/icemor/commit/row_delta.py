@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 from pyiceberg.table.snapshots import Operation, Snapshot
@@ -26,11 +26,12 @@ from pyiceberg.table.update import (
     SetSnapshotRefUpdate,
 )
 
-from icemor._compat.pyiceberg import manifest_list_writer, snapshot_summary
+from icemor._compat.pyiceberg import ManifestListWriterV3, manifest_list_writer, snapshot_summary
 from icemor.commit.data_file_struct import to_data_file
 from icemor.commit.manifest_writer import delete_quietly, write_snapshot_manifests, writing
 from icemor.commit.retries import attempts
 from icemor.commit.swap import Outcome, SwapError, first_line, swap
+from icemor.commit.v3 import is_v3, next_row_id, snapshot_manifests, validate_no_concurrent_dvs
 from icemor.commit.validation import Validation, validate
 from icemor.exceptions import CommitConflictError, CommitFailedError, CommitStateUnknownError, IcemorError
 from icemor.spec import properties as P
@@ -54,12 +55,16 @@ class RowDelta:
     validation: Validation
     added_files: list[WrittenFile] = field(default_factory=list)
     removed_paths: set[str] = field(default_factory=set)
-    """Data and delete files to remove; each must still be live at the head."""
+    """Data and delete files to remove; each must still be live at the head. A deletion vector
+    is named by :func:`icemor.spec.dv.dv_removal_key` (its Puffin file holds others)."""
     data_sequence_numbers: dict[str, int] = field(default_factory=dict)
     """Explicit data sequence numbers of added files by path (rewrites); others get the commit's."""
     snapshot_properties: dict[str, str] = field(default_factory=dict)
     operation: Operation | None = None
     """Default: ``delete`` when no data file is added, else ``overwrite`` (as Java's RowDelta)."""
+    owns_added_files: bool = True
+    """Remove the added files when the commit fails; False for files the caller registers
+    (``add-files``), which are never the commit's to delete."""
     _may_have_committed: bool = field(default=False, init=False, repr=False)
 
     def commit(self) -> Snapshot:
@@ -83,7 +88,8 @@ class RowDelta:
         except BaseException as e:
             if self._may_have_committed or isinstance(e, CommitStateUnknownError):
                 raise  # the commit may have happened: its files must stay
-            failed = delete_quietly(self.table.io, [f.path for f in self.added_files])
+            owned = [f.path for f in self.added_files] if self.owns_added_files else []
+            failed = delete_quietly(self.table.io, owned)
             if failed and isinstance(e, IcemorError):
                 msg = f"{e}; also could not remove {len(failed)} written file(s), e.g. {failed[0]}"
                 raise type(e)(msg) from e
@@ -105,13 +111,19 @@ class RowDelta:
     def _attempt(self, metadata: TableMetadata, attempt: int) -> Snapshot:
         io = self.table.io
         validate(metadata, io, self.validation)
+        # v3: a data file may have one live DV only (Java's validateAddedDVs)
+        dv_files = {f.referenced_data_file for f in self.added_files if f.is_deletion_vector}
+        validate_no_concurrent_dvs(
+            metadata, io, self.validation.start_snapshot_id, {p for p in dv_files if p is not None}
+        )
         parent = metadata.current_snapshot()
         snapshot_id = metadata.new_snapshot_id()
-        added = [to_data_file(f) for f in self.added_files]
+        v3 = is_v3(metadata)
+        added = [to_data_file(f, format_version=metadata.format_version) for f in self.added_files]
         changes = write_snapshot_manifests(
             metadata,
             io,
-            parent.manifests(io) if parent is not None else [],
+            snapshot_manifests(metadata, io, parent),
             snapshot_id=snapshot_id,
             added=added,
             removed_paths=self.removed_paths,
@@ -119,24 +131,43 @@ class RowDelta:
         )
         written = list(changes.written_paths)
         try:
-            missing = self.removed_paths - {f.file_path for f in changes.removed}
+            missing = self.removed_paths - set(changes.removed_keys)
             if missing:
-                msg = f"file {sorted(missing)[0]} is no longer in the table: a concurrent commit removed it"
+                gone = sorted(missing)[0].split("\x00")[0]
+                msg = f"file {gone} is no longer in the table: a concurrent commit removed it"
                 raise CommitConflictError(msg)
             sequence_number = metadata.next_sequence_number()
             list_path = f"{metadata.location}/metadata/snap-{snapshot_id}-{attempt}-{uuid.uuid4()}.avro"
             written.append(list_path)
-            with (
-                writing(list_path),
-                manifest_list_writer(
+            parent_id = parent.snapshot_id if parent is not None else None
+            first_row_id = next_row_id(metadata)
+            list_writer = (
+                ManifestListWriterV3(
                     io.new_output(list_path),
                     snapshot_id=snapshot_id,
-                    parent_snapshot_id=parent.snapshot_id if parent is not None else None,
+                    parent_snapshot_id=parent_id,
                     sequence_number=sequence_number,
-                ) as writer,
-            ):
+                    first_row_id=first_row_id,
+                )
+                if v3
+                else manifest_list_writer(
+                    io.new_output(list_path),
+                    snapshot_id=snapshot_id,
+                    parent_snapshot_id=parent_id,
+                    sequence_number=sequence_number,
+                )
+            )
+            with writing(list_path), list_writer as writer:
                 writer.add_manifests(changes.manifests)
+            # v3 row lineage: the rows of data manifests given ids here (the catalog update
+            # advances the table's next-row-id by them)
+            lineage: dict[str, Any] = (
+                {"first_row_id": first_row_id, "added_rows": list_writer.next_row_id - first_row_id}
+                if isinstance(list_writer, ManifestListWriterV3)
+                else {}
+            )
             snapshot = Snapshot(  # type: ignore[call-arg]  # pydantic aliases
+                **lineage,
                 snapshot_id=snapshot_id,
                 parent_snapshot_id=parent.snapshot_id if parent is not None else None,
                 sequence_number=sequence_number,

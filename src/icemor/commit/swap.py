@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyiceberg.exceptions import CommitFailedException
 
-from icemor._compat.pyiceberg import metadata_writes, record_metadata_writes
+from icemor._compat.pyiceberg import metadata_writes, record_metadata_writes, v3_metadata_json
 from icemor.commit.manifest_writer import delete_quietly
 from icemor.exceptions import WriteFailedError
 
@@ -193,7 +193,8 @@ def swap(
     Raises:
         SwapError: The call failed; ``outcome`` says whether it may have committed.
     """
-    with tracked_swaps(table.catalog) as calls:
+    # v3 metadata serialises only inside v3_metadata_json (pyiceberg 0.12 refuses it elsewhere)
+    with tracked_swaps(table.catalog) as calls, v3_metadata_json():
         try:
             table.catalog.commit_table(table, requirements, updates)
         except BaseException as e:

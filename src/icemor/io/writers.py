@@ -59,9 +59,13 @@ class DeleteFileTarget:
     partition: tuple[object, ...]
     target_file_size: int
     compression: str = "zstd"
+    deletion_vectors: bool = False
+    """Format version 3: the unit writes deletion vectors into one Puffin file
+    (:func:`icemor.io.puffin.write_deletion_vectors`) instead of Parquet position deletes."""
 
     def location(self, index: int) -> str:
-        return f"{self.directory}/{self.prefix}-{index:05d}-deletes.parquet"
+        suffix = "puffin" if self.deletion_vectors else "parquet"
+        return f"{self.directory}/{self.prefix}-{index:05d}-deletes.{suffix}"
 
 
 def write_position_deletes(

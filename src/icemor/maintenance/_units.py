@@ -30,8 +30,8 @@ R = TypeVar("R")
 
 
 def check_rewritable(table: PyIcebergTable) -> None:
-    """Refuse tables whose files icemor cannot rewrite: v1 (no sequence numbers) and v3 (pyiceberg 0.12
-    cannot write v3 metadata). Copy-on-write tables are fine: a rewrite changes no row."""
+    """Refuse tables whose files icemor cannot rewrite: v1 (no sequence numbers) and versions above 3.
+    Copy-on-write tables are fine: a rewrite changes no row."""
     version = table.metadata.format_version
     if version < 2:
         msg = (
@@ -39,8 +39,8 @@ def check_rewritable(table: PyIcebergTable) -> None:
             "which need format version 2 (set the table property format-version=2)"
         )
         raise InvalidArgumentError(msg)
-    if version > 2:
-        msg = "rewriting format-version 3 tables is not supported yet (pyiceberg 0.12 cannot write v3)"
+    if version > 3:
+        msg = f"rewriting format-version {version} tables is not supported (icemor writes up to 3)"
         raise UnsupportedFeatureError(msg)
 
 

@@ -40,11 +40,13 @@ from pyiceberg.types import LongType
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
 from icemor.io.deletes import deleted_positions
+from icemor.io.puffin import write_deletion_vectors
 from icemor.io.writers import DeleteFileTarget, remove_written, write_position_deletes
 from icemor.maintenance._units import check_rewritable, partition_directory, run_guarded
 from icemor.planning.manifest_reader import read_manifest_entries, read_manifest_list
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
+from icemor.spec.dv import dv_removal_key
 from icemor.spec.files import FileContent
 from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID, DELETE_FILE_POS_FIELD_ID
 
@@ -118,7 +120,9 @@ def rewrite_position_unit(io: FileIO, unit: PositionUnit) -> _UnitResult:
                     removed.append(data_file.path)  # no row left: drop the file, not list each row
                 elif len(live):
                     pending.append((data_file.path, live))
-            if pending:
+            if pending and out.target.deletion_vectors:
+                written.extend(write_deletion_vectors(io, out.target, pending))
+            elif pending:
                 written.extend(write_position_deletes(io, out.target, pending))
     except BaseException:
         for out in unit.outputs:
@@ -162,6 +166,12 @@ def _position_entries(io: FileIO, table: PyIcebergTable) -> dict[str, ManifestFi
     return out
 
 
+def _dvs_of(planned: PlannedFile) -> tuple[DeleteFileRef, ...]:
+    """The deletion vector(s) of this data file."""
+    path = planned.data_file.path
+    return tuple(d for d in planned.delete_files if d.is_deletion_vector and d.referenced_data_file == path)
+
+
 def _dangling_by_metrics(entry: ManifestFileEntry, users: list[PlannedFile], live: set[str]) -> bool:
     """Whether the file's bounds prove it holds a dangling position (missing bounds prove nothing)."""
     f = entry.data_file
@@ -180,13 +190,13 @@ def rewrite_position_deletes(table: PyIcebergTable, *, run: Runner) -> PositionD
 
     Raises:
         InvalidArgumentError: A v1 table.
-        UnsupportedFeatureError: A v3 table.
         CommitConflictError: A concurrent commit removed a file this one replaces.
     """
     started = time.monotonic()
     table = table.refresh()
     check_rewritable(table)
     metadata, io = table.metadata, table.io
+    v3 = metadata.format_version >= 3
     snapshot = metadata.current_snapshot()
     if snapshot is None:
         return PositionDeleteMetrics(0, 0, 0, 0, 0, 0, None, time.monotonic() - started)
@@ -219,16 +229,20 @@ def rewrite_position_deletes(table: PyIcebergTable, *, run: Runner) -> PositionD
     units: list[PositionUnit] = []
     unit_seq: list[int] = []
     inputs: set[str] = set()
+    old_dvs: set[str] = set()
     builder = _Targets(table)
     for files in members.values():
         per_file = [tuple(d for d in p.delete_files if d.path in entries) for p in files]
+        # v3: each data file's DV (if any) is merged with its position deletes into a new DV
+        dvs = [_dvs_of(p) if v3 else () for p in files]
         used = {d.path for ds in per_file for d in ds}
-        # file granularity: a data file with two or more; partition: a partition with two or more
-        wanted = any(len(ds) > 1 for ds in per_file) if granularity == "file" else len(used) > 1
+        # file granularity: a data file with two or more; partition: a partition with two or more;
+        # v3: every position-delete file (a v3 table keeps deletion vectors only)
+        wanted = v3 or (any(len(ds) > 1 for ds in per_file) if granularity == "file" else len(used) > 1)
         if not wanted and not any(_dangling_by_metrics(entries[u], users[u], live) for u in used):
             continue
-        pairs = [(p.data_file, ds) for p, ds in zip(files, per_file, strict=True)]
-        if granularity == "file":
+        pairs = [(p.data_file, ds + dv) for p, ds, dv in zip(files, per_file, dvs, strict=True)]
+        if granularity == "file" and not v3:
             outputs = tuple(builder.output([pair]) for pair in pairs)
         else:
             by_partition: dict[tuple[int, tuple[Any, ...]], list[_Pair]] = defaultdict(list)
@@ -236,8 +250,16 @@ def rewrite_position_deletes(table: PyIcebergTable, *, run: Runner) -> PositionD
                 by_partition[(pair[0].spec_id, pair[0].partition)].append(pair)
             outputs = tuple(builder.output(group) for group in by_partition.values())
         units.append(PositionUnit(outputs))
-        unit_seq.append(max(entries[u].data_sequence_number for u in used))
+        unit_seq.append(
+            max(
+                [entries[u].data_sequence_number for u in used]
+                + [d.data_sequence_number for ds in dvs for d in ds]
+            )
+        )
         inputs |= used
+        old_dvs |= {
+            dv_removal_key(d.path, d.content_offset) for ds in dvs for d in ds if d.content_offset is not None
+        }
     if not units and not dangling:
         return PositionDeleteMetrics(0, 0, 0, 0, 0, 0, None, time.monotonic() - started)
 
@@ -258,7 +280,7 @@ def rewrite_position_deletes(table: PyIcebergTable, *, run: Runner) -> PositionD
             start_snapshot_id=snapshot.snapshot_id, serializable=False, removed_data_files=removed_data
         ),
         added_files=written,
-        removed_paths=inputs | set(dangling) | removed_data,
+        removed_paths=inputs | set(dangling) | removed_data | old_dvs,
         operation=Operation.REPLACE,
         data_sequence_numbers=sequence_numbers,
     )
@@ -297,6 +319,7 @@ class _Targets:
             partition=first.partition,
             target_file_size=self._size,
             compression=self._compression,
+            deletion_vectors=self._table.metadata.format_version >= 3,
         )
         self._n += 1
         return _Output(target, tuple(pairs))

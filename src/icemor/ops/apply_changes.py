@@ -57,6 +57,7 @@ from icemor.commit.validation import Validation
 from icemor.exceptions import CommitConflictError, InvalidArgumentError
 from icemor.io.data_writer import DataFileTarget, file_positions, write_data_files_in_order
 from icemor.io.equality_writer import write_equality_deletes
+from icemor.io.puffin import write_deletion_vectors
 from icemor.io.writers import DeleteFileTarget, write_position_deletes
 from icemor.ops.append import downcast_ns_timestamps, schema_mismatch_message
 from icemor.ops.inputs import read_arrow
@@ -695,8 +696,10 @@ def change_unit(io: FileIO, ctx: ChangeContext, rows: pa.Table, unit: int) -> Ch
                     partition=partition,
                     target_file_size=ctx.delete_target_file_size,
                     compression=ctx.compression,
+                    deletion_vectors=ctx.format_version >= 3,  # v3: a DV (the file is new: no older one)
                 )
-                written.extend(write_position_deletes(io, pos_target, [(path, positions)]))
+                write = write_deletion_vectors if pos_target.deletion_vectors else write_position_deletes
+                written.extend(write(io, pos_target, [(path, positions)]))
                 position_deletes += len(positions)
         keys = plan.rows.select(list(ctx.key)).take(plan.eq_rows)
         if keys.num_rows:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from icemor._compat.pyiceberg import arrow_schema_to_iceberg_without_ids
-from icemor.exceptions import InvalidArgumentError, UnsupportedFeatureError
+from icemor.commit.v3 import v3_metadata_json
+from icemor.exceptions import InvalidArgumentError
 from icemor.ops.append import downcast_ns_timestamps
 from icemor.spec.identifiers import LOCATION_PROPERTIES, check_table_identifier, location_within
 from icemor.spec.partitioning import parse_partition_spec
@@ -23,15 +25,16 @@ if TYPE_CHECKING:
 
 __all__ = ["create_table"]
 
-SUPPORTED_FORMAT_VERSIONS = (2,)
+SUPPORTED_FORMAT_VERSIONS = (2, 3)
 
 
 def create_table(
     catalog: Catalog,
     identifier: str,
     *,
-    schema_from: Path,
+    schema_from: Path | pa.Schema | Schema,
     partition_by: Sequence[str] = (),
+    identifier_fields: Sequence[str] = (),
     format_version: int = 2,
     properties: dict[str, str] | None = None,
     tables: Callable[[], Mapping[str, Sequence[str]]],
@@ -50,9 +53,11 @@ def create_table(
     Args:
         catalog: Where to create it.
         identifier: ``namespace.table``.
-        schema_from: A Parquet file whose schema the table takes.
+        schema_from: A Parquet file whose schema the table takes, an Arrow schema, or an
+            Iceberg schema (its field ids are assigned afresh).
         partition_by: Partition fields (``col``, ``bucket(16,col)``, ``day(ts)``, ...).
-        format_version: 2 (3 is refused: pyiceberg cannot write it).
+        identifier_fields: The row key's columns (made required; Iceberg's identifier fields).
+        format_version: 2 or 3 (v3 metadata is written by :mod:`icemor.commit.v3`).
         properties: Table properties.
         tables: Every table the catalog knows with its locations
             (:func:`icemor.catalog.table_locations`).
@@ -62,34 +67,46 @@ def create_table(
         InvalidArgumentError: A bad table name, unreadable schema file, bad partition field, bad
             format version, a location inside (or around) another table's, or the table exists
             already; nothing is created then (a namespace created for it is removed again).
-        UnsupportedFeatureError: A format version icemor cannot write yet (3).
     """
     import pyarrow.parquet as pq
     from pyiceberg.exceptions import TableAlreadyExistsError
     from pyiceberg.schema import assign_fresh_schema_ids
 
     parts = check_table_identifier(identifier)
-    if format_version == 3:
-        # pyiceberg 0.12 cannot serialise v3 table metadata; fail before anything is created
-        msg = (
-            "creating format-version 3 tables is not supported yet (pyiceberg 0.12 cannot write v3 "
-            "metadata); create it with Iceberg Java, icemor reads it"
-        )
-        raise UnsupportedFeatureError(msg)
     if format_version not in SUPPORTED_FORMAT_VERSIONS:
-        msg = f"--format-version must be 2 (or 3, not yet supported), got {format_version}"
+        msg = f"--format-version must be 2 or 3, got {format_version}"
         raise InvalidArgumentError(msg)
-    try:
-        arrow_schema = pq.read_schema(schema_from)
-    except (OSError, pa.ArrowInvalid) as e:
-        msg = f"cannot read a Parquet schema from {schema_from}: {e}"
-        raise InvalidArgumentError(msg) from e
-    # Downcast here rather than by pyiceberg's flag, which logs a warning per column.
-    downcast = downcast_ns_timestamps(arrow_schema)
-    nanos = [f.name for f, d in zip(arrow_schema, downcast, strict=True) if f.type != d.type]
-    schema = assign_fresh_schema_ids(
-        arrow_schema_to_iceberg_without_ids(downcast, downcast_ns_timestamp_to_us=False)
-    )
+    from pyiceberg.schema import Schema as IcebergSchema
+
+    from icemor.ops.alter import with_identifier_fields
+
+    nanos: list[str] = []
+    if isinstance(schema_from, IcebergSchema):
+        schema = assign_fresh_schema_ids(schema_from)
+    else:
+        try:
+            arrow_schema = schema_from if isinstance(schema_from, pa.Schema) else pq.read_schema(schema_from)
+        except (OSError, pa.ArrowInvalid) as e:
+            msg = f"cannot read a Parquet schema from {schema_from}: {e}"
+            raise InvalidArgumentError(msg) from e
+        # Downcast here rather than by pyiceberg's flag, which logs a warning per column.
+        downcast = downcast_ns_timestamps(arrow_schema)
+        nanos = [f.name for f, d in zip(arrow_schema, downcast, strict=True) if f.type != d.type]
+        try:
+            schema = assign_fresh_schema_ids(
+                arrow_schema_to_iceberg_without_ids(downcast, downcast_ns_timestamp_to_us=False)
+            )
+        except ValueError as e:  # a type icemor cannot write (v3's unknown for NULL-typed columns)
+            found = re.search(r"Field: ([^.]+)\.", str(e))
+            if "Null type" not in str(e) or found is None:
+                raise
+            msg = (
+                f"cannot create {identifier}: column {found.group(1)} has Arrow's null type; give it a "
+                "concrete type (icemor does not write Iceberg's v3 unknown type yet)"
+            )
+            raise InvalidArgumentError(msg) from e
+    if identifier_fields:
+        schema = with_identifier_fields(schema, identifier_fields)
     spec = parse_partition_spec(partition_by, schema)
     namespace = ".".join(parts[:-1])
     props = {"format-version": str(format_version), **(properties or {})}
@@ -99,13 +116,14 @@ def create_table(
         raise InvalidArgumentError(msg)
     made_namespace = _create_namespace(catalog, namespace)
     try:
-        location = _default_location(catalog, identifier, parts, schema, spec, props)
-        paths = [location, *(props[p] for p in LOCATION_PROPERTIES if props.get(p))]
-        for path in paths:
-            _check_location(identifier, path, known)
-        created = catalog.create_table(
-            identifier, schema=schema, location=location, partition_spec=spec, properties=props
-        )
+        with v3_metadata_json():  # pyiceberg 0.12 builds and serialises v3 metadata only inside it
+            location = _default_location(catalog, identifier, parts, schema, spec, props)
+            paths = [location, *(props[p] for p in LOCATION_PROPERTIES if props.get(p))]
+            for path in paths:
+                _check_location(identifier, path, known)
+            created = catalog.create_table(
+                identifier, schema=schema, location=location, partition_spec=spec, properties=props
+            )
     except TableAlreadyExistsError as e:
         _drop_namespace(catalog, namespace, made_namespace)
         msg = f"table {identifier!r} already exists"
@@ -115,8 +133,8 @@ def create_table(
         raise
     if nanos and note is not None:
         note(
-            f"nanosecond timestamps stored as microseconds (format-version {format_version} has no "
-            f"nanoseconds): {', '.join(nanos)}"
+            f"nanosecond timestamps stored as microseconds (icemor writes microsecond timestamps): "
+            f"{', '.join(nanos)}"
         )
     return created
 
@@ -133,14 +151,14 @@ def _default_location(
     nothing); it is then passed to ``create_table`` so the table goes where it was checked."""
     try:
         staged = catalog.create_table_transaction(
-            identifier, schema=schema, partition_spec=spec, properties=props
-        )
+            identifier, schema=schema, partition_spec=spec, properties=dict(props)
+        )  # a copy: pyiceberg pops format-version from the properties it is given
     except ValueError:
         # pyiceberg's staging takes (namespace, table) only, while the SQL catalog's create_table
         # keeps a nested namespace as one dotted name: stage it under that name
         namespace = ".".join(parts[:-1])
         staged = catalog.create_table_transaction(
-            (namespace, parts[-1]), schema=schema, partition_spec=spec, properties=props
+            (namespace, parts[-1]), schema=schema, partition_spec=spec, properties=dict(props)
         )
     return staged.table_metadata.location
 

@@ -32,27 +32,35 @@ from pyiceberg.typedef import Record
 
 from icemor.exceptions import IcemorError, InvalidArgumentError, UnsupportedFeatureError
 from icemor.io.deletes import deleted_positions
+from icemor.io.puffin import write_deletion_vectors
 from icemor.io.reader import count_task, read_task
 from icemor.io.writers import DeleteFileTarget, remove_written, write_position_deletes
 from icemor.planning.planner import plan_files
 from icemor.spec import properties as P
+from icemor.spec.dv import dv_removal_key
 from icemor.spec.files import DeleteFileRef, FileContent
 from icemor.spec.tasks import FileScanTask
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     import numpy.typing as npt
     from pyiceberg.io import FileIO
     from pyiceberg.table import Table as PyIcebergTable
+    from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Snapshot
 
     from icemor.engines import Runner
+    from icemor.io.data_writer import TableDataWriter
     from icemor.io.reader import ReadOptions
     from icemor.spec.files import WrittenFile
     from icemor.spec.tasks import PlannedFile
 
 __all__ = [
+    "CHANGE_NEW",
+    "CHANGE_OLD",
+    "ChangeResult",
+    "ChangeWrite",
     "DeleteUnit",
     "Positions",
     "UnitResult",
@@ -61,6 +69,7 @@ __all__ = [
     "delete_units",
     "deleted_concurrently",
     "run_units",
+    "write_change_task",
 ]
 
 
@@ -119,8 +128,35 @@ def _file_scoped(planned: PlannedFile) -> list[Any]:
     ]
 
 
+def _dvs_of(planned: PlannedFile) -> list[DeleteFileRef]:
+    """The deletion vectors of this data file (at most one, by the spec; every one is merged)."""
+    return [
+        d
+        for d in planned.delete_files
+        if d.is_deletion_vector and d.referenced_data_file == planned.data_file.path
+    ]
+
+
+def _removal_keys(refs: Sequence[DeleteFileRef]) -> list[str]:
+    """How a commit names these delete files to remove (a DV by its Puffin path and offset)."""
+    return [
+        dv_removal_key(d.path, d.content_offset)
+        if d.is_deletion_vector and d.content_offset is not None
+        else d.path
+        for d in refs
+    ]
+
+
 def delete_unit(io: FileIO, unit: DeleteUnit) -> UnitResult:
-    """Find the matching live rows of each data file of ``unit`` and write their position deletes."""
+    """Find the matching live rows of each data file of ``unit`` and write their position deletes.
+
+    On a v3 table (``unit.target.deletion_vectors``) each data file gets one deletion vector
+    holding every position deleted so far: the new ones, its previous DV and its position
+    delete files (spec: at most one DV per data file, and a new DV must include the deletes of
+    older position delete files). The previous DV and the file-scoped position delete files are
+    removed in the same commit; partition-scoped ones may serve other data files and stay.
+    """
+    dvs = unit.target.deletion_vectors
     everything = replace(unit.options, row_filter=AlwaysTrue())
     pending: list[tuple[str, npt.NDArray[np.int64]]] = []
     referenced: list[str] = []
@@ -130,17 +166,17 @@ def delete_unit(io: FileIO, unit: DeleteUnit) -> UnitResult:
     for i, planned in enumerate(unit.files):
         f = planned.data_file
         task = FileScanTask(f, planned.delete_files, 0, f.file_size_in_bytes)
-        scoped = _file_scoped(planned)
+        scoped = _removal_keys([*_file_scoped(planned), *_dvs_of(planned)])
         if unit.convert:
             gone = _deleted_positions(io, task, unit.options)
             if len(gone) == f.record_count:
                 removed.append(f.path)  # nothing of it is live: drop it rather than list every row
-                removed.extend(d.path for d in scoped)
+                removed.extend(scoped)
                 removed_data += 1
             elif len(gone):
                 deleted += len(gone)
                 referenced.append(f.path)
-                removed.extend(d.path for d in scoped)  # their positions are part of ``gone``
+                removed.extend(scoped)  # their positions are part of ``gone``
                 pending.append((f.path, gone))
             continue
         if unit.positions is not None:
@@ -152,18 +188,29 @@ def delete_unit(io: FileIO, unit: DeleteUnit) -> UnitResult:
         deleted += len(matched)
         if len(matched) == count_task(io, task, everything):
             removed.append(f.path)  # every live row goes: drop the file, not each row
-            removed.extend(d.path for d in scoped)
+            removed.extend(scoped)
             removed_data += 1
             continue
         referenced.append(f.path)
-        if unit.merge_file_scoped and scoped:
-            older = deleted_positions(io, f.path, scoped)
+        if dvs:
+            # the DV replaces every earlier position delete of the file: merge them all
+            older_refs = [d for d in planned.delete_files if d.content == FileContent.POSITION_DELETES]
+            older = deleted_positions(io, f.path, older_refs) if older_refs else np.zeros(0, np.int64)
             matched = np.union1d(matched, older)
-            removed.extend(d.path for d in scoped)
+            removed.extend(scoped)
+        elif unit.merge_file_scoped and scoped:
+            older = deleted_positions(io, f.path, _file_scoped(planned))
+            matched = np.union1d(matched, older)
+            removed.extend(scoped)
         else:
             matched = np.sort(matched)
         pending.append((f.path, matched))
-    written = write_position_deletes(io, unit.target, pending) if pending else []
+    if not pending:
+        written: list[WrittenFile] = []
+    elif dvs:
+        written = write_deletion_vectors(io, unit.target, pending)
+    else:
+        written = write_position_deletes(io, unit.target, pending)
     return UnitResult(deleted, tuple(written), tuple(referenced), tuple(removed), removed_data)
 
 
@@ -179,7 +226,7 @@ def run_units(table: PyIcebergTable, units: Sequence[DeleteUnit], run: Runner) -
 
 
 def check_writable(table: PyIcebergTable, *, mode_property: str = P.DELETE_MODE) -> None:
-    """Refuse tables icemor cannot write merge-on-read deletes to (v1, v3, copy-on-write).
+    """Refuse tables icemor cannot write merge-on-read deletes to (v1, above v3, copy-on-write).
 
     ``mode_property``: the operation's mode property (``write.delete.mode``,
     ``write.update.mode``, ``write.merge.mode``), as Iceberg Java consults one per operation.
@@ -192,8 +239,9 @@ def check_writable(table: PyIcebergTable, *, mode_property: str = P.DELETE_MODE)
             "ALTER TABLE ... SET TBLPROPERTIES ('format-version'='2'))"
         )
         raise InvalidArgumentError(msg)
-    if metadata.format_version > 2:
-        msg = "writing format-version 3 tables is not supported yet (pyiceberg 0.12 cannot write v3 metadata)"
+    if metadata.format_version > 3:
+        version = metadata.format_version
+        msg = f"writing format-version {version} tables is not supported (icemor writes up to 3)"
         raise UnsupportedFeatureError(msg)
     mode = metadata.properties.get(mode_property, P.MERGE_ON_READ).strip().lower()
     if mode == P.COPY_ON_WRITE:
@@ -249,6 +297,7 @@ def delete_units(
                 partition=partition,
                 target_file_size=target_size,
                 compression=compression,
+                deletion_vectors=metadata.format_version >= 3,
             )
             units.append(
                 DeleteUnit(
@@ -306,13 +355,15 @@ def _written_positions(io: FileIO, data_path: str, written: Sequence[WrittenFile
         DeleteFileRef(
             content=w.content,
             path=w.path,
-            file_format="PARQUET",
+            file_format=w.file_format,
             record_count=w.record_count,
             file_size_in_bytes=w.file_size_in_bytes,
             spec_id=w.spec_id,
             partition=w.partition,
             data_sequence_number=0,
             referenced_data_file=w.referenced_data_file,
+            content_offset=w.content_offset,
+            content_size_in_bytes=w.content_size_in_bytes,
         )
         for w in written
         if w.content == FileContent.POSITION_DELETES
@@ -397,3 +448,187 @@ def _deleted_concurrently(
         else:
             counted += len(np.intersect1d(gone, _written_positions(io, f.path, ours)))
     return counted
+
+
+# --- row changes written by executor tasks (the Spark engine's UPDATE, MERGE, SQL DELETE) ---
+
+CHANGE_OLD = "__icemor_old"
+"""Optional boolean column of a change: the old row (``_file``, ``_pos``) is deleted (default:
+whenever ``_file`` is set)."""
+CHANGE_NEW = "__icemor_new"
+"""Optional boolean column of a change: its table columns are a new row to write (default: when
+the change has the table's columns)."""
+
+
+@dataclass(frozen=True)
+class ChangeWrite:
+    """What every task of a row-change write needs; pickled once per task, never per row."""
+
+    units: Mapping[str, DeleteUnit]
+    """The delete-unit template (``positions`` unset) of each live data file of the scan, by path."""
+    metadata: TableMetadata
+    """The table's metadata: new rows are written as data files of its current spec."""
+    unique: str | None = None
+    """The error if a target row comes twice (MERGE); None: a repeated position is one delete."""
+
+
+@dataclass(frozen=True)
+class ChangeResult:
+    """What one task wrote: file metadata and counts only."""
+
+    units: tuple[UnitResult, ...]
+    data: tuple[WrittenFile, ...]
+    deleted: int
+    """Old rows deleted without a new row."""
+    updated: int
+    """Old rows deleted and written anew."""
+    inserted: int
+    """New rows without an old one."""
+
+
+class _ChangeTask:
+    """The state of one task: the open data file's positions, pending units, buffered new rows."""
+
+    def __init__(self, io: FileIO, change: ChangeWrite, attempt: str) -> None:
+        from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+        self.io, self.change, self.attempt = io, change, attempt
+        schema = change.metadata.schema()
+        self.arrow_schema = schema_to_pyarrow(schema, include_field_ids=False)
+        self.required = [f.name for f in schema.fields if f.required]
+        self.results: list[UnitResult] = []
+        self.data: list[WrittenFile] = []
+        self.counts = {"deleted": 0, "updated": 0, "inserted": 0}
+        self.open: dict[str, tuple[list[npt.NDArray[np.int64]], list[npt.NDArray[np.int64]]]] = {}
+        """Data file -> (every matched position, the positions to delete), until the file is complete."""
+        self.grouped: dict[str, list[tuple[PlannedFile, npt.NDArray[np.int64]]]] = defaultdict(list)
+        """Partition-granularity units (by target prefix): their complete files, written at the end."""
+        self.writer: TableDataWriter | None = None
+        """New rows: one rolling file per partition across the task's batches."""
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        names = batch.schema.names
+        old_file = batch.column(names.index("_file"))
+        located = pc.is_valid(old_file)
+        has_row = all(n in names for n in self.arrow_schema.names)
+        new = batch.column(names.index(CHANGE_NEW)) if CHANGE_NEW in names else pa.scalar(has_row)
+        new = pc.fill_null(pc.and_(pa.array(np.ones(batch.num_rows, bool)), new), False)
+        old = batch.column(names.index(CHANGE_OLD)) if CHANGE_OLD in names else located
+        old = pc.fill_null(pc.and_(old, located), False)
+        n_new = pc.sum(new).as_py() or 0
+        n_updated = pc.sum(pc.and_(old, new)).as_py() or 0
+        self.counts["updated"] += n_updated
+        self.counts["deleted"] += (pc.sum(old).as_py() or 0) - n_updated
+        self.counts["inserted"] += n_new - (pc.sum(pc.and_(new, located)).as_py() or 0)
+        self._positions(batch.filter(located), old.filter(located))
+        if n_new:
+            self._add_rows(batch.filter(new))
+
+    def _positions(self, located: pa.RecordBatch, old: pa.Array) -> None:
+        if not located.num_rows:
+            return
+        files = located.column(located.schema.get_field_index("_file"))
+        pos = located.column(located.schema.get_field_index("_pos")).to_numpy(zero_copy_only=False)
+        pos = pos.astype(np.int64, copy=False)
+        deleting = old.to_numpy(zero_copy_only=False)
+        encoded = pc.dictionary_encode(files)
+        codes = encoded.indices.to_numpy(zero_copy_only=False)
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1))
+        for i, path in enumerate(encoded.dictionary.to_pylist()):
+            rows = order[bounds[i] : bounds[i + 1]]
+            matched, deleted = self.open.setdefault(path, ([], []))
+            if self.change.unique is not None:
+                matched.append(pos[rows])
+            deleted.append(pos[rows[deleting[rows]]])
+        # rows come sorted by _file: every file but the batch's last one is complete
+        last = files[len(files) - 1].as_py()
+        for path in [p for p in self.open if p != last]:
+            self._close(path)
+
+    def _close(self, path: str) -> None:
+        matched, deleted = self.open.pop(path)
+        if self.change.unique is not None:
+            every = np.sort(np.concatenate(matched))
+            if len(every) > 1 and bool((every[1:] == every[:-1]).any()):
+                raise InvalidArgumentError(self.change.unique)
+        positions = np.unique(np.concatenate(deleted)) if deleted else np.zeros(0, np.int64)
+        if not len(positions):
+            return
+        unit = self.change.units.get(path)
+        if unit is None:
+            msg = f"a change names data file {path}, which is not live in the scanned snapshot"
+            raise IcemorError(msg)
+        planned = next(p for p in unit.files if p.data_file.path == path)
+        if len(unit.files) == 1:
+            self._run(unit, [(planned, positions)])
+        else:
+            self.grouped[unit.target.prefix].append((planned, positions))
+
+    def _run(self, unit: DeleteUnit, files: Sequence[tuple[PlannedFile, npt.NDArray[np.int64]]]) -> None:
+        # the attempt in the names: a retried or speculative attempt never writes another's files
+        target = replace(unit.target, prefix=f"{unit.target.prefix}-{self.attempt}")
+        mine = replace(
+            unit, files=tuple(p for p, _ in files), positions=tuple(pos for _, pos in files), target=target
+        )
+        self.results.append(delete_unit(self.io, mine))
+
+    def _add_rows(self, rows: pa.RecordBatch) -> None:
+        for name in self.required:
+            if rows.column(name).null_count:
+                msg = f"column {name!r} is required (NOT NULL) but a new value of it is NULL"
+                raise InvalidArgumentError(msg)
+        if self.writer is None:
+            from icemor.io.data_writer import TableDataWriter
+
+            # a new write uuid per task attempt: no two attempts write the same file name
+            self.writer = TableDataWriter(self.change.metadata, self.io, write_uuid=uuid.uuid4())
+        self.writer.write(
+            pa.Table.from_batches([rows.select(self.arrow_schema.names)]).cast(self.arrow_schema)
+        )
+
+    def _flush_rows(self) -> None:
+        if self.writer is None:
+            return
+        from icemor.commit.data_file_struct import from_data_file
+
+        spec_id = self.change.metadata.default_spec_id
+        self.data += [from_data_file(f, spec_id) for f in self.writer.close()]
+
+    def finish(self) -> ChangeResult:
+        for path in list(self.open):
+            self._close(path)
+        units = {u.target.prefix: u for u in self.change.units.values()}
+        for prefix, files in self.grouped.items():
+            self._run(units[prefix], files)
+        self._flush_rows()
+        return ChangeResult(
+            tuple(self.results),
+            tuple(self.data),
+            self.counts["deleted"],
+            self.counts["updated"],
+            self.counts["inserted"],
+        )
+
+
+def write_change_task(
+    io: FileIO, batches: Iterable[pa.RecordBatch], change: ChangeWrite, attempt: str
+) -> ChangeResult:
+    """One executor task of a row-change write: the same per-file delete units as the local path.
+
+    ``batches`` are the task's changes sorted by ``_file, _pos``: ``_file``, ``_pos`` (the old
+    row, null for an insert), optionally :data:`CHANGE_OLD` / :data:`CHANGE_NEW`, and the new
+    row's table columns. The positions of each data file, once complete, go through
+    :func:`delete_unit` (granularity, whole-file removal, merging older file-scoped deletes);
+    new rows are written as data files of the table's current spec. ``attempt`` names this
+    task attempt uniquely; it is part of every delete file's name.
+
+    Raises:
+        InvalidArgumentError: A target row comes twice and ``change.unique`` is set; a NULL new
+            value of a required column.
+    """
+    task = _ChangeTask(io, change, attempt)
+    for batch in batches:
+        if batch.num_rows:
+            task.add(batch)
+    return task.finish()

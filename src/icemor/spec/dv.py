@@ -17,10 +17,19 @@ from pyroaring import BitMap64
 
 from icemor.exceptions import CorruptFileError
 
-__all__ = ["DV_BLOB_TYPE", "DV_MAGIC", "deserialize_dv", "serialize_dv"]
+__all__ = [
+    "DV_BLOB_TYPE",
+    "DV_MAGIC",
+    "DV_POSITION_FIELD_ID",
+    "deserialize_dv",
+    "dv_removal_key",
+    "serialize_dv",
+]
 
 DV_BLOB_TYPE = "deletion-vector-v1"
 DV_MAGIC = b"\xd1\xd3\x39\x64"
+DV_POSITION_FIELD_ID = 2_147_483_645
+"""The ``_pos`` metadata column (Integer.MAX_VALUE - 2): a DV blob's ``fields``."""
 _MIN_BLOB = 4 + len(DV_MAGIC) + 8 + 4  # length, magic, empty bitmap (bucket count), CRC
 
 
@@ -58,3 +67,10 @@ def deserialize_dv(blob: bytes, *, source: str = "deletion vector") -> npt.NDArr
         msg = f"{source}: invalid Roaring bitmap in deletion vector: {e}"
         raise CorruptFileError(msg) from e
     return np.asarray(bitmap.to_array(), dtype=np.uint64).astype(np.int64)
+
+
+def dv_removal_key(path: str, content_offset: int) -> str:
+    """How a commit names one deletion vector to remove: a Puffin file holds the DVs of many data
+    files, each its own manifest entry, so the file's path alone would remove them all. NUL
+    never occurs in a path, so the key cannot name a file."""
+    return f"{path}\x00dv@{content_offset}"

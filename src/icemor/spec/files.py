@@ -92,6 +92,17 @@ class WrittenFile:
     split_offsets: tuple[int, ...] | None = None
     nan_value_counts: dict[int, int] | None = None
     """Data files written by pyiceberg's writer carry them; delete files have no float column."""
+    file_format: str = "PARQUET"
+    """``PUFFIN`` for a deletion vector."""
+    content_offset: int | None = None
+    """A deletion vector's blob offset in its Puffin file."""
+    content_size_in_bytes: int | None = None
+    """A deletion vector's blob length."""
+
+    @property
+    def is_deletion_vector(self) -> bool:
+        """A v3 deletion vector: one Puffin blob for one data file."""
+        return self.content == FileContent.POSITION_DELETES and self.file_format == "PUFFIN"
 
 
 def written_file(
