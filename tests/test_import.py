@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 LIGHT_MODULES = [
     "icemor",
@@ -70,3 +75,66 @@ def test_icemor_spark_front_does_not_import_pyspark_until_called() -> None:
     code = "import sys, icemor.spark; assert 'pyspark' not in sys.modules; print(icemor.spark.session.__doc__ is not None)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+# PySpark is an optional extra (`icemor[spark]`): a process where it cannot be imported
+WITHOUT_PYSPARK = """
+import sys
+
+class _NoPySpark:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("pyspark", "py4j"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, _NoPySpark())
+from icemor.cli import run
+sys.exit(run(sys.argv[1:]))
+"""
+
+
+def _cli_without_pyspark(home: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ICEMOR_HOME": str(home)}
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT_PYSPARK, *argv],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_local_engine_and_cli_work_without_pyspark(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"id": pa.array([1, 2, 3], pa.int64()), "cat": ["a", "b", "a"]}), rows)
+    home = tmp_path / "home"
+    for argv in (
+        ["create-table", "db.t", "--schema-from", str(rows)],
+        ["append", "db.t", str(rows)],
+        ["delete", "db.t", "--where", "id = 2"],
+    ):
+        done = _cli_without_pyspark(home, *argv)
+        assert done.returncode == 0, done.stderr
+    out = tmp_path / "out.jsonl"
+    done = _cli_without_pyspark(home, "scan", "db.t", "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    assert sorted(json.loads(line)["id"] for line in out.read_text().splitlines()) == [1, 3]
+
+
+def test_spark_engine_without_pyspark_is_one_line_naming_the_extra(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"id": pa.array([1], pa.int64())}), rows)
+    home = tmp_path / "home"
+    assert _cli_without_pyspark(home, "create-table", "db.t", "--schema-from", str(rows)).returncode == 0
+    for argv in (["--engine", "spark", "count", "db.t"], ["--engine", "spark", "scan", "db.t"]):
+        done = _cli_without_pyspark(home, *argv)
+        err = done.stderr.strip().splitlines()
+        assert done.returncode == 2, done.stderr
+        assert len(err) == 1 and "pip install 'icemor[spark]'" in err[0], err

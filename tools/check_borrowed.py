@@ -2,8 +2,8 @@
 
 Run by ``make lint``. It reads the source (AST, nothing is imported). pyiceberg's internals may
 be used only in ``icemor/_compat/`` and PySpark's (and py4j's) only in
-``icemor/engines/spark/_compat.py`` (pyspark may not be imported by ``icemor._compat``: the
-import contract). Anywhere else it reports:
+``icemor/engines/spark/_compat/`` (one module per PySpark version range; pyspark may not be
+imported by ``icemor._compat``: the import contract). Anywhere else it reports:
 
 - an import of a ``_``-prefixed name or module of pyiceberg, pyspark or py4j;
 - an import from their non-public modules (``pyiceberg.avro``, ``pyspark.sql.pandas``) or of
@@ -28,7 +28,7 @@ from pathlib import Path
 PYICEBERG, PYSPARK = "pyiceberg", "pyspark"
 # each dependency's top-level packages, and the one place (relative to SRC_DIR) that may borrow
 PACKAGES = {"pyiceberg": PYICEBERG, "pyspark": PYSPARK, "py4j": PYSPARK}
-COMPAT = {PYICEBERG: "_compat", PYSPARK: "engines/spark/_compat.py"}
+COMPAT = {PYICEBERG: "_compat", PYSPARK: "engines/spark/_compat"}
 NONPUBLIC_MODULES = ("pyiceberg.avro", "pyspark.sql.pandas")
 
 
@@ -165,7 +165,7 @@ def _allowed(path: Path, src: Path) -> frozenset[str]:
     return frozenset(
         dependency
         for dependency, place in COMPAT.items()
-        if relative == place or relative.startswith(place + "/")
+        if relative in (place, f"{place}.py") or relative.startswith(place + "/")
     )
 
 

@@ -25,14 +25,16 @@ def session(
     conf: Mapping[str, str] | None = None,
     app_name: str = "icemor",
     quiet: bool = True,
+    driver_memory: str | None = None,
 ) -> SparkSession:
     """Return the active SparkSession, or build one (master ``local[*]`` or ``$ICEMOR_SPARK_MASTER``).
 
-    ``quiet`` (default) logs errors only; False keeps Spark's WARN lines.
+    ``quiet`` (default) logs errors only; False keeps Spark's WARN lines. ``driver_memory``
+    (e.g. ``"8g"``) defaults to a quarter of the machine's memory, 1-8 GiB (docs/spark.md).
     """
     from icemor.engines.spark import session as _session
 
-    return _session(master=master, conf=conf, app_name=app_name, quiet=quiet)
+    return _session(master=master, conf=conf, app_name=app_name, quiet=quiet, driver_memory=driver_memory)
 
 
 def cdc_sink(

@@ -1,7 +1,8 @@
 """Every PySpark internal icemor borrows (``icemor.engines.spark._compat``) still exists and behaves.
 
 A PySpark upgrade that moves one fails here, by name, not deep in a Spark job. The JVM-side ones
-are checked against a live session (oracle-marked).
+are checked against a live session (oracle-marked). This is the PySpark 3.5 suite (the main
+venv); ``tests_spark4/test_compat.py`` checks the 4.x module the same way.
 """
 
 from __future__ import annotations
@@ -16,6 +17,19 @@ from icemor.engines.spark import _compat as compat
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+def test_the_35_module_is_chosen_and_other_versions_are_refused() -> None:
+    import pyspark
+
+    from icemor.exceptions import UnsupportedFeatureError
+
+    assert pyspark.__version__.startswith("3.5.")
+    assert compat.SPARK_RANGE == "3.5"
+    assert compat.version_module("4.3.0").SPARK_RANGE == "4.x"
+    for version in ("3.4.4", "5.0.0", "dev"):
+        with pytest.raises(UnsupportedFeatureError, match=r"PySpark 3\.5 or 4\.x.*icemor\[spark\]"):
+            compat.version_module(version)
 
 
 @pytest.mark.parametrize(("module", "name"), compat.BORROWED)

@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from icemor.engines import Runner
+    from icemor.io.reader import ReadOptions
+    from icemor.ops.units import UnitResult
     from icemor.planning.scan_job import ScanJob
     from icemor.spec.files import WrittenFile
     from icemor.spec.tasks import PlannedFile
@@ -94,25 +96,35 @@ def delete_rows(
     job = prepare_scan(table.metadata, table.io, row_filter=where, selected_fields=("_file", "_pos"))
     # no columns but the position: the filter's columns are read for the filter only
     opts = replace(job.options, projected_schema=Schema(), file_column=False)
-    snapshot = job.snapshot
-    if snapshot is None:
+    if job.snapshot is None:
         return DeleteMetrics(0, 0, 0, 0, None, time.monotonic() - started)
     if where is None:
         return _delete_everything(table, job, started)
+    if job.residual is not None and spark is not None:
+        return _delete_on_spark(table, job, opts, spark, started)
     if job.residual is not None:
-        # a SQL condition: the engine's SQL finds the positions, the units write them
-        found = _sql_positions(job, spark)
+        # a SQL condition: DuckDB finds the positions, the units write them
+        found = _sql_positions(job)
         planned = [p for p in job.live_files() if p.data_file.path in found]
         units = delete_units(table, planned, opts, positions=found)
     else:
         units = delete_units(table, job.live_files(), opts)
+    results = run_units(table, units, run)
+    return _commit(table, job, opts, results, started)
+
+
+def _commit(
+    table: PyIcebergTable, job: ScanJob, opts: ReadOptions, results: Sequence[UnitResult], started: float
+) -> DeleteMetrics:
+    """Commit the units' delete files and removals as one RowDelta; the metrics."""
+    snapshot = job.snapshot
+    assert snapshot is not None
     isolation = P.choice(
         table.metadata.properties,
         P.DELETE_ISOLATION_LEVEL,
         P.ISOLATION_LEVEL_DEFAULT,
         ("serializable", "snapshot"),
     )
-    results = run_units(table, units, run)
     written = [w for r in results for w in r.written]
     removed = {p for r in results for p in r.removed}
     deleted = sum(r.deleted_rows for r in results)
@@ -132,13 +144,11 @@ def delete_rows(
     )
     committed = delta.commit()
     removed_data = sum(r.removed_data_files for r in results)
+    by_path = {p.data_file.path: p for p in job.planned}
     touched: list[tuple[PlannedFile, Sequence[WrittenFile] | None]] = []
-    for unit, r in zip(units, results, strict=True):
-        for p in unit.files:
-            if p.data_file.path in r.referenced:
-                touched.append((p, r.written))
-            elif p.data_file.path in r.removed:
-                touched.append((p, None))
+    for r in results:
+        touched += [(by_path[path], r.written) for path in r.referenced]
+        touched += [(by_path[path], None) for path in r.removed if path in by_path]
     deleted -= deleted_concurrently(table, snapshot, committed, touched, opts)
     return DeleteMetrics(
         deleted_rows=deleted,
@@ -150,18 +160,40 @@ def delete_rows(
     )
 
 
-def _sql_positions(job: ScanJob, spark: SparkSession | None) -> dict[str, npt.NDArray[np.int64]]:
-    """Sorted positions per data file of the live rows matching the job's SQL condition."""
+def _delete_on_spark(
+    table: PyIcebergTable, job: ScanJob, opts: ReadOptions, spark: SparkSession, started: float
+) -> DeleteMetrics:
+    """A SQL condition on Spark: the scan finds the positions, executor tasks write their deletes
+    (sorted by data file and position); the positions never come to the driver."""
+    from icemor.engines.spark import scan_to_dataframe
+    from icemor.ops.rowlevel import RowLevelResult, write_and_commit_on_spark
+
+    outcome: list[DeleteMetrics] = []
+
+    def commit(results: Sequence[UnitResult], data: Sequence[WrittenFile]) -> RowLevelResult:
+        assert not data  # a DELETE writes no rows
+        metrics = _commit(table, job, opts, results, started)
+        outcome.append(metrics)
+        return RowLevelResult(None, 0, 0, 0, 0)
+
+    write_and_commit_on_spark(
+        table,
+        job,
+        scan_to_dataframe(job, spark).select("_file", "_pos"),
+        isolation_property=P.DELETE_ISOLATION_LEVEL,
+        conflict_filter=job.options.row_filter,
+        options=opts,
+        commit=commit,
+    )
+    return outcome[0]
+
+
+def _sql_positions(job: ScanJob) -> dict[str, npt.NDArray[np.int64]]:
+    """Sorted positions per data file of the live rows matching the job's SQL condition (local)."""
+    from icemor.engines.local import read_batches
+
     positions = Positions()
-    if spark is not None:
-        from icemor.engines.spark import collect_arrow, scan_to_dataframe
-
-        batches = collect_arrow(scan_to_dataframe(job, spark).select("_file", "_pos")).to_batches()
-    else:
-        from icemor.engines.local import read_batches
-
-        batches = read_batches(job)
-    for batch in batches:
+    for batch in read_batches(job):
         positions.add(batch.column("_file"), batch.column("_pos"))
     return positions.finish()
 

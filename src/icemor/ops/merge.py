@@ -8,6 +8,13 @@ the ``WHEN NOT MATCHED`` clauses.
 Locally, one DuckDB hash join of the source against the streamed merge-on-read scan of the
 target gives every matched pair with its clause and new row. The target is pruned first by the
 ``ON`` condition: its target-only conjuncts, and the source's key range for each ``t.k = s.k``.
+
+On Spark, one plan joins the source (a Spark DataFrame as it is, never collected; an Arrow or
+pandas source made a DataFrame) with the target scan, LEFT OUTER when a NOT MATCHED clause
+exists, the acting clause chosen by CASE (:meth:`MergePlan.changes_sql`); executor tasks write
+the deletes and new rows and find a target row matched twice (adjacent after sorting by
+``_file, _pos``). A DataFrame source's key range is not computed: the target is pruned by ON's
+target-only conjuncts alone.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import re
 import time
 from contextlib import closing
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import pyarrow as pa
@@ -37,8 +44,9 @@ from icemor.ops.rowlevel import (
     commit_row_changes,
     resolve_column,
     typed,
+    write_and_commit_on_spark,
 )
-from icemor.ops.units import Positions, check_writable
+from icemor.ops.units import CHANGE_NEW, CHANGE_OLD, Positions, check_writable
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
 
@@ -49,7 +57,7 @@ if TYPE_CHECKING:
     from pyiceberg.schema import Schema
     from pyiceberg.table import Table as PyIcebergTable
     from pyiceberg.types import PrimitiveType
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from icemor.engines import Runner
     from icemor.expr.sql import SqlExpression
@@ -167,6 +175,65 @@ class MergePlan:
             columns.append(f"CASE {' '.join(arms)} ELSE NULL END AS {q(f.name)}")
         inner = f"SELECT CASE {whens} ELSE -1 END AS __clause, {', '.join(columns)} FROM {source} AS {q(s)}"
         return f"SELECT * FROM ({inner}) AS __inserts WHERE __clause >= 0"
+
+    def changes_sql(self, dialect: Dialect, target: str, source: str) -> str:
+        """Every change in one statement: the source joined with the target (LEFT OUTER when a
+        NOT MATCHED clause exists), the acting clause chosen by CASE as in Iceberg's Spark MERGE.
+
+        Columns: ``_file``, ``_pos`` (the target row, NULL for an unmatched source row),
+        :data:`~icemor.ops.units.CHANGE_OLD` (the target row goes), :data:`~icemor.ops.units.CHANGE_NEW`
+        (the row's columns are written) and the table's columns. With a matched clause, every
+        matched pair is kept, even when no clause acts: a target row matched twice is an error.
+        """
+        q = dialect.quote
+        t, s = self.target_alias, self.source_alias
+        schema = self.job.metadata.schema()
+
+        def choose(clauses: list[_Clause]) -> str:
+            whens = " ".join(
+                f"WHEN ({c.condition.text}\n) THEN {i}" if c.condition is not None else f"WHEN TRUE THEN {i}"
+                for i, c in enumerate(clauses)
+            )
+            return f"CASE {whens} ELSE -1 END" if clauses else "-1"
+
+        def arms(clauses: list[_Clause], column: str) -> str:
+            out = []
+            for c in clauses:
+                if c.kind == "delete":
+                    value = "NULL"
+                elif column in c.values:
+                    value = c.value_sql(column, dialect, s)
+                elif c.kind == "update":
+                    value = f"{q(t)}.{q(column)}"
+                else:
+                    value = "NULL"
+                cond = f"({c.condition.text}\n)" if c.condition is not None else "TRUE"
+                out.append(f"WHEN {cond} THEN {value}")
+            return f"CASE {' '.join(out)} ELSE NULL END" if out else "NULL"
+
+        unmatched = f"{q(t)}._file IS NULL"
+        columns = [
+            f"CASE WHEN {unmatched} THEN {arms(self.not_matched, f.name)} "
+            f"ELSE {arms(self.matched, f.name)} END AS {q(f.name)}"
+            for f in schema.fields
+        ]
+        join = "LEFT OUTER JOIN" if self.not_matched else "JOIN"
+        inner = (
+            f"SELECT {q(t)}._file AS _file, {q(t)}._pos AS _pos, "
+            f"CASE WHEN {unmatched} THEN {choose(self.not_matched)} "
+            f"ELSE {choose(self.matched)} END AS __clause, "
+            f"{', '.join(columns)} "
+            f"FROM {source} AS {q(s)} {join} {target} AS {q(t)} ON ({self.on.text}\n)"
+        )
+        updates = [str(i) for i, c in enumerate(self.matched) if c.kind == "update"]
+        updated = f"__clause IN ({', '.join(updates)})" if updates else "FALSE"
+        keep = "__clause >= 0 OR _file IS NOT NULL" if self.matched else "__clause >= 0"
+        names = ", ".join(q(f.name) for f in schema.fields)
+        return (
+            f"SELECT _file, _pos, (_file IS NOT NULL AND __clause >= 0) AS {CHANGE_OLD}, "
+            f"((_file IS NULL AND __clause >= 0) OR (_file IS NOT NULL AND {updated})) AS {CHANGE_NEW}, "
+            f"{names} FROM ({inner}) AS __changes WHERE {keep}"
+        )
 
 
 def _key_on(keys: Sequence[str], schema: Schema, source: pa.Schema, t: str, s: str) -> str:
@@ -354,7 +421,7 @@ def _typed(job: ScanJob, source: pa.Table, sql: str, kind: str, t: str, s: str, 
 
 def merge_rows(
     table: PyIcebergTable,
-    source: pa.Table,
+    source: pa.Table | DataFrame,
     on: str | Sequence[str],
     clauses: Sequence[MergeClause],
     *,
@@ -373,7 +440,21 @@ def merge_rows(
     table = table.refresh()
     check_writable(table, mode_property=P.MERGE_MODE)
     engine = engine or LocalMerge()
+    frame: DataFrame | None = None
+    if not isinstance(source, pa.Table):  # a Spark DataFrame
+        if not isinstance(engine, SparkMerge):
+            from icemor.engines.spark import collect_arrow
+
+            source = collect_arrow(source)  # the local engine joins on the driver
+        else:
+            from icemor.engines.spark.changes import arrow_schema
+
+            # never collected: the SQL is typed against an empty table of its schema
+            frame, source = source, arrow_schema(source).empty_table()
+    assert isinstance(source, pa.Table)
     plan = plan_merge(table, source, on, clauses, source_alias=source_alias, target_alias=target_alias)
+    if isinstance(engine, SparkMerge):
+        return engine.execute(table, plan, frame, started)
     positions = Positions()
     pairs = Positions()  # every matched (file, pos), to catch a target row matched twice
     new_rows = NewRows(table)
@@ -465,38 +546,52 @@ class LocalMerge(MergeEngine):
 
 
 class SparkMerge(MergeEngine):
-    """Spark SQL: the target scan read on the executors, joined with the source in Spark."""
+    """Spark: one plan joins the source with the target scan read on the executors; executor
+    tasks write the position deletes and the new rows (:func:`write_and_commit_on_spark`)."""
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
 
-    def matched(self, plan: MergePlan) -> Generator[pa.RecordBatch, None, None]:
-        from icemor.engines.spark.sql import run_sql
+    def execute(
+        self, table: PyIcebergTable, plan: MergePlan, frame: DataFrame | None, started: float
+    ) -> MergeMetrics:
+        """Run ``plan`` with ``frame`` as the source (None: ``plan.source`` made a DataFrame)."""
+        from icemor.engines.spark.sql import arrow_to_dataframe, sql_dataframe
 
-        result = run_sql(
+        if frame is None:
+            frame = arrow_to_dataframe(self.spark, plan.source.drop_columns(["__src_row"]))
+        with sql_dataframe(
             self.spark,
-            lambda v: plan.matched_sql(SPARK, target=v["target"], source=v["source"]),
+            lambda v: plan.changes_sql(SPARK, target=v["target"], source=v["source"]),
             scans={"target": plan.job},
-            tables={"source": plan.source},
+            frames={"source": frame},
+        ) as changes:
+            done = write_and_commit_on_spark(
+                table,
+                plan.job,
+                changes,
+                isolation_property=P.MERGE_ISOLATION_LEVEL,
+                conflict_filter=plan.job.options.row_filter,
+                unique=DUPLICATE_MATCH if plan.matched else None,
+            )
+        result = done.result
+        if result.snapshot is None:
+            return MergeMetrics(0, 0, 0, 0, 0, 0, None, time.monotonic() - started)
+        return MergeMetrics(
+            rows_updated=done.updated,
+            rows_deleted=done.deleted,
+            rows_inserted=done.inserted,
+            data_files_added=result.data_files_added,
+            delete_files_added=result.delete_files_added,
+            data_files_removed=result.data_files_removed,
+            snapshot_id=result.snapshot.snapshot_id,
+            seconds=time.monotonic() - started,
         )
-        yield from result.to_batches()
-
-    def inserted(self, plan: MergePlan, unmatched: pa.Table) -> Generator[pa.RecordBatch, None, None]:
-        from icemor.engines.spark.sql import run_sql
-
-        result = run_sql(
-            self.spark,
-            lambda v: plan.insert_sql(SPARK, source=v["unmatched"]),
-            tables={"unmatched": unmatched},
-        )
-        yield from result.to_batches()
 
 
-def read_source(source: Any) -> pa.Table:
+def read_source(source: Any) -> pa.Table | DataFrame:
     """A MERGE source as an Arrow table (see :func:`icemor.ops.inputs.read_arrow`); a Spark
-    DataFrame is collected to the driver (as Arrow)."""
+    DataFrame as it is (the Spark engine never collects it; the local engine does, as Arrow)."""
     if type(source).__module__.startswith("pyspark.sql"):
-        from icemor.engines.spark import collect_arrow
-
-        return collect_arrow(source)
+        return cast("DataFrame", source)
     return read_arrow(source, what="the MERGE source")

@@ -14,11 +14,8 @@ column, existing deletes applied), then:
 
 from __future__ import annotations
 
-import contextlib
-import itertools
-import uuid
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyiceberg.io.pyarrow import schema_to_pyarrow
@@ -42,22 +39,23 @@ from icemor.commit.validation import Validation
 from icemor.exceptions import InvalidArgumentError
 from icemor.expr.duck import duck_type, empty_table, is_boolean_type, session
 from icemor.expr.sql import quote_identifier
-from icemor.io.data_writer import write_table_data_files
-from icemor.ops.units import delete_units, run_units
+from icemor.io.data_writer import TableDataWriter
+from icemor.ops.units import ChangeWrite, delete_units, run_units, write_change_task
 from icemor.spec import properties as P
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     import numpy as np
     import numpy.typing as npt
     from pyiceberg.expressions import BooleanExpression
-    from pyiceberg.manifest import DataFile
     from pyiceberg.schema import Schema
     from pyiceberg.table import Table as PyIcebergTable
     from pyiceberg.table.snapshots import Snapshot
 
     from icemor.engines import Runner
+    from icemor.io.reader import ReadOptions
+    from icemor.ops.units import ChangeResult, UnitResult
     from icemor.planning.scan_job import ScanJob
     from icemor.spec.files import WrittenFile
 
@@ -67,10 +65,13 @@ __all__ = [
     "Dialect",
     "NewRows",
     "RowLevelResult",
+    "SparkChanges",
     "check_assignment",
     "check_condition",
     "commit_row_changes",
+    "commit_written",
     "resolve_column",
+    "write_and_commit_on_spark",
 ]
 
 # New rows held before they are written: the memory bound of an UPDATE/MERGE's output.
@@ -191,19 +192,17 @@ def empty_scan_table(job: ScanJob) -> pa.Table:
 
 @dataclass
 class NewRows:
-    """New rows of the table, written as data files of its current spec ``BATCH_ROWS`` at a time."""
+    """New rows of the table, written as data files of its current spec by one
+    :class:`~icemor.io.data_writer.TableDataWriter`: one rolling file per partition across every
+    batch, rolled at ``write.target-file-size-bytes`` (not a file per batch and partition)."""
 
     table: PyIcebergTable
     rows: int = 0
-    written: list[DataFile] = field(default_factory=list)
-    _pending: list[pa.RecordBatch | pa.Table] = field(default_factory=list)
-    _pending_rows: int = 0
-    _uuid: uuid.UUID = field(default_factory=uuid.uuid4)
-    _counter: Iterable[int] = field(default_factory=itertools.count)
 
     def __post_init__(self) -> None:
         self.arrow_schema = schema_to_pyarrow(self.table.metadata.schema(), include_field_ids=False)
         self.required = [f.name for f in self.table.metadata.schema().fields if f.required]
+        self._writer = TableDataWriter(self.table.metadata, self.table.io)
 
     def add(self, data: pa.RecordBatch | pa.Table) -> None:
         if not data.num_rows:
@@ -212,36 +211,18 @@ class NewRows:
             if data.column(name).null_count:
                 msg = f"column {name!r} is required (NOT NULL) but a new value of it is NULL"
                 raise InvalidArgumentError(msg)
-        self._pending.append(data.select(self.arrow_schema.names))
-        self._pending_rows += data.num_rows
+        table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
+        self._writer.write(table.select(self.arrow_schema.names).cast(self.arrow_schema))
         self.rows += data.num_rows
-        if self._pending_rows >= BATCH_ROWS:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self._pending:
-            return
-        tables = [t if isinstance(t, pa.Table) else pa.Table.from_batches([t]) for t in self._pending]
-        data = pa.concat_tables([t.cast(self.arrow_schema) for t in tables])
-        self._pending, self._pending_rows = [], 0
-        self.written += write_table_data_files(
-            self.table.metadata,
-            data,
-            self.table.io,
-            write_uuid=self._uuid,
-            counter=self._counter,  # type: ignore[arg-type]
-        )
 
     def files(self) -> list[WrittenFile]:
-        self.flush()
+        """Close the open files: every data file written, for the commit."""
         spec_id = self.table.metadata.default_spec_id
-        return [from_data_file(f, spec_id) for f in self.written]
+        return [from_data_file(f, spec_id) for f in self._writer.close()]
 
     def abort(self) -> None:
-        for f in self.written:
-            with contextlib.suppress(OSError):
-                self.table.io.delete(f.file_path)
-        self.written = []
+        """Remove every file written (open ones too); idempotent."""
+        self._writer.abort()
 
 
 @dataclass(frozen=True)
@@ -270,12 +251,7 @@ def commit_row_changes(
     An empty table (no snapshot) takes new rows only.
     """
     try:
-        isolation = P.choice(
-            table.metadata.properties,
-            isolation_property,
-            P.ISOLATION_LEVEL_DEFAULT,
-            ("serializable", "snapshot"),
-        )
+        _isolation(table, isolation_property)  # a bad property refuses before anything is written
         data = new_rows.files()
         by_path = {p.data_file.path: p for p in job.live_files()}
         planned = [by_path[path] for path in positions]
@@ -284,10 +260,48 @@ def commit_row_changes(
     except BaseException:
         new_rows.abort()
         raise
+    return commit_written(
+        table,
+        job,
+        results,
+        data,
+        isolation_property=isolation_property,
+        conflict_filter=conflict_filter,
+        snapshot_properties=snapshot_properties,
+    )
+
+
+def _isolation(table: PyIcebergTable, isolation_property: str) -> str:
+    return P.choice(
+        table.metadata.properties,
+        isolation_property,
+        P.ISOLATION_LEVEL_DEFAULT,
+        ("serializable", "snapshot"),
+    )
+
+
+def commit_written(
+    table: PyIcebergTable,
+    job: ScanJob,
+    results: Sequence[UnitResult],
+    data: Sequence[WrittenFile],
+    *,
+    isolation_property: str,
+    conflict_filter: BooleanExpression,
+    snapshot_properties: Mapping[str, str] | None = None,
+) -> RowLevelResult:
+    """Commit delete units' results and new data files, already written, as one RowDelta.
+
+    On failure nothing is committed and the given files are removed (unless the commit may
+    have happened).
+    """
+    isolation = _isolation(table, isolation_property)
     deletes = [w for r in results for w in r.written]
     removed = {p for r in results for p in r.removed}
     if not data and not deletes and not removed:
         return RowLevelResult(None, 0, 0, 0, 0)
+    touched = {p for r in results for p in (*r.removed, *r.referenced)}
+    planned = [p for p in job.planned if p.data_file.path in touched]
     delta = RowDelta(
         table,
         Validation(
@@ -301,7 +315,7 @@ def commit_row_changes(
             # our copy, the row resurrected; and the rows counted as deleted must still be live
             # (Java, at every isolation level: validateNoConflictingDeleteFiles and
             # validateNoNewDeletesForDataFiles)
-            no_new_deletes_for={p for r in results for p in (*r.removed, *r.referenced)},
+            no_new_deletes_for=touched,
             data_files={p.data_file.path: p.data_file for p in planned},
         ),
         added_files=[*deletes, *data],
@@ -315,6 +329,94 @@ def commit_row_changes(
         data_files_added=len(data),
         delete_files_added=len(deletes),
         data_files_removed=sum(r.removed_data_files for r in results),
+    )
+
+
+@dataclass(frozen=True)
+class SparkChanges:
+    """What a row-change write on the executors did: the commit and the tasks' counts."""
+
+    result: RowLevelResult
+    deleted: int
+    updated: int
+    inserted: int
+    units: tuple[UnitResult, ...]
+
+
+def write_and_commit_on_spark(
+    table: PyIcebergTable,
+    job: ScanJob,
+    changes: Any,
+    *,
+    isolation_property: str,
+    conflict_filter: BooleanExpression,
+    unique: str | None = None,
+    options: ReadOptions | None = None,
+    commit: Callable[[Sequence[UnitResult], Sequence[WrittenFile]], RowLevelResult] | None = None,
+) -> SparkChanges:
+    """Write ``changes`` (``_file``, ``_pos``, the new row) on the executors and commit once.
+
+    The executor tasks run :func:`icemor.ops.units.write_change_task`: the delete units of the
+    scan's live files (as templates) and the new data files; only file metadata comes back.
+    Whatever happens (a failed job, a refused commit), every file an attempt wrote that is not
+    committed is removed afterwards, found through the write's staging prefix.
+
+    Args:
+        table: The table.
+        job: The scan the changes were read from (its live files get the delete units).
+        changes: The Spark DataFrame of changes (see :func:`icemor.ops.units.write_change_task`).
+        isolation_property: The operation's isolation-level property.
+        conflict_filter: The scan's filter, for the commit's validation.
+        unique: The error if a target row comes twice (MERGE).
+        options: Read options of the delete units (default the job's).
+        commit: Commits the written files instead of :func:`commit_written`.
+
+    Raises:
+        InvalidArgumentError: From the tasks (``unique``, a NULL in a required column).
+        CommitConflictError: A concurrent commit conflicts; nothing is committed.
+    """
+    from icemor.engines.spark.write import Staging, write_changes
+
+    _isolation(table, isolation_property)  # a bad property refuses before anything is written
+    units = delete_units(table, job.live_files(), options or job.options)
+    templates = {p.data_file.path: u for u in units for p in u.files}
+    change = ChangeWrite(templates, table.metadata, unique)
+    staging = Staging(table.io, table.metadata.location)
+    keep: set[str] = set()
+    try:
+        outcomes: list[ChangeResult] = write_changes(
+            changes,
+            table.io,
+            table.metadata.location,
+            write_change_task,
+            change,
+            staging=staging,
+            row_columns=[f.name for f in table.metadata.schema().fields],
+        )
+        results = tuple(u for o in outcomes for u in o.units)
+        data = [w for o in outcomes for w in o.data]
+        # given to the commit: it removes them itself when refused, keeps them when it may have
+        # happened; every other announced file (failed or lost attempts) goes below
+        keep = {w.path for w in data} | {w.path for r in results for w in r.written}
+        if commit is not None:
+            result = commit(results, data)
+        else:
+            result = commit_written(
+                table,
+                job,
+                results,
+                data,
+                isolation_property=isolation_property,
+                conflict_filter=conflict_filter,
+            )
+    finally:
+        staging.finish(keep)
+    return SparkChanges(
+        result,
+        deleted=sum(o.deleted for o in outcomes),
+        updated=sum(o.updated for o in outcomes),
+        inserted=sum(o.inserted for o in outcomes),
+        units=results,
     )
 
 

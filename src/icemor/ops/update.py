@@ -3,7 +3,9 @@
 ``SET`` values and the condition are SQL (:mod:`icemor.expr`). On the local engine DuckDB runs
 ``SELECT _file, _pos, <new row> FROM <scan> WHERE <condition>`` over the streamed merge-on-read
 scan; the conjuncts of the condition that translate to pyiceberg prune data files first. The
-rest is :mod:`icemor.ops.rowlevel`.
+rest is :mod:`icemor.ops.rowlevel`. On Spark the same statement is Spark SQL over the scan read
+on the executors, and executor tasks write its deletes and new rows
+(:func:`icemor.ops.rowlevel.write_and_commit_on_spark`): no changed row comes to the driver.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from icemor.ops.rowlevel import (
     commit_row_changes,
     resolve_column,
     typed,
+    write_and_commit_on_spark,
 )
 from icemor.ops.units import Positions, check_writable
 from icemor.planning.scan_job import prepare_scan
@@ -155,13 +158,13 @@ def update_rows(
     plan = plan_update(table, set, where)
     if plan.job.snapshot is None:
         return UpdateMetrics(0, 0, 0, 0, None, time.monotonic() - started)
+    if spark is not None:
+        return _update_on_spark(table, plan, spark, started)
     positions = Positions()
     new_rows = NewRows(table)
     try:
         # closed on error too: an open DuckDB result would refuse this thread's next query
-        with closing(
-            local_changed_rows(plan) if spark is None else spark_changed_rows(plan, spark)
-        ) as batches:
+        with closing(local_changed_rows(plan)) as batches:
             for batch in batches:
                 positions.add(batch.column("_file"), batch.column("_pos"))
                 new_rows.add(batch)
@@ -190,12 +193,31 @@ def update_rows(
     )
 
 
-def spark_changed_rows(plan: UpdatePlan, spark: SparkSession) -> Generator[pa.RecordBatch, None, None]:
-    """Spark SQL over the scan read on the executors; the changed rows come back as Arrow."""
-    from icemor.engines.spark.sql import run_sql
+def _update_on_spark(
+    table: PyIcebergTable, plan: UpdatePlan, spark: SparkSession, started: float
+) -> UpdateMetrics:
+    """Spark SQL finds the changed rows; executor tasks write the deletes and new rows."""
+    from icemor.engines.spark.sql import sql_dataframe
 
-    result = run_sql(spark, lambda v: plan.select_sql(SPARK, target=v["target"]), scans={"target": plan.job})
-    yield from result.to_batches()
+    with sql_dataframe(
+        spark, lambda v: plan.select_sql(SPARK, target=v["target"]), scans={"target": plan.job}
+    ) as changes:
+        done = write_and_commit_on_spark(
+            table,
+            plan.job,
+            changes,
+            isolation_property=P.UPDATE_ISOLATION_LEVEL,
+            conflict_filter=plan.job.options.row_filter,
+        )
+    result = done.result
+    return UpdateMetrics(
+        rows_updated=done.updated if result.snapshot is not None else 0,
+        data_files_added=result.data_files_added,
+        delete_files_added=result.delete_files_added,
+        data_files_removed=result.data_files_removed,
+        snapshot_id=result.snapshot.snapshot_id if result.snapshot is not None else None,
+        seconds=time.monotonic() - started,
+    )
 
 
 def local_changed_rows(plan: UpdatePlan) -> Generator[pa.RecordBatch, None, None]:

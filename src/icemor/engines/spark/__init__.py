@@ -18,13 +18,16 @@ from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
 
+# first: without PySpark (an optional extra) this raises the one-line UnsupportedFeatureError
+from icemor.engines.spark import _compat  # noqa: F401
 from icemor.engines.spark.types import spark_schema
 from icemor.engines.spark.worker import io_spec, item_blob, read_partition, run_items, task_blob
+from icemor.exceptions import UnsupportedFeatureError
 from icemor.spec.files import FileContent
 from icemor.spec.tasks import CombinedScanTask
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
     from typing import Any
 
     from pyiceberg.io import FileIO
@@ -35,7 +38,49 @@ if TYPE_CHECKING:
     from icemor.planning.scan_job import ScanJob
     from icemor.spec.tasks import PlannedFile
 
-__all__ = ["collect_arrow", "runner", "scan_to_dataframe", "session"]
+__all__ = [
+    "collect_arrow",
+    "conform_batch",
+    "default_driver_memory",
+    "iter_arrow",
+    "require_classic",
+    "runner",
+    "scan_to_dataframe",
+    "session",
+]
+
+
+def require_classic(spark: SparkSession) -> None:
+    """Refuse a Spark Connect session in one line: the engine needs the classic API.
+
+    Why: planning ships tasks with ``SparkContext.parallelize`` and the native strategy builds
+    plan literals through the JVM; a Connect client has neither (docs/spark.md).
+
+    Raises:
+        UnsupportedFeatureError: ``spark`` is a Spark Connect session.
+    """
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        msg = (
+            "Spark Connect sessions are not supported by icemor's Spark engine (it needs the "
+            "SparkContext of a classic session): use SparkSession.builder.master(...), not .remote(...)"
+        )
+        raise UnsupportedFeatureError(msg)
+
+
+def default_driver_memory(total_bytes: int | None = None) -> str:
+    """The driver heap :func:`session` asks for: a quarter of the machine's memory, at least
+    1 GiB (Spark's own default) and at most 8 GiB, in MiB (``"6144m"`` on a 24 GiB machine).
+
+    Why: Spark's 1 GiB default fails ``toPandas()``/``toArrow()`` of a few million rows with
+    OutOfMemory (issue #28); a quarter leaves the rest to the Python side and the executors.
+    """
+    if total_bytes is None:
+        try:
+            total_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):  # not POSIX: Spark's default
+            total_bytes = 0
+    mib = min(max(1024, total_bytes // 4 // 2**20), 8192)
+    return f"{mib}m"
 
 
 def session(
@@ -44,15 +89,19 @@ def session(
     conf: Mapping[str, str] | None = None,
     app_name: str = "icemor",
     quiet: bool = True,
+    driver_memory: str | None = None,
 ) -> SparkSession:
     """Return the active SparkSession, or build one whose Python workers run this interpreter.
 
     Args:
         master: Spark master URL (default ``$ICEMOR_SPARK_MASTER`` or ``local[*]``).
-        conf: Extra Spark configuration.
+        conf: Extra Spark configuration; its ``spark.driver.memory`` wins over ``driver_memory``.
         app_name: The application name.
         quiet: Log errors only (no WARN lines about loopback addresses or native Hadoop); False
             keeps Spark's default logging. Applies when this call starts the JVM.
+        driver_memory: The driver's heap (``"4g"``); default :func:`default_driver_memory`, a
+            quarter of the machine's memory between 1 and 8 GiB. Applies when this call starts
+            the JVM (a running JVM's heap cannot change).
     """
     from pyspark.sql import SparkSession
 
@@ -63,6 +112,7 @@ def session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     conf = dict(conf or {})
+    conf.setdefault("spark.driver.memory", driver_memory or default_driver_memory())
     if quiet:
         # Local work needs no network: binding to loopback spares the "hostname resolves to a
         # loopback address" warnings; the log4j2 file silences the rest (native Hadoop, etc.).
@@ -118,6 +168,7 @@ def scan_to_dataframe(job: ScanJob, spark: SparkSession, *, strategy: str = "aut
     Raises:
         InvalidArgumentError: Unknown strategy, or ``native`` for a scan it cannot read exactly.
     """
+    require_classic(spark)
     df = _scan_dataframe(job, spark, strategy)
     if job.residual is None:
         return df
@@ -207,6 +258,89 @@ def collect_arrow(df: DataFrame) -> pa.Table:
     return pa.Table.from_batches(batches)
 
 
+def iter_arrow(df: DataFrame, *, schema: pa.Schema | None = None) -> Iterator[pa.RecordBatch]:
+    """Stream a DataFrame's rows to the driver as Arrow batches, one Spark partition at a time.
+
+    The executors serialise their Arrow batches as IPC blobs, one row each, and
+    ``toLocalIterator`` brings them a partition at a time (the next one prefetched), so the
+    driver holds about two partitions, not the whole result as :func:`collect_arrow` does.
+    Partitions keep their order.
+
+    Args:
+        df: Any DataFrame.
+        schema: Cast each batch to this Arrow schema (a scan's ``arrow_schema``): Spark marks
+            every column nullable and names list/map children its own way; ``uuid`` columns
+            come back from Spark as strings and are turned back into 16-byte UUIDs.
+    """
+
+    def to_ipc(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, b.schema) as w:
+                w.write_batch(b)
+            blob = sink.getvalue()
+            offsets = pa.array([0, blob.size], pa.int32()).buffers()[1]
+            cell = pa.Array.from_buffers(pa.binary(), 1, [None, offsets, blob])
+            yield pa.RecordBatch.from_arrays([cell], names=["ipc"])
+
+    for row in df.mapInArrow(to_ipc, "ipc binary").toLocalIterator(prefetchPartitions=True):
+        with pa.ipc.open_stream(pa.py_buffer(row[0])) as reader:
+            for batch in reader:
+                yield batch if schema is None else conform_batch(batch, schema)
+
+
+def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` (as Spark returns it) cast to ``schema``, the same columns by position.
+
+    Raises:
+        UnsupportedFeatureError: A column Spark cannot give back as the schema's type.
+    """
+    columns = []
+    for column, field in zip(batch.columns, schema, strict=True):
+        if column.type == field.type:
+            columns.append(column)
+            continue
+        try:
+            if _is_uuid(field.type) and pa.types.is_string(column.type):
+                columns.append(_uuid_from_strings(column, field.type))
+            else:
+                columns.append(column.cast(field.type))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            msg = f"column {field.name!r}: Spark returned {column.type}, not castable to {field.type}: {e}"
+            raise UnsupportedFeatureError(msg) from e
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _is_uuid(t: pa.DataType) -> bool:
+    return (isinstance(t, pa.BaseExtensionType) and bool(t.extension_name == "arrow.uuid")) or (
+        pa.types.is_fixed_size_binary(t) and t.byte_width == 16
+    )
+
+
+def _uuid_from_strings(column: pa.Array, target: pa.DataType) -> pa.Array:
+    """Canonical UUID strings (Spark's form of Iceberg's uuid) as 16-byte values, vectorised."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    valid = column.is_valid()
+    hex32 = pc.fill_null(pc.replace_substring(column, "-", ""), "0" * 32).cast(pa.large_string())
+    if not pc.all(pc.equal(pc.binary_length(hex32), 32)).as_py():
+        msg = "a uuid column holds a value that is not a canonical UUID string"
+        raise pa.ArrowInvalid(msg)
+    offsets = np.frombuffer(hex32.buffers()[1], np.int64, len(hex32) + 1, hex32.offset * 8)
+    data = np.frombuffer(hex32.buffers()[2], np.uint8)[offsets[0] : offsets[-1]].reshape(-1, 32)
+    nibbles = np.where(data <= ord("9"), data - ord("0"), (data | 0x20) - ord("a") + 10).astype(np.uint8)
+    raw = (nibbles[:, 0::2] << 4) | nibbles[:, 1::2]
+    storage_type = pa.binary(16)
+    values = pa.FixedSizeBinaryArray.from_buffers(
+        storage_type, len(column), [None, pa.py_buffer(raw.tobytes())]
+    )
+    values = pc.if_else(valid, values, pa.scalar(None, storage_type))
+    if isinstance(target, pa.BaseExtensionType):
+        return pa.ExtensionArray.from_storage(target, values)
+    return values
+
+
 def runner(
     spark: SparkSession,
     io: FileIO,
@@ -222,6 +356,7 @@ def runner(
     is committed. ``progress(done, total)`` is told when the job starts and when it ends (the
     items finish on the executors, where the driver cannot count them).
     """
+    require_classic(spark)
     spec = io_spec(io, location)
 
     def run(fn: Callable[[FileIO, Any], Any], items: Sequence[Any]) -> list[Any]:

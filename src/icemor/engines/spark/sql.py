@@ -1,9 +1,10 @@
-"""Run an operation's Spark SQL over merge-on-read scans and Arrow tables; collect Arrow.
+"""Run an operation's Spark SQL over merge-on-read scans and Arrow tables: a DataFrame, or Arrow.
 
 UPDATE and MERGE on the Spark engine evaluate their conditions and values as Spark SQL: the
 target scan becomes a DataFrame (read on the executors, deletes applied), small inputs (a MERGE
 source already on the driver) become DataFrames, each under a temporary view name, and the
-statement's result comes back as Arrow. Views are dropped afterwards.
+statement's DataFrame is handed on (:func:`sql_dataframe`: UPDATE and MERGE write from it on
+the executors) or collected as Arrow (:func:`run_sql`). Views are dropped afterwards.
 
 The statement holds user text (conditions, values), so it is never a template: the caller
 builds it from the view names, which are chosen first. (Replacing ``{target}`` in the finished
@@ -13,6 +14,7 @@ statement once stored a view name where a user's ``'{target}'`` literal was.)
 from __future__ import annotations
 
 import uuid
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -22,13 +24,13 @@ from icemor.exceptions import InvalidArgumentError
 from icemor.expr.sql import quote_identifier
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterator, Mapping
 
     from pyspark.sql import DataFrame, SparkSession
 
     from icemor.planning.scan_job import ScanJob
 
-__all__ = ["run_sql"]
+__all__ = ["arrow_to_dataframe", "run_sql", "sql_dataframe"]
 
 
 def run_sql(
@@ -52,6 +54,23 @@ def run_sql(
     Raises:
         InvalidArgumentError: Spark's analyzer or parser refuses the statement (its first line).
     """
+    with sql_dataframe(spark, build, scans=scans, tables=tables, frames=frames) as df:
+        return collect_arrow(df)
+
+
+@contextmanager
+def sql_dataframe(
+    spark: SparkSession,
+    build: Callable[[Mapping[str, str]], str],
+    *,
+    scans: Mapping[str, ScanJob] | None = None,
+    tables: Mapping[str, pa.Table] | None = None,
+    frames: Mapping[str, DataFrame] | None = None,
+) -> Iterator[DataFrame]:
+    """The statement's DataFrame, not collected; its input views exist until the block ends.
+
+    Arguments and errors as :func:`run_sql`.
+    """
     from pyspark.errors import AnalysisException, ParseException
 
     suffix = uuid.uuid4().hex[:12]
@@ -73,13 +92,19 @@ def run_sql(
             made.append(views[name])
         sql = build({name: quote_identifier(view) for name, view in views.items()})
         try:
-            return collect_arrow(spark.sql(sql))
+            df = spark.sql(sql)
         except (AnalysisException, ParseException) as e:
             text = str(e).strip().splitlines()
             raise InvalidArgumentError(text[0] if text else type(e).__name__) from e
+        yield df
     finally:
         for view in made:
             spark.catalog.dropTempView(view)
+
+
+def arrow_to_dataframe(spark: SparkSession, table: pa.Table) -> DataFrame:
+    """A driver-side Arrow table as a DataFrame (see :func:`_from_arrow`)."""
+    return _from_arrow(spark, table)
 
 
 def _from_arrow(spark: SparkSession, table: pa.Table) -> DataFrame:

@@ -1,0 +1,83 @@
+"""The PySpark internals icemor borrows, one module per PySpark version range, each wrapped once.
+
+This is the PySpark counterpart of :mod:`icemor._compat.pyiceberg`. It lives in
+``icemor.engines.spark``, not in ``icemor._compat``, because the import contract keeps pyspark
+out of every package but ``icemor.engines.spark`` (``[tool.importlinter]``, "pyspark"):
+``icemor._compat`` is the bottom layer that the local engine imports too.
+
+What counts as borrowed (``tools/check_borrowed.py`` refuses each outside this package, in
+``make lint``): any ``_``-prefixed name or attribute of PySpark (``SparkContext._jvm`` and
+``._gateway``, ``DataFrame._collect_as_arrow``; the py4j handles ``_jsc``, ``_jdf``,
+``_jconf``... are refused too, icemor uses none), the ``pyspark.sql.pandas`` modules
+(``to_arrow_schema``, ``from_arrow_schema``) and Spark's internal column
+``_tmp_metadata_row_index``.
+
+The module for the running PySpark is chosen once, by ``pyspark.__version__``:
+:mod:`.spark35` for 3.5.x, :mod:`.spark4` for 4.x; any other version is refused with one
+line. Each lists its internals in ``BORROWED``; ``tests/_compat/test_pyspark.py`` (3.5, main
+suite) and ``tests_spark4/test_compat.py`` (4.x, ``make test-spark4``) check that each still
+exists and behaves, so a PySpark release that moves one fails there, by name.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from icemor.exceptions import UnsupportedFeatureError
+
+try:
+    import pyspark
+except ModuleNotFoundError as e:  # PySpark is optional: say what to install, in one line
+    if e.name not in ("pyspark", "py4j"):
+        raise
+    _msg = "the Spark engine needs PySpark 3.5 or 4.x: pip install 'icemor[spark]'"
+    raise UnsupportedFeatureError(_msg) from None
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+__all__ = [
+    "BORROWED",
+    "ROW_INDEX_COLUMN",
+    "SPARK_RANGE",
+    "arrow_schema_of",
+    "collect_arrow_batches",
+    "has_jvm",
+    "jvm_and_gateway",
+    "spark_schema_of",
+    "version_module",
+]
+
+
+def version_module(version: str) -> ModuleType:
+    """The compat module for PySpark ``version`` (``"3.5.9"``, ``"4.3.0"``).
+
+    Raises:
+        UnsupportedFeatureError: A PySpark outside 3.5 and 4.x.
+    """
+    try:
+        major, minor = (int(part) for part in version.split(".")[:2])
+    except ValueError:
+        major, minor = 0, 0
+    if (major, minor) == (3, 5):
+        from icemor.engines.spark._compat import spark35
+
+        return spark35
+    if major == 4:
+        from icemor.engines.spark._compat import spark4
+
+        return spark4
+    msg = f"icemor's Spark engine needs PySpark 3.5 or 4.x, not {version}: pip install 'icemor[spark]'"
+    raise UnsupportedFeatureError(msg)
+
+
+_impl = version_module(pyspark.__version__)
+
+SPARK_RANGE: str = _impl.SPARK_RANGE
+BORROWED: tuple[tuple[str, str], ...] = _impl.BORROWED
+ROW_INDEX_COLUMN: str = _impl.ROW_INDEX_COLUMN
+arrow_schema_of = _impl.arrow_schema_of
+collect_arrow_batches = _impl.collect_arrow_batches
+has_jvm = _impl.has_jvm
+jvm_and_gateway = _impl.jvm_and_gateway
+spark_schema_of = _impl.spark_schema_of

@@ -1,0 +1,212 @@
+"""Write row changes on the executors: only file metadata comes back to the driver.
+
+UPDATE, MERGE and DELETE with a SQL condition on the Spark engine give a DataFrame of changes:
+``_file``, ``_pos`` (the old row, null for an insert) and the new row's columns. It is
+repartitioned by ``_file`` (inserts by a hash of their values) and sorted within partitions by
+``_file, _pos``; each task streams its Arrow batches to the operation's per-task function
+(:func:`icemor.ops.units.write_change_task`: the delete semantics live there, shared with the
+local engine), and only its pickled result, file metadata and counts, is collected.
+
+Spark runs a failed task again and may run speculative copies: only the results of the
+attempts it keeps reach the driver, but every attempt may have written files. So every file
+is announced before it is created: a tiny marker holding its path, under a staging prefix of
+this write in the table location (``<location>/metadata/.icemor-staging/<write id>/``; the
+warehouse is the only storage every executor and the driver share). :meth:`Staging.finish`,
+after the job and the commit, removes every announced file that is not kept, then the markers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pickle
+import re
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyiceberg.io import FileIO
+
+from icemor import exceptions
+from icemor.engines.spark.worker import file_io, io_spec
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator
+
+    from pyiceberg.io import InputFile, OutputFile
+    from pyspark.sql import DataFrame
+
+__all__ = ["Staging", "StagingIO", "write_changes"]
+
+STAGING_DIR = "metadata/.icemor-staging"
+_TASK_ERROR = re.compile(r"icemor\.exceptions\.(\w+): (.+)")
+
+
+class StagingIO(FileIO):
+    """A FileIO that announces each file under a staging prefix before creating it."""
+
+    def __init__(self, io: FileIO, staging: str) -> None:
+        super().__init__(io.properties)
+        self.inner = io
+        self.staging = staging
+
+    def new_input(self, location: str) -> InputFile:
+        return self.inner.new_input(location)
+
+    def new_output(self, location: str) -> OutputFile:
+        marker = f"{self.staging}/{uuid.uuid4().hex}"
+        with self.inner.new_output(marker).create(overwrite=True) as out:
+            out.write(location.encode())
+        return self.inner.new_output(location)
+
+    def delete(self, location: str | InputFile | OutputFile) -> None:
+        self.inner.delete(location)
+
+
+class Staging:
+    """The staging prefix of one write: what its tasks announced, and its removal."""
+
+    def __init__(self, io: FileIO, location: str) -> None:
+        self.io = io
+        self.prefix = f"{location.rstrip('/')}/{STAGING_DIR}/{uuid.uuid4().hex}"
+
+    def _listing(self) -> tuple[Any, list[str], str] | None:
+        """The pyarrow filesystem, the markers' paths there, and the prefix URIs need; None when
+        the FileIO cannot list (not pyiceberg's PyArrowFileIO)."""
+        import pyarrow.fs as pafs
+        from pyiceberg.io.pyarrow import PyArrowFileIO
+
+        if not isinstance(self.io, PyArrowFileIO):
+            return None
+        scheme, netloc, path = PyArrowFileIO.parse_location(self.prefix)
+        fs = self.io.fs_by_scheme(scheme, netloc)
+        found = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+        markers = [f.path for f in found if f.type == pafs.FileType.File]
+        uri = "" if scheme == "file" else f"{scheme}://"
+        return fs, markers, uri
+
+    def announced(self) -> list[str]:
+        """Every file a task of this write announced (whether or not it was written)."""
+        listing = self._listing()
+        if listing is None:
+            return []
+        fs, markers, _ = listing
+        out = []
+        for marker in markers:
+            with fs.open_input_stream(marker) as f:
+                out.append(f.read().decode())
+        return out
+
+    def finish(self, keep: Iterable[str] = ()) -> list[str]:
+        """Remove every announced file not in ``keep``, then the staging prefix; best effort.
+
+        Returns:
+            The files that could not be removed.
+        """
+        listing = self._listing()
+        if listing is None:
+            return []
+        fs, markers, _ = listing
+        kept = set(keep)
+        failed = []
+        for marker in markers:
+            try:
+                with fs.open_input_stream(marker) as f:
+                    path = f.read().decode()
+            except OSError:
+                continue
+            if path in kept:
+                continue
+            try:
+                self.io.delete(path)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                failed.append(path)
+        from pyiceberg.io.pyarrow import PyArrowFileIO
+
+        _, _, root = PyArrowFileIO.parse_location(self.prefix)
+        with contextlib.suppress(OSError):
+            fs.delete_dir(root)
+        return failed
+
+
+def write_changes(
+    df: DataFrame,
+    io: FileIO,
+    location: str,
+    fn: Callable[[FileIO, Iterable[pa.RecordBatch], Any, str], Any],
+    item: Any,
+    *,
+    staging: Staging,
+    row_columns: Iterable[str] = (),
+) -> list[Any]:
+    """Run ``fn(io, batches, item, attempt)`` in one task per partition of ``df`` by ``_file``.
+
+    Args:
+        df: The changes, with ``_file`` and ``_pos`` columns.
+        io: The table's FileIO (rebuilt on each executor from its properties).
+        location: The table location (for the FileIO).
+        fn: A module-level function of icemor (pickled by reference): the work of one task over
+            its batches, sorted by ``_file, _pos``; ``attempt`` is unique to the task attempt.
+        item: What every task needs, pickled once per task.
+        staging: Where the tasks announce their files (every write goes through it).
+        row_columns: The new row's columns: inserts (``_file`` null) are spread by their hash.
+
+    Returns:
+        The results of the tasks that had rows (of the attempts Spark kept).
+
+    Raises:
+        IcemorError: A task raised one (the same type and message); Spark's error otherwise.
+    """
+    from pyspark.sql import functions as F
+
+    from icemor.engines.spark import require_classic
+
+    spark = df.sparkSession
+    require_classic(spark)
+    n = max(1, spark.sparkContext.defaultParallelism)
+    spec = io_spec(io, location)
+    prefix = staging.prefix
+    values = [F.col(c) for c in row_columns if c in df.columns]
+    key = F.hash(F.col("_file"))
+    if values:
+        key = F.when(F.col("_file").isNull(), F.hash(*values)).otherwise(key)
+    ordered = df.repartition(n, key).sortWithinPartitions("_file", "_pos")
+
+    def work(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        it = iter(batches)
+        first = next((b for b in it if b.num_rows), None)
+        if first is None:
+            return
+        context = TaskContext.get()
+        attempt = f"{context.partitionId():05d}-{context.taskAttemptId()}" if context else uuid.uuid4().hex
+        staged = StagingIO(file_io(*spec), prefix)
+        result = fn(staged, _chain(first, it), item, attempt)
+        yield pa.record_batch([pa.array([pickle.dumps(result)], pa.binary())], names=["result"])
+
+    try:
+        collected = ordered.mapInArrow(work, "result binary").collect()
+    except Exception as e:
+        err = _task_error(e)
+        if err is e:
+            raise
+        raise err from e
+    return [pickle.loads(r["result"]) for r in collected]
+
+
+def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    yield first
+    yield from rest
+
+
+def _task_error(e: Exception) -> Exception:
+    """icemor's error that failed a task, as raised on the driver; else Spark's own."""
+    found = _TASK_ERROR.findall(str(e))
+    if found:
+        name, message = found[-1]
+        cls = getattr(exceptions, name, None)
+        if isinstance(cls, type) and issubclass(cls, exceptions.IcemorError):
+            return cls(message.strip())
+    return e

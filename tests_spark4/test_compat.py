@@ -1,0 +1,66 @@
+"""The PySpark 4.x internals icemor borrows (``icemor.engines.spark._compat.spark4``) exist and behave.
+
+The 4.x counterpart of ``tests/_compat/test_pyspark.py`` (3.5): a PySpark 4 release that moves
+one fails here, by name.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyspark
+import pytest
+
+from icemor.engines.spark import _compat as compat
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def test_the_4x_module_is_chosen() -> None:
+    assert pyspark.__version__.startswith("4."), pyspark.__version__
+    assert compat.SPARK_RANGE == "4.x"
+
+
+@pytest.mark.parametrize(("module", "name"), compat.BORROWED)
+def test_borrowed_name_exists(module: str, name: str) -> None:
+    obj: object = importlib.import_module(module)
+    for part in name.split("."):
+        assert hasattr(obj, part), f"{module}.{name} moved: update icemor.engines.spark._compat.spark4"
+        obj = getattr(obj, part)
+
+
+def test_arrow_and_spark_schemas_convert_both_ways() -> None:
+    from pyspark.sql import types as st
+
+    arrow = pa.schema([pa.field("id", pa.int64()), pa.field("ts", pa.timestamp("us", tz="UTC"))])
+    spark_schema = compat.spark_schema_of(arrow)
+    assert [(f.name, type(f.dataType)) for f in spark_schema.fields] == [
+        ("id", st.LongType),
+        ("ts", st.TimestampType),
+    ]
+    # as on 3.5: a zone-less Arrow timestamp is Spark's TIMESTAMP, not TIMESTAMP_NTZ
+    naive = compat.spark_schema_of(pa.schema([pa.field("t", pa.timestamp("us"))]))
+    assert type(naive.fields[0].dataType) is st.TimestampType
+    back = compat.arrow_schema_of(spark_schema)
+    assert back.field("id").type == pa.int64()
+    assert back.field("ts").type == pa.timestamp("us", tz="UTC")
+
+
+def test_jvm_handles_collect_and_row_index_column(spark: SparkSession) -> None:
+    assert compat.has_jvm(spark)
+    # no JVM-built literals on 4.x: Column(Expression), which they need, is gone
+    assert compat.jvm_and_gateway(spark) is None
+    jvm = spark.sparkContext._jvm
+    constructors = jvm.java.lang.Class.forName("org.apache.spark.sql.Column").getConstructors()
+    assert not any(
+        "catalyst.expressions.Expression" in str(c.getParameterTypes()[0])
+        for c in constructors
+        if len(c.getParameterTypes()) == 1
+    ), "Column(Expression) is back: _compat.spark4.jvm_and_gateway may return the handles again"
+    companion = getattr(jvm.org.apache.spark.sql.execution.datasources.parquet, "ParquetFileFormat$")
+    assert getattr(companion, "MODULE$").ROW_INDEX_TEMPORARY_COLUMN_NAME() == compat.ROW_INDEX_COLUMN
+    batches = compat.collect_arrow_batches(spark.range(3))
+    assert pa.Table.from_batches(batches).column("id").to_pylist() == [0, 1, 2]
