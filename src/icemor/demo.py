@@ -1,41 +1,221 @@
-"""The demo job behind ``make demo``: a table in the embedded catalog, written and read back."""
+"""The demo behind ``make demo`` (``icemor demo``): the whole merge-on-read pipeline, timed.
+
+Creates ``demo.events`` in the embedded catalog (replacing an earlier demo), bulk-loads 2 M rows,
+runs a DELETE, an UPDATE and a MERGE, applies three CDC batches, checks every read against a
+numpy model of the table, then ``inspect`` (score before), ``optimize``, ``inspect`` again (written
+as HTML) and ``check``. On Spark ``local[*]`` by default (the per-file work of every operation on
+its executors, the reads through ``to_spark``), or on the local engine.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.parquet as pq
+
+from icemor.exceptions import IcemorError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
-__all__ = ["run_demo"]
-
-DEMO_TABLE = "demo.events"
-
-
-def run_demo(*, echo: Callable[[str], None] = print) -> None:
-    """Create ``demo.events`` (replacing an earlier demo), append rows, print the scan and its plan."""
-    from icemor.catalog import icemor_home, load_catalog
-    from icemor.output import print_plan, print_table
     from icemor.table import Table
 
+__all__ = ["DEMO_TABLE", "ROWS", "run_demo"]
+
+DEMO_TABLE = "demo.events"
+ROWS = 2_000_000
+_FILES = 4
+
+
+class DemoCheckError(IcemorError):
+    """A read of the demo table disagreed with the model (a bug: please report it)."""
+
+
+@dataclass
+class _Model:
+    """The table as numpy arrays: what every read must return."""
+
+    ids: npt.NDArray[np.int64]
+    qty: npt.NDArray[np.int64]
+
+    def keep(self, mask: npt.NDArray[np.bool_]) -> None:
+        self.ids, self.qty = self.ids[mask], self.qty[mask]
+
+    def upsert(self, ids: npt.NDArray[np.int64], qty: npt.NDArray[np.int64]) -> None:
+        self.keep(~np.isin(self.ids, ids))
+        self.ids, self.qty = np.concatenate([self.ids, ids]), np.concatenate([self.qty, qty])
+
+
+def _rows(ids: npt.NDArray[np.int64], qty: npt.NDArray[np.int64]) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "k": pa.array((ids % 100).astype(np.int32), pa.int32()),
+            "qty": pa.array(qty, pa.int64()),
+            "note": pa.array(np.char.add("event-", (ids % 9973).astype(str)).astype(object), pa.string()),
+        }
+    )
+
+
+def run_demo(*, echo: Callable[[str], None] = print, engine: str = "spark", rows: int = ROWS) -> Path:
+    """Run the pipeline; return the path of the HTML health report written after optimizing.
+
+    Args:
+        echo: Where progress lines go.
+        engine: ``spark`` (``local[*]``) or ``local``.
+        rows: Rows of the bulk load.
+
+    Raises:
+        DemoCheckError: A read disagreed with the model.
+    """
+    from icemor.catalog import icemor_home, load_catalog, table_locations
+    from icemor.ops.create import create_table
+    from icemor.table import Table
+
+    started = time.monotonic()
+
+    @contextmanager
+    def step(label: str) -> Iterator[None]:
+        echo(f"[{time.monotonic() - started:6.1f} s] {label} ...")
+        began = time.monotonic()
+        yield
+        echo(f"         done in {time.monotonic() - began:.2f} s")
+
+    spark: Any = None
+    if engine == "spark":
+        with step("starting Spark local[*]"):
+            from icemor.engines.spark import session
+
+            spark = session(master="local[*]")
+
     catalog = load_catalog()
+    echo(f"embedded catalog: {icemor_home()}; engine: {engine}")
     catalog.create_namespace_if_not_exists("demo")
     if catalog.table_exists(DEMO_TABLE):
         catalog.purge_table(DEMO_TABLE)
-    rows = pa.table(
-        {
-            "id": pa.array(range(1, 9), pa.int64()),
-            "category": ["marsupial", "toy", None, None, "toy", "marsupial", "bird", "bird"],
-            "name": ["Koala", "Teddy", "Grizzly", "Polar", "Robot", "Wombat", "Kiwi", "Emu"],
-        }
-    )
-    created = catalog.create_table(DEMO_TABLE, schema=rows.schema, properties={"format-version": "2"})
-    created.append(rows)
-    table = Table(created, catalog)
-    echo(f"embedded catalog: {icemor_home()}")
-    scan = table.scan()
-    print_table(scan.to_arrow_batch_reader(), scan.arrow_schema, limit=None, title=DEMO_TABLE)
-    print_plan(scan.plan_files())
-    echo(f"count: {scan.count()}")
+
+    def count(table: Table, where: str | None = None) -> int:
+        scan = table.scan(row_filter=where, selected_fields=("id",))
+        return int(scan.to_spark(spark).count()) if spark is not None else scan.count()
+
+    def verify(table: Table, model: _Model, checks: dict[str | None, npt.NDArray[np.bool_]]) -> None:
+        for where, mask in checks.items():
+            got, want = count(table, where), int(np.count_nonzero(mask))
+            if got != want:
+                msg = f"demo: {where or 'all rows'}: read {got} rows, the model has {want}"
+                raise DemoCheckError(msg)
+            echo(f"         check: {where or 'all rows'}: {got} rows, as expected")
+
+    with tempfile.TemporaryDirectory(prefix="icemor-demo-") as tmp:
+        ids = np.arange(rows, dtype=np.int64)
+        model = _Model(ids, ids % 1000)
+        with step(f"bulk load: {rows:,} rows in {_FILES} Parquet files"):
+            paths = []
+            for i, part in enumerate(np.array_split(np.arange(rows, dtype=np.int64), _FILES)):
+                path = Path(tmp) / f"part-{i}.parquet"
+                pq.write_table(_rows(part, part % 1000), path)
+                paths.append(path)
+            created = create_table(
+                catalog,
+                DEMO_TABLE,
+                schema_from=paths[0],
+                tables=lambda: table_locations(catalog, strict=False),
+            )
+            table = Table(created, catalog)
+            table.append_files(paths)
+        verify(table, model, {None: np.ones(len(model.ids), bool)})
+
+        with step("DELETE WHERE k < 5 (5 % of every file: position deletes)"):
+            m = table.delete("k < 5", spark=spark)
+            echo(f"         deleted {m.deleted_rows:,} rows, {m.delete_files_added} delete files")
+            model.keep(model.ids % 100 >= 5)
+        verify(table, model, {None: np.ones(len(model.ids), bool)})
+
+        with step("UPDATE SET qty = qty + 1 WHERE k = 10"):
+            u = table.update({"qty": "qty + 1"}, where="k = 10", spark=spark)
+            echo(f"         updated {u.rows_updated:,} rows")
+            hit = model.ids % 100 == 10
+            model.qty = np.where(hit, model.qty + 1, model.qty)
+        verify(table, model, {"qty % 100 = 11": model.qty % 100 == 11})
+
+        with step("MERGE 2,000 source rows on id (update matched, insert the rest)"):
+            src_ids = np.arange(rows - 1000, rows + 1000, dtype=np.int64)
+            source = _rows(src_ids, np.full(len(src_ids), -1, np.int64))
+            source_arg: Any = spark.createDataFrame(source.to_pandas()) if spark is not None else source
+            g = (
+                table.merge(source_arg, on="t.id = s.id", spark=spark)
+                .when_matched_update({"qty": "s.qty"})
+                .when_not_matched_insert_all()
+                .execute()
+            )
+            echo(f"         updated {g.rows_updated:,}, inserted {g.rows_inserted:,} rows")
+            model.upsert(src_ids, np.full(len(src_ids), -1, np.int64))
+        verify(table, model, {None: np.ones(len(model.ids), bool), "qty = -1": model.qty == -1})
+
+        for b in (1, 2, 3):
+            with step(f"CDC batch {b}: 20,000 deletes, 10,000 upserts, 10,000 inserts (equality deletes)"):
+                gone = np.arange(b * 200_000, b * 200_000 + 20_000, dtype=np.int64)
+                upserted = np.arange(b * 200_000 + 50_000, b * 200_000 + 60_000, dtype=np.int64)
+                inserted = np.arange(10 * rows + b * 10_000, 10 * rows + (b + 1) * 10_000, dtype=np.int64)
+                changed = np.concatenate([upserted, inserted])
+                changes = pa.concat_tables(
+                    [
+                        _rows(gone, np.zeros(len(gone), np.int64)).append_column(
+                            "op", pa.array(["D"] * len(gone))
+                        ),
+                        _rows(changed, np.full(len(changed), b * 1000, np.int64)).append_column(
+                            "op", pa.array(["U"] * len(upserted) + ["I"] * len(inserted))
+                        ),
+                    ]
+                )
+                c = table.apply_changes(changes, key=["id"], allow_nullable_key=True)
+                echo(f"         snapshot {c.snapshot_id}")
+                model.keep(~np.isin(model.ids, gone))
+                model.upsert(changed, np.full(len(changed), b * 1000, np.int64))
+            verify(
+                table,
+                model,
+                {None: np.ones(len(model.ids), bool), f"qty = {b * 1000}": model.qty == b * 1000},
+            )
+
+        with step("inspect"):
+            before = table.inspect()
+        echo(f"         health score before: {before.table.score} / 100")
+        for r in before.recommendations:
+            echo(f"         recommendation: {r.action}: {r.command}")
+
+        with step("optimize"):
+            result = table.optimize(spark=spark, note=lambda line: echo(f"         {line}"))
+        verify(table, model, {None: np.ones(len(model.ids), bool), "qty = -1": model.qty == -1})
+
+        html = icemor_home() / "demo-health.html"
+        with step("inspect again, as HTML"):
+            after = table.inspect()
+            from icemor.report_html import write_html
+
+            write_html(after, html)
+        echo(
+            f"         health score after: {after.table.score} / 100 "
+            f"(optimize expected {result.plan.score_expected})"
+        )
+        echo(f"         HTML report: {html}")
+
+        with step("check"):
+            report = table.check()
+        echo(
+            f"         {report.data_files} data files, {report.delete_files} delete files: "
+            f"{len(report.errors)} errors, {len(report.warnings)} warnings"
+        )
+        if not report.clean:
+            msg = f"demo: check found {report.errors[0].name}: {report.errors[0].message}"
+            raise DemoCheckError(msg)
+    echo(f"demo finished in {time.monotonic() - started:.1f} s")
+    return html
