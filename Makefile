@@ -20,15 +20,19 @@ $(VENV)/bin/python:
 	$(PY) -m pip install --quiet --upgrade pip
 
 $(STAMP): pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install --quiet -e .
+	$(PY) -m pip install --quiet -e '.[spark,report]'
 	touch $@
 
 $(TEST_STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install --quiet -e '.[test]'
+	# headless Chromium renders the HTML health report in tests/test_report_html.py
+	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
 	touch $(STAMP) $@
 
+# the whole pipeline on Spark local[*] (DEMO_ENGINE=local: the embedded engine), < 3 min on 2 cores
+DEMO_ENGINE ?= spark
 demo: $(STAMP)
-	$(VENV)/bin/icemor demo
+	$(VENV)/bin/icemor demo --engine $(DEMO_ENGINE)
 
 # The reference implementation: Java 17, Iceberg 1.10.2's Spark runtime, relocated Jackson,
 # SQLite JDBC. Installs what is missing (apt-get / PyPI) and caches the built jar.
@@ -50,6 +54,7 @@ lint: $(TEST_STAMP)
 # the coverage of src/icemor.
 test: $(TEST_STAMP) $(ORACLE_ENV) lint
 	$(VENV)/bin/pytest --cov=icemor --cov-report=term --cov-fail-under=$(COV_FAIL_UNDER)
+	$(MAKE) --no-print-directory test-spark4
 
 # No JVM (no oracle or Spark test) and no slow test: a few minutes, no `make oracle` needed.
 test-fast: $(TEST_STAMP)
@@ -62,17 +67,34 @@ bench: $(TEST_STAMP) $(ORACLE_ENV)
 	$(PY) benchmarks/bench_checksum.py
 	$(PY) benchmarks/bench_cdc.py
 	$(PY) benchmarks/bench_changes.py
+	$(PY) benchmarks/bench_v3_delete.py
+	$(PY) benchmarks/bench_optimize.py
+	$(PY) benchmarks/bench_spark_memory.py
 
-# PySpark 4.x smoke test of the Spark engine in a venv of its own (not part of `make test`).
+# The Spark engine on PySpark 4.x (tests_spark4/, docs/spark.md), in a venv of its own made once
+# (again only when pyproject.toml changes): `pip install -e .[spark]` with the newest 4.x (and the
+# Spark Connect client's libraries, for tests_spark4/test_connect.py). Iceberg
+# Java has no Spark 4 runtime here, so the main venv's oracle (Spark 3.5) first writes the tables
+# only Java can (v3 deletion vectors), and last reads every table the suite wrote.
 SPARK4_VENV := .venv-spark4
-test-spark4:
+SPARK4_STAMP := $(SPARK4_VENV)/.icemor-installed
+SPARK4_OUT := .cache/spark4
+SPARK4_PYSPARK := pyspark[connect]==4.3.*
+
+$(SPARK4_STAMP): pyproject.toml
+	rm -rf $(SPARK4_VENV)
 	$(PYTHON) -m venv $(SPARK4_VENV)
 	$(SPARK4_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(SPARK4_VENV)/bin/python -m pip install --quiet --no-deps -e .
-	$(SPARK4_VENV)/bin/python -m pip install --quiet 'pyspark>=4,<5' 'pyiceberg[sql-sqlite,pyarrow,pyiceberg-core]>=0.12,<0.13' \
-		'pyarrow>=17,<27' 'pyroaring>=1.0,<2' 'numpy>=1.26,<3' 'pandas>=2.2,<3' 'duckdb>=2.0,<3' 'typer>=0.12,<1' 'rich>=13,<16' 'pytest>=8,<10'
-	JAVA_HOME=$$($(PY) -c 'import json;print(json.load(open("$(ORACLE_ENV)"))["java_home"])' 2>/dev/null || echo $$JAVA_HOME) \
-		$(SPARK4_VENV)/bin/pytest -q -p no:cacheprovider tests_spark4
+	$(SPARK4_VENV)/bin/python -m pip install --quiet -e '.[spark]' '$(SPARK4_PYSPARK)' \
+		'pytest>=8,<10' 'pytest-timeout>=2.3,<3'
+	touch $@
+
+test-spark4: $(SPARK4_STAMP) $(ORACLE_ENV)
+	rm -rf $(SPARK4_OUT)
+	$(PY) tools/spark4_check.py prepare $(SPARK4_OUT)
+	JAVA_HOME=$$($(PY) -c 'import json;print(json.load(open("$(ORACLE_ENV)"))["java_home"])') \
+		ICEMOR_SPARK4_OUT=$(SPARK4_OUT) $(SPARK4_VENV)/bin/pytest -q -p no:cacheprovider tests_spark4
+	$(PY) tools/spark4_check.py check $(SPARK4_OUT)
 
 clean:
 	rm -rf $(VENV) $(SPARK4_VENV) .cache .pytest_cache .mypy_cache .ruff_cache

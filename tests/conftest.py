@@ -35,6 +35,7 @@ _SLOW = (
     "tests/ops/test_write_failures.py::test_sigterm_removes_what_was_written[",
     "tests/ops/test_delete_crash.py::test_delete_killed_before_the_swap_leaves_the_old_snapshot[",
     "tests/test_write_fault_suite.py::test_concurrent_writers_replay_on_a_model",
+    "tests/maintenance/test_optimize.py::test_watch_against_delete_and_cdc_writers",
 )
 
 

@@ -122,13 +122,13 @@ def test_bad_partition_spec(
     assert run(["count", "db.p"]) == 2
 
 
-def test_format_version_3_is_refused_up_front(
+def test_unknown_format_version_is_refused_up_front(
     home: Path, parquet: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """pyiceberg 0.12 cannot write v3 metadata: refuse before anything is created (regression)."""
-    assert run(["create-table", "db.v3", "--schema-from", str(parquet), "--format-version", "3"]) == 2
+    """A format version icemor cannot write: refuse before anything is created (v3: issue #26)."""
+    assert run(["create-table", "db.v3", "--schema-from", str(parquet), "--format-version", "4"]) == 2
     lines = _err_lines(capsys)
-    assert len(lines) == 1 and "format-version 3" in lines[0] and "not supported" in lines[0], lines
+    assert len(lines) == 1 and "--format-version must be 2 or 3" in lines[0], lines
     assert run(["count", "db.v3"]) == 2  # nothing was created
     assert "does not exist" in _err_lines(capsys)[0]
 
@@ -334,3 +334,34 @@ def test_bad_output_path_is_one_line_naming_it(
     assert len(lines) == 1, lines
     assert lines[0].startswith("icemor: error: ") and str(out) in lines[0], lines[0]
     assert not list(tmp_path.glob("**/.*icemor-tmp"))
+
+
+def test_every_json_option_prints_one_document_and_jsonl_lines(
+    home: Path, parquet: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue #28: snapshots/history --json printed JSON Lines while the others printed arrays
+    assert run(["create-table", "db.t", "--schema-from", str(parquet)]) == 0
+    assert run(["append", "db.t", str(parquet)]) == 0
+    assert run(["delete", "db.t", "--where", "id = 2"]) == 0
+    capsys.readouterr()
+    # every command with --json (read from the app, so a new one is checked too)
+    argv_of = {"namespaces": [], "tables": ["db"]}
+    with_json = [
+        c.name or get_command_name(c.callback.__name__)
+        for c in app.registered_commands
+        if c.callback and "as_json" in c.callback.__code__.co_varnames
+    ]
+    assert {"namespaces", "tables", "describe", "snapshots", "history", "files"} <= set(with_json)
+    for command in with_json:
+        assert run([command, *argv_of.get(command, ["db.t"]), "--json"]) == 0, command
+        out = capsys.readouterr().out
+        json.loads(out)  # one document: raises on JSON Lines of more than one value
+        assert out.strip().startswith(("[", "{")), command
+    for command, count in [("snapshots", 2), ("history", 2), ("files", 1)]:
+        assert run([command, "db.t", "--jsonl"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert len(lines) == count, command
+        assert all(isinstance(json.loads(line), dict) for line in lines)
+    assert run(["snapshots", "db.t", "--json"]) == 0
+    snaps = json.loads(capsys.readouterr().out)
+    assert [s["operation"] for s in snaps] == ["append", "delete"]

@@ -83,6 +83,8 @@ class Options:
     debug: bool = False
     spark_master: str | None = None
     spark_conf: tuple[str, ...] = ()
+    spark_progress: Any = None
+    """The poller showing Spark jobs' progress (:func:`_watch_spark`), stopped when the run ends."""
 
 
 # The options of the running invocation: set by run() for its duration, so nothing leaks from
@@ -145,6 +147,10 @@ def _fail(message: str) -> None:
     raise typer.Exit(code=2)
 
 
+def _note(text: str) -> None:
+    typer.echo(f"icemor: note: {text}", err=True)
+
+
 def _catalog() -> Catalog:
     from icemor.catalog import load_catalog
 
@@ -188,6 +194,13 @@ def create_table(
     prop: Annotated[
         list[str] | None, typer.Option("--property", help="Table property k=v (repeatable).")
     ] = None,
+    identifier_fields: Annotated[
+        str | None,
+        typer.Option(
+            "--identifier-fields",
+            help="The row key, comma-separated (e.g. id): Iceberg's identifier fields, made NOT NULL.",
+        ),
+    ] = None,
 ) -> None:
     """Create a table whose schema is taken from a Parquet file."""
     from icemor.catalog import table_locations
@@ -200,12 +213,79 @@ def create_table(
         table,
         schema_from=schema_from,
         partition_by=partition_by or [],
+        identifier_fields=[c.strip() for c in (identifier_fields or "").split(",") if c.strip()],
         format_version=format_version,
         properties=props,
         tables=lambda: table_locations(catalog, strict=False),
-        note=lambda text: typer.echo(f"icemor: note: {text}", err=True),
+        note=_note,
     )
     typer.echo(f"created {table} (format-version {format_version}) at {created.metadata.location}")
+
+
+def _pair(text: str, option: str, shape: str) -> tuple[str, str]:
+    left, sep, right = text.partition(":")
+    if not sep or not left.strip() or not right.strip():
+        msg = f"{option} takes {shape}, got {text!r}"
+        raise InvalidArgumentError(msg)
+    return left.strip(), right.strip()
+
+
+def _names(values: list[str] | None) -> list[str]:
+    return [n.strip() for v in values or () for n in v.split(",") if n.strip()]
+
+
+@app.command()
+def alter(
+    table: Annotated[str, typer.Argument(help="namespace.table")],
+    add_column: Annotated[
+        list[str] | None,
+        typer.Option("--add-column", help="name:type, a new optional column, e.g. note:string (repeatable)."),
+    ] = None,
+    rename: Annotated[
+        list[str] | None, typer.Option("--rename", help="old:new, rename a column (repeatable).")
+    ] = None,
+    widen: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--widen", help="col:type, promote int->long, float->double, decimal(P,S)->decimal(P2,S)."
+        ),
+    ] = None,
+    require: Annotated[
+        list[str] | None,
+        typer.Option("--require", help="Make column(s) NOT NULL (refused if a live row is NULL)."),
+    ] = None,
+    identifier_fields: Annotated[
+        str | None,
+        typer.Option(
+            "--identifier-fields", help="The row key, comma-separated: made NOT NULL (as --require) first."
+        ),
+    ] = None,
+) -> None:
+    """Evolve the schema in one metadata commit: add optional columns, rename, widen types, make
+    columns required, set the identifier fields. Data files are not rewritten."""
+    from icemor.ops.alter import SchemaChange
+
+    change = SchemaChange(_table(table))  # what Table.update_schema() returns
+    steps = 0
+    for item in add_column or ():
+        change.add_column(*_pair(item, "--add-column", "name:type"))
+        steps += 1
+    for item in rename or ():
+        change.rename_column(*_pair(item, "--rename", "old:new"))
+        steps += 1
+    for item in widen or ():
+        change.widen_column(*_pair(item, "--widen", "col:type"))
+        steps += 1
+    for name in _names(require):
+        change.require_column(name)
+        steps += 1
+    if identifier_fields is not None:
+        change.set_identifier_fields(*_names([identifier_fields]))
+        steps += 1
+    if not steps:
+        _fail("give at least one of --add-column, --rename, --widen, --require, --identifier-fields")
+    schema = change.commit()
+    typer.echo(f"altered {table}: schema {schema.schema_id}")
 
 
 @app.command()
@@ -218,14 +298,16 @@ def append(
     The files' schema must fit the table's (missing optional columns are NULL); nanosecond
     timestamps are stored as microseconds on v2 tables. A progress bar shows on a terminal.
     """
+    from icemor.progress import enabled
+
     t = _table(table)
-    if not sys.stderr.isatty():
-        rows = t.append_files(files)
+    if not enabled():
+        rows = t.append_files(files, note=_note)
     else:
         from icemor.output import append_progress
 
         with append_progress(files) as advance:
-            rows = t.append_files(files, progress=advance)
+            rows = t.append_files(files, progress=advance, note=_note)
     typer.echo(f"appended {rows} rows to {table}")
 
 
@@ -248,8 +330,11 @@ def add_files(
 _WhereOpt = Annotated[str | None, typer.Option("--where", help="Row filter, e.g. \"id > 5 and k2 = 'a'\".")]
 _SnapshotOpt = Annotated[int | None, typer.Option("--snapshot-id", help="Read this snapshot.")]
 _AsOfOpt = Annotated[
-    int | None,
-    typer.Option("--as-of-timestamp", help="Read the snapshot current at this time (ms since epoch)."),
+    str | None,
+    typer.Option(
+        "--as-of-timestamp",
+        help="Read the snapshot current at this time: ms since the epoch or ISO-8601 (UTC unless zoned).",
+    ),
 ]
 _RefOpt = Annotated[str | None, typer.Option("--ref", help="Read the head of this branch or tag.")]
 
@@ -259,7 +344,7 @@ def _scan(
     where: str | None,
     columns: str | None,
     snapshot_id: int | None,
-    as_of_timestamp: int | None,
+    as_of_timestamp: str | None,
     ref: str | None,
     metadata_columns: bool = False,
     include_deleted: bool = False,
@@ -273,7 +358,7 @@ def _scan(
         row_filter=where,
         selected_fields=fields,
         snapshot_id=snapshot_id,
-        as_of_timestamp=as_of_timestamp,
+        as_of_timestamp=_epoch_ms(as_of_timestamp, "--as-of-timestamp") if as_of_timestamp else None,
         ref=ref,
         metadata_columns=metadata_columns,
         include_deleted=include_deleted,
@@ -285,9 +370,35 @@ def _spark() -> SparkSession:
     from icemor.engines.spark import session
 
     opts = _options()
-    return session(
+    spark = session(
         master=opts.spark_master, conf=_kv(list(opts.spark_conf), "--spark-conf"), quiet=not opts.debug
     )
+    _watch_spark(spark, opts)
+    return spark
+
+
+def _watch_spark(spark: SparkSession, opts: Options) -> None:
+    """While the command runs, a bar of the running Spark jobs' tasks (from Spark's status
+    tracker) when stdout and stderr are terminals."""
+    from icemor.progress import Bar, enabled
+
+    if opts.spark_progress is not None or not enabled():
+        return
+    from icemor.engines.spark.progress import JobStatus, SparkProgress
+
+    shown: list[Bar] = []
+
+    def report(status: JobStatus | None) -> None:
+        if status is None:
+            if shown:
+                shown.pop().stop()
+            return
+        if not shown:
+            shown.append(Bar(status.label, "tasks"))
+            shown[0].start()
+        shown[0].update(status.done, status.total, label=status.label)
+
+    opts.spark_progress = SparkProgress(spark, report).start()
 
 
 def _check_output(output: Path | None, fmt: OutputFormat | None, *, overwrite: bool) -> str | None:
@@ -339,16 +450,22 @@ def _emit(
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
     elif output is not None:
-        n = write_batches(batches, schema, output, limit=limit, fmt=fmt_name, overwrite=overwrite)
+        from icemor.progress import counting_rows, rows_bar
+
+        with rows_bar("writing", None) as advance:
+            counted = counting_rows(batches, advance)
+            n = write_batches(counted, schema, output, limit=limit, fmt=fmt_name, overwrite=overwrite)
         typer.echo(f"wrote {n} rows to {output}")
     else:
         print_table(batches, schema, limit=limit, title=title)
 
 
 def _spark_batches(scan: Scan) -> Iterator[pa.RecordBatch]:
-    from icemor.engines.spark import collect_arrow
+    """The scan on Spark, streamed a partition at a time, in the scan's own Arrow schema (Spark
+    makes every column nullable: a Parquet writer of the table's schema refuses that)."""
+    from icemor.engines.spark import iter_arrow
 
-    yield from collect_arrow(scan.to_spark(_spark())).to_batches()
+    yield from iter_arrow(scan.to_spark(_spark()), schema=scan.arrow_schema)
 
 
 @app.command()
@@ -402,7 +519,10 @@ def scan(
     _emit(batches, s.arrow_schema, output, fmt_name, limit=limit, overwrite=overwrite, title=table)
 
 
-_JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+_JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output: one JSON document.")]
+_JsonlOpt = Annotated[
+    bool, typer.Option("--jsonl", help="JSON Lines: one JSON object a line, for streaming.")
+]
 
 
 @app.command()
@@ -429,11 +549,13 @@ def files(
     snapshot_id: _SnapshotOpt = None,
     as_of_timestamp: _AsOfOpt = None,
     ref: _RefOpt = None,
+    jsonl: _JsonlOpt = False,
 ) -> None:
     """List data files with the delete files that apply to them: the scan plan."""
     from icemor.output import print_plan
 
-    print_plan(_scan(table, where, None, snapshot_id, as_of_timestamp, ref).plan_files(), as_json=as_json)
+    planned = _scan(table, where, None, snapshot_id, as_of_timestamp, ref).plan_files()
+    print_plan(planned, as_json=as_json, jsonl=jsonl)
 
 
 @app.command()
@@ -444,6 +566,20 @@ def changes(
     ] = None,
     to_snapshot: Annotated[
         int | None, typer.Option("--to-snapshot", help="Inclusive end (default: the current snapshot).")
+    ] = None,
+    from_timestamp: Annotated[
+        str | None,
+        typer.Option(
+            "--from-timestamp",
+            help="Instead of --from-snapshot: changes committed after this time (ms or ISO-8601, UTC unless "
+            "zoned).",
+        ),
+    ] = None,
+    to_timestamp: Annotated[
+        str | None,
+        typer.Option(
+            "--to-timestamp", help="Instead of --to-snapshot: changes committed at or before this time."
+        ),
     ] = None,
     net: Annotated[
         bool, typer.Option("--net", help="The net change: rows inserted and deleted in the range vanish.")
@@ -486,13 +622,20 @@ def changes(
     fields = tuple(c.strip() for c in columns.split(",") if c.strip()) if columns else ("*",)
     keys = [k.strip() for k in key.split(",") if k.strip()] if key else None
     feed = _table(table).changes(
-        from_snapshot, to_snapshot, row_filter=where, selected_fields=fields, net=net, key=keys
+        from_snapshot,
+        to_snapshot,
+        start_timestamp=_epoch_ms(from_timestamp, "--from-timestamp") if from_timestamp else None,
+        end_timestamp=_epoch_ms(to_timestamp, "--to-timestamp") if to_timestamp else None,
+        row_filter=where,
+        selected_fields=fields,
+        net=net,
+        key=keys,
     )
     if _options().engine == Engine.spark:
-        from icemor.engines.spark import collect_arrow
+        from icemor.engines.spark import iter_arrow
 
-        # Spark makes the table's columns nullable: back to the feed's own schema
-        batches: Any = iter(collect_arrow(feed.to_spark(_spark())).cast(feed.arrow_schema).to_batches())
+        # a partition at a time; Spark makes the table's columns nullable: back to the feed's schema
+        batches: Any = iter_arrow(feed.to_spark(_spark()), schema=feed.arrow_schema)
     else:
         batches = feed.to_arrow_batch_reader()
     _emit(batches, feed.arrow_schema, output, fmt_name, limit=limit, overwrite=overwrite, title=table)
@@ -513,7 +656,8 @@ def delete(
         _fail("give exactly one of --where EXPR and --all")
     t = _table(table)
     spark = _spark() if _options().engine == Engine.spark else None
-    m = t.delete(where, spark=spark)
+    with _progress("deleting", "files") as progress:
+        m = t.delete(where, spark=spark, progress=progress)
     if m.snapshot_id is None:
         typer.echo(f"no row of {table} matches: nothing committed ({m.seconds:.3f} s)")
         return
@@ -584,7 +728,9 @@ def apply_changes(
         df = read_parquet_in_order(_spark(), [str(f.resolve()) for f in changes])
         m = t.apply_changes(df, **options)
     else:
-        m = t.apply_changes(changes, **options)
+        # one unit of work: the bar shows that it runs and for how long (Spark jobs: their tasks)
+        with _progress("applying changes", ""):
+            m = t.apply_changes(changes, note=_note, **options)
     if m.skipped:
         typer.echo(
             f"batch {batch_id} of app {app_id!r} is already in {table}: nothing done ({m.seconds:.3f} s)"
@@ -624,7 +770,8 @@ def update(
         assignments[column.strip()] = value.strip()
     t = _table(table)
     spark = _spark() if _options().engine == Engine.spark else None
-    m = t.update(assignments, where, spark=spark)
+    with _progress("updating", "files") as progress:
+        m = t.update(assignments, where, spark=spark, progress=progress)
     if m.snapshot_id is None:
         typer.echo(f"no row of {table} matches: nothing committed ({m.seconds:.3f} s)")
         return
@@ -668,14 +815,15 @@ def merge(
         _fail("--matched ignore with --not-matched ignore does nothing")
     t = _table(table)
     spark = _spark() if _options().engine == Engine.spark else None
-    builder = t.merge([str(p) for p in source], on=keys, spark=spark)
+    builder = t.merge([str(p) for p in source], on=keys, spark=spark, note=_note)
     if matched == Matched.update:
         builder = builder.when_matched_update_all()
     elif matched == Matched.delete:
         builder = builder.when_matched_delete()
     if not_matched == NotMatched.insert:
         builder = builder.when_not_matched_insert_all()
-    m = builder.execute()
+    with _progress("merging", "files") as progress:
+        m = builder.execute(progress=progress)
     if m.snapshot_id is None:
         typer.echo(f"nothing to change in {table}: nothing committed ({m.seconds:.3f} s)")
         return
@@ -722,22 +870,42 @@ def describe(
 
 @app.command()
 def snapshots(
-    table: Annotated[str, typer.Argument(help="namespace.table")], as_json: _JsonOpt = False
+    table: Annotated[str, typer.Argument(help="namespace.table")],
+    as_json: _JsonOpt = False,
+    jsonl: _JsonlOpt = False,
 ) -> None:
     """List every snapshot: id (for --snapshot-id), parent, time (ms for --as-of-timestamp),
     operation, row/data-file/delete-file counts, and the branches and tags at it."""
     from icemor.output import print_snapshots
 
-    print_snapshots(_table(table).snapshots(), title=f"{table}: snapshots", as_json=as_json)
+    print_snapshots(_table(table).snapshots(), title=f"{table}: snapshots", as_json=as_json, jsonl=jsonl)
 
 
 @app.command()
-def history(table: Annotated[str, typer.Argument(help="namespace.table")], as_json: _JsonOpt = False) -> None:
+def history(
+    table: Annotated[str, typer.Argument(help="namespace.table")],
+    as_json: _JsonOpt = False,
+    jsonl: _JsonlOpt = False,
+) -> None:
     """List each change of the current snapshot, oldest first: time, snapshot id, parent,
     operation, whether it is an ancestor of the current snapshot, and refs."""
     from icemor.output import print_history
 
-    print_history(_table(table).history(), title=f"{table}: history", as_json=as_json)
+    print_history(_table(table).history(), title=f"{table}: history", as_json=as_json, jsonl=jsonl)
+
+
+@app.command()
+def upgrade(
+    table: Annotated[str, typer.Argument(help="namespace.table")],
+    format_version: Annotated[int, typer.Option("--format-version", help="The new format version: 3.")],
+) -> None:
+    """Upgrade a table's format version (v2 -> v3: deletion vectors from then on)."""
+    t = _table(table)
+    before = t.upgrade(format_version=format_version)
+    if before == format_version:
+        typer.echo(f"{table} is already format-version {format_version}")
+    else:
+        typer.echo(f"upgraded {table} from format-version {before} to {format_version}")
 
 
 @app.command("drop-table")
@@ -865,28 +1033,18 @@ def compact(
 
 @contextlib.contextmanager
 def _progress(label: str, unit: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress bar on a terminal (stderr), else nothing."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    from icemor.output import work_progress
+    """A progress bar (stderr) when stdout and stderr are terminals, else nothing."""
+    from icemor.progress import work_bar
 
-    with work_progress(label, unit) as update:
+    with work_bar(label, unit) as update:
         yield update
 
 
 def _epoch_ms(text: str, option: str) -> int:
-    """``--older-than``: milliseconds since the epoch, or an ISO-8601 date or time (UTC unless zoned)."""
-    from datetime import UTC, datetime
+    """A time option: milliseconds since the epoch, or an ISO-8601 date or time (UTC unless zoned)."""
+    from icemor.table import to_epoch_ms
 
-    if text.strip().lstrip("-").isdigit():
-        return int(text)
-    try:
-        value = datetime.fromisoformat(text.strip())
-    except ValueError:
-        msg = f"{option} must be ms since the epoch or ISO-8601 (2024-05-01T12:00:00), got {text!r}"
-        raise InvalidArgumentError(msg) from None
-    return int((value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp() * 1000)
+    return to_epoch_ms(text, what=option)
 
 
 @app.command()
@@ -965,11 +1123,17 @@ def _note_failed(failed: tuple[str, ...]) -> None:
 
 
 @app.command()
-def demo() -> None:
-    """Run the demo job in the embedded catalog and print the resulting table."""
+def demo(
+    engine: Annotated[
+        Engine, typer.Option("--engine", help="Spark local[*] (default) or local threads.")
+    ] = Engine.spark,
+    rows: Annotated[int, typer.Option("--rows", help="Rows of the bulk load.", min=100_000)] = 2_000_000,
+) -> None:
+    """Run the merge-on-read pipeline in the embedded catalog, timed: bulk load, DELETE, UPDATE,
+    MERGE, three CDC batches (every read checked), inspect, optimize, inspect as HTML, check."""
     from icemor.demo import run_demo
 
-    run_demo(echo=typer.echo)
+    run_demo(echo=typer.echo, engine=engine.value, rows=rows)
 
 
 def _run(fn: Callable[[Options], Any]) -> int:
@@ -991,6 +1155,14 @@ def _run(fn: Callable[[Options], Any]) -> int:
             raise
         typer.echo(f"icemor: error: {_one_line(e)}", err=True)
         return 2
+    except _catalog_failures() as e:
+        from icemor.catalog import catalog_error
+
+        known = catalog_error(e, opts.catalog_name)
+        if opts.debug or known is None:
+            raise
+        typer.echo(f"icemor: error: {_one_line(known)}", err=True)
+        return 2
     except OSError as e:
         if opts.debug or e.errno not in NO_ROOM_ERRNOS:
             raise
@@ -999,8 +1171,21 @@ def _run(fn: Callable[[Options], Any]) -> int:
         typer.echo(f"icemor: error: {where}{os_reason(e)}", err=True)
         return 2
     finally:
+        if opts.spark_progress is not None:
+            opts.spark_progress.stop()
         _OPTIONS.reset(token)
     return 0
+
+
+def _catalog_failures() -> tuple[type[BaseException], ...]:
+    """A catalog that cannot be used (no driver, unreachable, refusing): one line, exit 2.
+
+    Evaluated only when an error reaches :func:`_run` (requests is not imported for nothing).
+    """
+    import requests
+    from pyiceberg.exceptions import NotInstalledError, RESTError
+
+    return (NotInstalledError, RESTError, requests.exceptions.ConnectionError, requests.exceptions.Timeout)
 
 
 class Terminated(KeyboardInterrupt):
@@ -1054,6 +1239,10 @@ def run(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYICEBERG_MAX_WORKERS", str(os.cpu_count() or 1))
     with _sigterm_as_interrupt():
         return _run(lambda _: app(args=argv, prog_name="icemor"))
+
+
+# the table-health commands (inspect, check, optimize) register themselves on `app`
+import icemor.cli_health  # noqa: E402, F401
 
 
 def main() -> None:

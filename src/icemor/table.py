@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError as PydanticValidationError
 from pyiceberg.exceptions import ValidationError as _PyIcebergValidationError
 
-from icemor.exceptions import CorruptFileError, MissingFileError, table_lookup_errors
+from icemor.exceptions import CorruptFileError, InvalidArgumentError, MissingFileError, table_lookup_errors
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
-    from datetime import datetime
     from pathlib import Path
 
     from pyiceberg.catalog import Catalog
@@ -23,19 +24,65 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from icemor.engines import Runner
+    from icemor.maintenance.check import CheckReport
     from icemor.maintenance.data_files import DataRewriteMetrics
     from icemor.maintenance.equality_to_position import ConversionMetrics
     from icemor.maintenance.expire import ExpireMetrics
+    from icemor.maintenance.health import HealthReport
+    from icemor.maintenance.optimize import OptimizeResult
     from icemor.maintenance.orphans import OrphanMetrics
     from icemor.maintenance.position_deletes import PositionDeleteMetrics
+    from icemor.ops.alter import SchemaChange
     from icemor.ops.apply_changes import ChangeMetrics
     from icemor.ops.delete import DeleteMetrics
     from icemor.ops.merge import MergeClause, MergeMetrics
+    from icemor.ops.overwrite import OverwriteMetrics
     from icemor.ops.update import UpdateMetrics
     from icemor.scan import ChangeScan, Scan
     from icemor.spec.describe import HistoryEntry, SnapshotInfo, TableDescription
 
-__all__ = ["Maintenance", "MergeBuilder", "Table"]
+__all__ = ["Maintenance", "MergeBuilder", "Table", "Timestamp", "to_epoch_ms"]
+
+Timestamp = datetime | date | str | int
+"""A point in time: a datetime (naive means UTC), a date (its midnight, UTC), ISO-8601 text
+(``2024-05-01``, ``2024-05-01T12:00:00+02:00``) or milliseconds since the epoch."""
+
+# Notes (nanosecond timestamps truncated) of the Python API go here, one per operation; the
+# CLI prints them as ``icemor: note: ...`` instead.
+_log = logging.getLogger("icemor")
+
+
+def to_epoch_ms(value: Timestamp, *, what: str = "the timestamp") -> int:
+    """Milliseconds since the epoch of a :data:`Timestamp`; icemor's one parser of points in time
+    (``as_of_timestamp``, change-feed bounds, expiry cut-offs, and the CLI's options).
+
+    Raises:
+        InvalidArgumentError: Anything else, or text that is neither digits nor ISO-8601 (one line).
+    """
+    if isinstance(value, datetime):
+        aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return int(aware.timestamp() * 1000)
+    if isinstance(value, date):
+        return int(datetime(value.year, value.month, value.day, tzinfo=UTC).timestamp() * 1000)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lstrip("-").isdigit():
+            return int(text)
+        try:
+            return to_epoch_ms(datetime.fromisoformat(text), what=what)
+        except ValueError:
+            pass
+    msg = (
+        f"{what} must be a datetime, ISO-8601 text (2024-05-01T12:00:00, UTC unless zoned) or "
+        f"milliseconds since the epoch, got {value!r}"
+    )
+    raise InvalidArgumentError(msg)
+
+
+def _optional_ms(value: Timestamp | None, what: str) -> int | None:
+    return None if value is None else to_epoch_ms(value, what=what)
 
 
 class Table:
@@ -103,7 +150,7 @@ class Table:
         row_filter: str | BooleanExpression | None = None,
         selected_fields: Sequence[str] = ("*",),
         snapshot_id: int | None = None,
-        as_of_timestamp: int | None = None,
+        as_of_timestamp: Timestamp | None = None,
         ref: str | None = None,
         metadata_columns: bool = False,
         *,
@@ -116,7 +163,8 @@ class Table:
             row_filter: A pyiceberg expression or a SQL-like string (``"id > 5 and k = 'a'"``).
             selected_fields: Column names, ``("*",)`` for all. ``_file``/``_pos`` may be named too.
             snapshot_id: Read this snapshot.
-            as_of_timestamp: Read the snapshot current at this time (milliseconds since epoch).
+            as_of_timestamp: Read the snapshot current at this time: a datetime (naive means UTC),
+                ISO-8601 text or milliseconds since the epoch (:func:`to_epoch_ms`).
             ref: Read the head of this branch or tag.
             metadata_columns: Add ``_file`` and ``_pos``.
             include_deleted: Keep deleted rows and add a ``_deleted`` boolean column.
@@ -130,7 +178,7 @@ class Table:
             self.io,
             row_filter=row_filter,
             selected_fields=selected_fields,
-            selection=SnapshotSelection(snapshot_id, as_of_timestamp, ref),
+            selection=SnapshotSelection(snapshot_id, _optional_ms(as_of_timestamp, "as_of_timestamp"), ref),
             metadata_columns=metadata_columns,
             include_deleted=include_deleted,
             case_sensitive=case_sensitive,
@@ -142,8 +190,8 @@ class Table:
         start_snapshot_id: int | None = None,
         end_snapshot_id: int | None = None,
         *,
-        start_timestamp: int | None = None,
-        end_timestamp: int | None = None,
+        start_timestamp: Timestamp | None = None,
+        end_timestamp: Timestamp | None = None,
         row_filter: str | BooleanExpression | None = None,
         selected_fields: Sequence[str] = ("*",),
         net: bool = False,
@@ -159,8 +207,9 @@ class Table:
         Args:
             start_snapshot_id: Exclusive start; None: from the table's first snapshot.
             end_snapshot_id: Inclusive end; None: the current snapshot.
-            start_timestamp: Instead of ``start_snapshot_id``: snapshots committed after it (ms).
-            end_timestamp: Instead of ``end_snapshot_id``: snapshots committed at or before it (ms).
+            start_timestamp: Instead of ``start_snapshot_id``: snapshots committed after it (a
+                datetime, naive means UTC; ISO-8601 text; or ms since the epoch).
+            end_timestamp: Instead of ``end_snapshot_id``: snapshots committed at or before it.
             row_filter: Only changed rows matching it (the scan's filter language).
             selected_fields: Table columns to return.
             net: The net change over the range: a row inserted and deleted within it is absent.
@@ -180,8 +229,8 @@ class Table:
             self.io,
             start_snapshot_id,
             end_snapshot_id,
-            start_timestamp=start_timestamp,
-            end_timestamp=end_timestamp,
+            start_timestamp=_optional_ms(start_timestamp, "start_timestamp"),
+            end_timestamp=_optional_ms(end_timestamp, "end_timestamp"),
             row_filter=row_filter,
             selected_fields=selected_fields,
             net=net,
@@ -208,18 +257,109 @@ class Table:
 
         return history(self.metadata)
 
+    def upgrade(self, *, format_version: int) -> int:
+        """Upgrade the table's format version (2 -> 3); return the version it had.
+
+        Metadata only: existing position-delete files keep applying; on v3, icemor's writers
+        write deletion vectors, folding a data file's older position deletes into its DV.
+
+        Raises:
+            InvalidArgumentError: A downgrade, or a version icemor cannot write (above 3).
+        """
+        from icemor.ops.upgrade import upgrade_table
+
+        before = upgrade_table(self._table, format_version=format_version)
+        self.refresh()
+        return before
+
+    def append(
+        self,
+        data: Any,
+        *,
+        progress: Callable[[int], None] | None = None,
+        note: Callable[[str], None] | None = None,
+    ) -> int:
+        """Append rows as one snapshot, streamed ``icemor.ops.append.BATCH_ROWS`` at a time.
+
+        Args:
+            data: An Arrow table, record batch or RecordBatchReader (or any object with
+                ``__arrow_c_stream__``), a pandas or polars DataFrame, or Parquet file path(s).
+                Columns are matched by name; missing optional ones are NULL. Conversions:
+                docs/semantics.md, "Input rows" (``int -> long``, ``float -> double``,
+                ``int``/``long -> double``, NULL-typed columns, nanosecond timestamps truncated to
+                microseconds).
+            progress: Called with the number of rows written after each batch.
+            note: Told in one line how many nanosecond timestamps lost digits; default: a
+                warning on the ``icemor`` logger.
+
+        Returns:
+            The number of rows appended (no snapshot when 0).
+
+        Raises:
+            InvalidArgumentError: A column that does not fit (named), NULL in a required column,
+                an unreadable file; nothing is committed and no file is left.
+        """
+        from icemor.ops.append import append_data
+
+        rows = append_data(self._table, data, progress=progress, note=note or _log.warning)
+        self.refresh()
+        return rows
+
+    def overwrite(
+        self,
+        data: Any,
+        where: str | BooleanExpression | None = None,
+        *,
+        spark: SparkSession | None = None,
+        note: Callable[[str], None] | None = None,
+    ) -> OverwriteMetrics:
+        """Replace the rows matching ``where`` (every row when None) with ``data``, in one snapshot.
+
+        The matching rows are deleted merge-on-read (position deletes; a data file whose every
+        live row matches is removed; with no condition every file is), the new rows written as
+        :meth:`append` writes them, and both committed as one ``overwrite`` snapshot.
+
+        Args:
+            data: What :meth:`append` takes.
+            where: A row filter in the scan language, or a pyiceberg expression.
+            spark: Run the per-file delete work on this SparkSession's executors.
+            note: As in :meth:`append`.
+
+        Raises:
+            InvalidArgumentError: Bad condition, rows that do not fit; nothing is committed.
+            CommitConflictError: A concurrent commit conflicts (``write.delete.isolation-level``).
+        """
+        from icemor.ops.overwrite import overwrite_rows
+
+        metrics = overwrite_rows(self._table, data, where, run=self._runner(spark), note=note or _log.warning)
+        self.refresh()
+        return metrics
+
+    def update_schema(self) -> SchemaChange:
+        """Evolve the schema: ``table.update_schema().add_column("note", "string")
+        .rename_column("qty", "quantity").widen_column("id", "long").require_column("id")
+        .set_identifier_fields("id").commit()`` (one metadata commit, no snapshot)."""
+        from icemor.ops.alter import SchemaChange
+
+        return SchemaChange(self)
+
     def append_files(
-        self, files: Sequence[Path | str], *, progress: Callable[[int], None] | None = None
+        self,
+        files: Sequence[Path | str],
+        *,
+        progress: Callable[[int], None] | None = None,
+        note: Callable[[str], None] | None = None,
     ) -> int:
         """Append Parquet files as one snapshot; nothing is committed if any file is bad.
 
         The rows are streamed ``icemor.ops.append.BATCH_ROWS`` at a time (memory is bounded
-        by that, not by the input) and written as new data files; ``timestamp[ns]`` columns are
-        stored as microseconds on v2 tables.
+        by that, not by the input) and written as new data files, converted as :meth:`append`
+        converts them.
 
         Args:
             files: Local Parquet files.
             progress: Called with the number of rows written after each chunk.
+            note: As in :meth:`append`.
 
         Returns:
             The number of rows appended.
@@ -230,7 +370,7 @@ class Table:
         """
         from icemor.ops.append import append_files
 
-        rows = append_files(self._table, files, progress=progress)
+        rows = append_files(self._table, files, progress=progress, note=note or _log.warning)
         self.refresh()
         return rows
 
@@ -259,7 +399,11 @@ class Table:
         drop_table(self.catalog, self.name, purge=purge)
 
     def delete(
-        self, where: str | BooleanExpression | None = None, *, spark: SparkSession | None = None
+        self,
+        where: str | BooleanExpression | None = None,
+        *,
+        spark: SparkSession | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> DeleteMetrics:
         """Delete the rows matching ``where`` as merge-on-read (position-delete files), in one commit.
 
@@ -267,6 +411,7 @@ class Table:
             where: A row filter in the scan language (``"k1 < 100 and k2 = 'a'"``) or a pyiceberg
                 expression; None deletes every row (removes every data and delete file).
             spark: Run the per-file work on this SparkSession's executors instead of local threads.
+            progress: Called with (files done, files) as the per-file work proceeds.
 
         Returns:
             Rows deleted, delete files added, data and delete files removed, the new snapshot id
@@ -278,7 +423,7 @@ class Table:
         """
         from icemor.ops.delete import delete_rows
 
-        metrics = delete_rows(self._table, where, run=self._runner(spark), spark=spark)
+        metrics = delete_rows(self._table, where, run=self._runner(spark, progress), spark=spark)
         self.refresh()
         return metrics
 
@@ -288,6 +433,7 @@ class Table:
         where: str | None = None,
         *,
         spark: SparkSession | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> UpdateMetrics:
         """Update the rows matching ``where`` as merge-on-read, in one commit.
 
@@ -301,6 +447,7 @@ class Table:
                 the same on both); None updates every row.
             spark: Evaluate the SQL with this SparkSession and run the per-file work on its
                 executors, instead of DuckDB and local threads.
+            progress: Called with (files done, files) as the per-file work proceeds.
 
         Returns:
             Rows updated, data and delete files added, data files removed, the new snapshot id
@@ -313,7 +460,7 @@ class Table:
         """
         from icemor.ops.update import update_rows
 
-        metrics = update_rows(self._table, set, where, run=self._runner(spark), spark=spark)
+        metrics = update_rows(self._table, set, where, run=self._runner(spark, progress), spark=spark)
         self.refresh()
         return metrics
 
@@ -325,6 +472,7 @@ class Table:
         source_alias: str = "s",
         target_alias: str = "t",
         spark: SparkSession | None = None,
+        note: Callable[[str], None] | None = None,
     ) -> MergeBuilder:
         """Start a MERGE of ``source`` into this table; add clauses, then ``execute()``.
 
@@ -339,9 +487,10 @@ class Table:
             source_alias: The source's name in SQL (``s``).
             target_alias: The table's name in SQL (``t``).
             spark: Run the SQL on Spark and the per-file work on its executors.
+            note: As in :meth:`append` (the source's table columns are converted alike).
         """
         return MergeBuilder(
-            self, source, on, source_alias=source_alias, target_alias=target_alias, spark=spark
+            self, source, on, source_alias=source_alias, target_alias=target_alias, spark=spark, note=note
         )
 
     def apply_changes(
@@ -355,6 +504,7 @@ class Table:
         app_id: str | None = None,
         batch_id: int | None = None,
         partitions: int | None = None,
+        note: Callable[[str], None] | None = None,
     ) -> ChangeMetrics:
         """Apply a batch of change rows (CDC) in one commit: new data files, equality deletes on the
         key for updated and deleted keys, position deletes for rows superseded within the batch.
@@ -376,6 +526,7 @@ class Table:
                 this app already committed (exactly-once; see :func:`icemor.spark.cdc_sink`).
             batch_id: The increasing batch number of ``app_id``.
             partitions: Spark tasks for a DataFrame (default: the session's default parallelism).
+            note: As in :meth:`append` (the table columns of the changes are converted alike).
 
         Returns:
             Op counts, rows written, equality and position deletes, files added, the new snapshot
@@ -399,9 +550,72 @@ class Table:
         if _is_spark_dataframe(changes):
             metrics = apply_changes_dataframe(self._table, changes, partitions=partitions, **options)
         else:
-            metrics = apply_changes(self._table, changes, **options)
+            from icemor.ops.inputs import TableRows, read_arrow
+
+            convert = TableRows(self.schema(), table=self.name, strict=False)
+            rows = read_arrow(changes, what="the changes", convert=convert)
+            metrics = apply_changes(self._table, rows, **options)
+            if (text := convert.summary()) is not None and not metrics.skipped:
+                (note or _log.warning)(text)
         self.refresh()
         return metrics
+
+    def inspect(self, *, snapshot_id: int | None = None, exact: bool = False) -> HealthReport:
+        """The health report of the table (``icemor inspect``): files, deletes, read amplification,
+        a score from 0 to 100 and the maintenance that would help (docs/health.md).
+
+        Args:
+            snapshot_id: Report on this snapshot (default: the current one).
+            exact: Also count the rows equality deletes remove (reads the files they apply to).
+        """
+        from icemor.maintenance.health import inspect_table
+
+        return inspect_table(self.metadata, self.io, name=self.name, snapshot_id=snapshot_id, exact=exact)
+
+    def check(self, *, snapshot_id: int | None = None) -> CheckReport:
+        """Integrity check of the delete layer (``icemor check``): every finding, by a stable name.
+
+        Files exist with their recorded sizes, Puffin footers and DV CRCs are valid, DVs and
+        position deletes name live data files within their row counts and are not older than
+        them, equality field ids exist (see :mod:`icemor.maintenance.check`).
+
+        Args:
+            snapshot_id: Check this snapshot (default: the current one).
+        """
+        from icemor.maintenance.check import check_table
+
+        return check_table(self.metadata, self.io, name=self.name, snapshot_id=snapshot_id)
+
+    def optimize(
+        self,
+        *,
+        dry_run: bool = False,
+        spark: SparkSession | None = None,
+        note: Callable[[str], None] | None = None,
+    ) -> OptimizeResult:
+        """One round of self-optimizing (``icemor optimize``): plan per partition from the health
+        report (minor: equality -> position, delete-file compaction; major: data-file rewrite; full
+        only when enabled; expiry and orphan removal only when enabled by ``icemor.optimize.*``
+        properties, docs/health.md), run the chosen actions, report the score before and after.
+
+        Args:
+            dry_run: Plan only (``result.actions`` is empty, ``score_after`` None).
+            spark: Run the per-file work on this SparkSession's executors instead of local threads.
+            note: Called with one line per action as it finishes.
+        """
+        from icemor.maintenance.optimize import optimize
+
+        result = optimize(
+            self._table,
+            name=self.name,
+            run=self._runner(spark),
+            dry_run=dry_run,
+            expire=self.maintenance.expire_snapshots,
+            remove_orphans=self.maintenance.remove_orphan_files,
+            note=note,
+        )
+        self.refresh()
+        return result
 
     @property
     def maintenance(self) -> Maintenance:
@@ -436,8 +650,9 @@ class MergeBuilder:
 
     def __init__(
         self, table: Table, source: Any, on: str | Sequence[str], *, source_alias: str, target_alias: str,
-        spark: SparkSession | None,
+        spark: SparkSession | None, note: Callable[[str], None] | None = None,
     ) -> None:  # fmt: skip
+        self._note = note or _log.warning
         self._table = table
         self._source = source
         self._on = on
@@ -473,8 +688,9 @@ class MergeBuilder:
         """``WHEN NOT MATCHED [AND condition] THEN INSERT *``: every column from the source."""
         return self._add("insert", condition, None)
 
-    def execute(self) -> MergeMetrics:
-        """Run the MERGE as one merge-on-read snapshot.
+    def execute(self, *, progress: Callable[[int, int], None] | None = None) -> MergeMetrics:
+        """Run the MERGE as one merge-on-read snapshot; ``progress`` is called with (files done,
+        files) as the per-file work proceeds.
 
         Returns:
             Rows updated, deleted and inserted, files added and removed, the snapshot id.
@@ -493,7 +709,12 @@ class MergeBuilder:
             from icemor.ops.merge import SparkMerge
 
             engine = SparkMerge(self._spark)
+        from icemor.ops.inputs import TableRows
+
+        convert = TableRows(t.schema(), table=t.name, strict=False)
         source = read_source(self._source)
+        if not _is_spark_dataframe(source):  # a Spark DataFrame stays on the executors, typed by Spark
+            source = convert.convert_table(source, what="the MERGE source")
         source_alias, target_alias = self._aliases
         metrics = merge_rows(
             t.pyiceberg,
@@ -502,10 +723,12 @@ class MergeBuilder:
             self._clauses,
             source_alias=source_alias,
             target_alias=target_alias,
-            run=t._runner(self._spark),
+            run=t._runner(self._spark, progress),
             engine=engine,
         )
         t.refresh()
+        if (text := convert.summary()) is not None:
+            self._note(text)
         return metrics
 
 
@@ -604,7 +827,7 @@ class Maintenance:
 
     def expire_snapshots(
         self,
-        older_than: datetime | int | None = None,
+        older_than: Timestamp | None = None,
         retain_last: int | None = None,
         *,
         dry_run: bool = False,
@@ -629,7 +852,7 @@ class Maintenance:
         t = self._table
         metrics = expire_snapshots(
             t.pyiceberg,
-            older_than_ms=_epoch_ms(older_than),
+            older_than_ms=_optional_ms(older_than, "older_than"),
             retain_last=retain_last,
             dry_run=dry_run,
             progress=progress,
@@ -639,7 +862,7 @@ class Maintenance:
 
     def remove_orphan_files(
         self,
-        older_than: datetime | int | None = None,
+        older_than: Timestamp | None = None,
         *,
         dry_run: bool = False,
         progress: Callable[[int, int], None] | None = None,
@@ -668,20 +891,10 @@ class Maintenance:
         return remove_orphan_files(
             t.pyiceberg,
             tables=lambda: table_locations(t.catalog, strict=True),
-            older_than_ms=_epoch_ms(older_than),
+            older_than_ms=_optional_ms(older_than, "older_than"),
             dry_run=dry_run,
             progress=progress,
         )
-
-
-def _epoch_ms(value: datetime | int | None) -> int | None:
-    """Milliseconds since the epoch of a datetime (naive: UTC) or of ms already."""
-    if value is None or isinstance(value, int):
-        return value
-    from datetime import UTC
-
-    aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-    return int(aware.timestamp() * 1000)
 
 
 def _is_spark_dataframe(obj: object) -> bool:
