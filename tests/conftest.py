@@ -39,6 +39,9 @@ _SLOW = (
 )
 
 
+_CHECK_EVERY_TABLE = "tests/maintenance/test_check_every_table.py::"
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark ``oracle`` every test that starts a JVM: through a fixture, or an ``engine`` parameter
     naming Spark (such tests take the ``spark`` fixture with ``request.getfixturevalue``). Mark
@@ -51,6 +54,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         engine = callspec.params.get("engine") if callspec is not None else None
         if fixtures & _JVM_FIXTURES or (isinstance(engine, str) and engine.startswith("spark")):
             item.add_marker(pytest.mark.oracle)
+    # `check` over every table the session built: last, and only when others use the shared catalog
+    last = [i for i in items if i.nodeid.startswith(_CHECK_EVERY_TABLE)]
+    if last:
+        items[:] = [i for i in items if i not in last]
+        if any("catalog" in getattr(i, "fixturenames", ()) or "oracle" in getattr(i, "fixturenames", ())
+               for i in items):  # fmt: skip
+            items.extend(last)
 
 
 @pytest.fixture(scope="session")
