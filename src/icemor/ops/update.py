@@ -30,7 +30,6 @@ from icemor.ops.rowlevel import (
     commit_row_changes,
     resolve_column,
     typed,
-    write_and_commit_on_spark,
 )
 from icemor.ops.units import Positions, check_writable
 from icemor.planning.scan_job import prepare_scan
@@ -198,6 +197,7 @@ def _update_on_spark(
 ) -> UpdateMetrics:
     """Spark SQL finds the changed rows; executor tasks write the deletes and new rows."""
     from icemor.engines.spark.sql import sql_dataframe
+    from icemor.ops.rowlevel import write_and_commit_on_spark
 
     with sql_dataframe(
         spark, lambda v: plan.select_sql(SPARK, target=v["target"]), scans={"target": plan.job}
