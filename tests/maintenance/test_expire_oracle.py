@@ -226,8 +226,8 @@ def test_orphans_are_only_unreferenced_files_past_the_window(
 def test_v3_dry_run_finds_replaced_deletion_vector_puffins(
     oracle: IcebergJava, catalog: SqlCatalog, ns: str
 ) -> None:
-    """pyiceberg 0.12 cannot write v3 metadata, so only a dry run works on v3; it must name exactly
-    the files Java says only the expired snapshots reach, the replaced deletion-vector Puffin too."""
+    """A dry run on v3 names exactly the files Java says only the expired snapshots reach, the
+    replaced deletion-vector Puffin too, and deletes nothing."""
     name = f"{ns}.t"
     oracle.create_table(name, "id BIGINT, k STRING", format_version=3)
     q = oracle.qualified(name)
@@ -246,3 +246,40 @@ def test_v3_dry_run_finds_replaced_deletion_vector_puffins(
     assert {local_path(p) for p in m.files} == expected
     assert m.delete_files_deleted == 1 and len(m.snapshots_expired) == 2
     assert all(p.exists() for p in expected) and len(oracle.snapshot_ids(name)) == 3
+
+
+def test_v3_expiry_deletes_what_only_expired_snapshots_reach(
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str
+) -> None:
+    """On v3 (icemor commits v3 metadata since issue #26): Java's and icemor's DVs replaced over
+    three DELETEs; expiry deletes exactly the files Java says only the expired snapshots reach
+    (a Puffin file still holding a live DV of another data file stays), and the table then
+    reads the same rows in Java and icemor, at its one snapshot."""
+    name = f"{ns}.t"
+    oracle.create_table(name, "id BIGINT, k STRING", format_version=3)
+    q = oracle.qualified(name)
+    oracle.sql(f"INSERT INTO {q} SELECT id, concat('k', id % 2) FROM range(0, 100)")
+    oracle.sql(f"INSERT INTO {q} SELECT id, concat('k', id % 2) FROM range(100, 200)")
+    oracle.sql(f"DELETE FROM {q} WHERE id % 10 = 1")  # DVs of both data files
+    table = icemor.load_table(name, catalog=catalog)
+    table.delete("id < 100 and id % 10 = 2")  # replaces one data file's DV only
+    oracle.sql(f"DELETE FROM {q} WHERE id % 10 = 3")
+    current = {r[0] for r in oracle.sql(f"SELECT file_path FROM {q}.files")}
+    current |= {r[0] for r in oracle.sql(f"SELECT path FROM {q}.manifests")}
+    current.add(str(oracle.java_table(name).currentSnapshot().manifestListLocation()))
+    kept = {local_path(p) for p in current}
+    expected = reachable(oracle, name) - kept
+    assert any(p.suffix == ".puffin" for p in expected)
+    head = oracle.current_snapshot_id(name)
+    assert head is not None
+    before = rows_at(oracle, name, head)
+    m = icemor.load_table(name, catalog=catalog).maintenance.expire_snapshots(
+        older_than=int(time.time() * 1000) + 1, retain_last=1
+    )
+    assert {local_path(p) for p in m.files} == expected
+    assert not any(p.exists() for p in expected)
+    assert all(p.exists() for p in kept)
+    assert oracle.snapshot_ids(name) == [head]
+    assert rows_at(oracle, name, head) == before
+    assert Counter(icemor_rows(catalog, name)) == before
+    assert sum(before.values()) == 200 - 20 - 10 - 20

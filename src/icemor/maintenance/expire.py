@@ -33,7 +33,7 @@ from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 
 from icemor.commit.snapshots import SnapshotRemoval, commit_removal, preview_removal
 from icemor.engines.local import map_ordered
-from icemor.exceptions import IcemorError, InvalidArgumentError, MissingFileError, UnsupportedFeatureError
+from icemor.exceptions import IcemorError, InvalidArgumentError, MissingFileError
 from icemor.planning.manifest_reader import read_manifest_entries, read_manifest_list
 from icemor.spec import properties as P
 from icemor.spec.files import FileContent
@@ -250,7 +250,6 @@ def expire_snapshots(
 
     Raises:
         InvalidArgumentError: ``retain_last`` < 1, or ``gc.enabled=false``.
-        UnsupportedFeatureError: A format-version 3 table (a dry run works).
         CommitFailedError: Every attempt lost its compare-and-swap to concurrent commits.
     """
     started = time.monotonic()
@@ -259,9 +258,6 @@ def expire_snapshots(
         raise InvalidArgumentError(msg)
     table = table.refresh()
     check_gc_enabled(table.metadata, "expire snapshots")
-    if table.metadata.format_version > 2 and not dry_run:
-        msg = "cannot expire snapshots of a format-version 3 table: pyiceberg 0.12 cannot write v3"
-        raise UnsupportedFeatureError(msg)
     now = int(time.time() * 1000)
 
     def choose(metadata: TableMetadata) -> SnapshotRemoval:
