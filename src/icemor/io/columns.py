@@ -16,7 +16,14 @@ if TYPE_CHECKING:
     from pyiceberg.schema import Schema
     from pyiceberg.types import IcebergType
 
-__all__ = ["ancestors_null", "equality_key_columns", "field_path", "leaf_column", "top_level_names"]
+__all__ = [
+    "ancestors_null",
+    "column_by_path",
+    "equality_key_columns",
+    "field_path",
+    "leaf_column",
+    "top_level_names",
+]
 
 
 def field_path(schema: Schema | StructType, field_id: int) -> list[str] | None:
@@ -104,3 +111,14 @@ def equality_key_columns(
         ancestors_null(batch, file_schema, field_parents[fid]) for fid in ids if field_parents.get(fid)
     )
     return cols
+
+
+def column_by_path(rows: pa.Table, path: str) -> pa.Array:
+    """A column by dotted path (a top-level name first: names may contain dots)."""
+    if path in rows.column_names:
+        return rows.column(path).combine_chunks()
+    head, _, rest = path.partition(".")
+    arr: pa.Array = rows.column(head).combine_chunks()
+    for part in rest.split("."):
+        arr = pc.struct_field(arr, part)
+    return arr

@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.io import FileIO, OutputFile
 
 from icemor._compat import pyiceberg as compat
 from icemor.exceptions import WriteFailedError
+from icemor.io.columns import column_by_path
 from icemor.spec.files import FileContent, WrittenFile, written_file
 
 if TYPE_CHECKING:
@@ -665,7 +665,7 @@ class TableDataWriter:
                 msg = f"partition field {pf.name!r} has no source column in the table schema"
                 raise WriteFailedError(msg)
             source = self._schema.find_field(pf.source_id)
-            columns[f"p{i}"] = pf.transform.pyarrow_transform(source.field_type)(_column(table, name))
+            columns[f"p{i}"] = pf.transform.pyarrow_transform(source.field_type)(column_by_path(table, name))
         names = list(columns)
         indexed = pa.table({**columns, "rows": pa.array(np.arange(table.num_rows, dtype=np.int64))})
         # one thread keeps each partition's rows in their order
@@ -764,17 +764,6 @@ def _int_property(properties: Mapping[str, str], name: str, default: int) -> int
     except ValueError as e:
         msg = f"table property {name}={value!r} is not an integer"
         raise WriteFailedError(msg) from e
-
-
-def _column(rows: pa.Table, path: str) -> pa.Array:
-    """A column by dotted path (a top-level name first: names may contain dots)."""
-    if path in rows.column_names:
-        return rows.column(path).combine_chunks()
-    head, _, rest = path.partition(".")
-    arr: pa.Array = rows.column(head).combine_chunks()
-    for part in rest.split("."):
-        arr = pc.struct_field(arr, part)
-    return arr
 
 
 def _to_data_file(written: WrittenFile) -> DataFile:

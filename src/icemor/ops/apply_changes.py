@@ -55,6 +55,7 @@ from icemor.commit.row_delta import RowDelta
 from icemor.commit.schema import add_unpartitioned_spec, set_identifier_fields, unpartitioned_spec_id
 from icemor.commit.validation import Validation
 from icemor.exceptions import CommitConflictError, InvalidArgumentError
+from icemor.io.columns import column_by_path
 from icemor.io.data_writer import DataFileTarget, file_positions, write_data_files_in_order
 from icemor.io.equality_writer import write_equality_deletes
 from icemor.io.puffin import write_deletion_vectors
@@ -754,7 +755,7 @@ def _partitions(ctx: ChangeContext, rows: pa.Table) -> list[tuple[tuple[Any, ...
         source = ctx.schema.find_field(pf.source_id)
         name = ctx.schema.find_column_name(pf.source_id)
         assert name is not None
-        values = _column(rows, name)
+        values = column_by_path(rows, name)
         columns[f"p{i}"] = pf.transform.pyarrow_transform(source.field_type)(values)
     parts = pa.table(columns)
     order = pc.sort_indices(parts, sort_keys=[(c, "ascending") for c in columns])
@@ -774,17 +775,6 @@ def _partitions(ctx: ChangeContext, rows: pa.Table) -> list[tuple[tuple[Any, ...
         record = PartitionKey(field_values=values, partition_spec=ctx.spec, schema=ctx.schema).partition
         out.append((tuple(record[i] for i in range(len(record))), order_np[s:e]))
     return out
-
-
-def _column(rows: pa.Table, path: str) -> pa.Array:
-    """A column by dotted path (top-level name first: names may contain dots)."""
-    if path in rows.column_names:
-        return rows.column(path).combine_chunks()
-    head, _, rest = path.partition(".")
-    arr: pa.Array = rows.column(head).combine_chunks()
-    for part in rest.split("."):
-        arr = pc.struct_field(arr, part)
-    return arr
 
 
 def _same_as_previous(arr: pa.Array) -> npt.NDArray[np.bool_]:
