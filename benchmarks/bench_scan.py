@@ -49,6 +49,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -728,6 +729,9 @@ def bench_local(bench: Bench, metadata: dict[str, str]) -> None:
 # ------------------------------------------------------------------------------------------ cold reads
 
 COLD_RUNS = 5
+# The cold cell of a process that finds no stored equality verdict (icemor.io.verdicts): the
+# first read of a table's equality deletes on a host. "icemor" is the next new process.
+FIRST = "icemor-first"
 COLD_VS_RAW = 1.5  # ANCHORS.md: a first read of an equality-deleted table, against the raw scan
 # Modules a scan imports on first use: imported before the clock starts in a cold process, as the
 # raw scan's pyarrow.dataset is (importing them is Python's start-up cost, not the read's).
@@ -801,16 +805,27 @@ def bench_cold(bench: Bench, home: Path, metadata: dict[str, str], runs: int) ->
         return []
     print(f"Cold reads: {runs} new processes per cell, in alternation", flush=True)
     files = json.dumps(data_file_paths(metadata["base"]))
-    cells = {(e, n): ColdCell(e, n) for n in names for e in ("icemor", "raw")}
-    env = {**os.environ, "ICEMOR_HOME": str(home)}
+    cells = {(e, n): ColdCell(e, n) for n in names for e in ("icemor", FIRST, "raw")}
     timeout = bench.limits.timeout
+    stores = Path(tempfile.mkdtemp(prefix="icemor-verdicts-"))
     for round_no in range(runs):
         for name in names:
-            engines = ("icemor", "raw") if round_no % 2 == 0 else ("raw", "icemor")
+            # a fresh verdict store per round and table: FIRST reads with nothing stored (the
+            # first read on a host), "icemor" is the next new process, the verdict stored
+            env = {
+                **os.environ,
+                "ICEMOR_HOME": str(home),
+                "ICEMOR_VERDICT_DIR": str(stores / f"{round_no}-{name}"),
+            }
+            engines = (FIRST, "icemor", "raw") if round_no % 2 == 0 else ("raw", FIRST, "icemor")
             for engine in engines:
                 cell = cells[(engine, name)]
                 child = [sys.executable, str(Path(__file__).resolve()), "--cold-child"]
-                child += [f"{engine}:{name}:{files}", "--runs", str(bench.runs)]
+                child += [
+                    f"{'icemor' if engine == FIRST else engine}:{name}:{files}",
+                    "--runs",
+                    str(bench.runs),
+                ]
                 done = subprocess.run(
                     child, check=False, capture_output=True, text=True, env=env, timeout=timeout
                 )
@@ -829,12 +844,13 @@ def bench_cold(bench: Bench, home: Path, metadata: dict[str, str], runs: int) ->
                 cell.warm.append(statistics.median(result["warm"]) if result["warm"] else result["cold"])
             firsts = [f"{e} {cells[(e, name)].cold[-1]:.3f} s" for e in engines if cells[(e, name)].cold]
             print(f"  round {round_no + 1} {name}, first calls: {', '.join(firsts)}", flush=True)
+    shutil.rmtree(stores, ignore_errors=True)
     return list(cells.values())
 
 
-def cold_paired(cells: list[ColdCell], name: str, which: str) -> float | None:
-    """Median over rounds of icemor's first call divided by the raw scan's ``which`` ("cold"/"warm")."""
-    mine = next((c for c in cells if c.engine == "icemor" and c.table == name), None)
+def cold_paired(cells: list[ColdCell], name: str, which: str, engine: str = "icemor") -> float | None:
+    """Median over rounds of ``engine``'s first call divided by the raw scan's ``which`` ("cold"/"warm")."""
+    mine = next((c for c in cells if c.engine == engine and c.table == name), None)
     raw = next((c for c in cells if c.engine == "raw" and c.table == name), None)
     if mine is None or raw is None or not mine.cold or len(mine.cold) != len(getattr(raw, which)):
         return None
@@ -845,13 +861,17 @@ def cold_targets(cells: list[ColdCell]) -> list[Target]:
     out = []
     for name in dict.fromkeys(c.table for c in cells):
         key = EQ_COLUMNS[name]
-        for which, what in (("warm", "its warm scan"), ("cold", "its first call in a new process")):
-            mine = next(c for c in cells if c.engine == "icemor" and c.table == name).median("cold")
+        for engine, which, what in (
+            ("icemor", "warm", "its warm scan"),
+            ("icemor", "cold", "its first call in a new process"),
+            (FIRST, "cold", "its first call; first read on the host, nothing stored"),
+        ):
+            mine = next(c for c in cells if c.engine == engine and c.table == name).median("cold")
             raw = next(c for c in cells if c.engine == "raw" and c.table == name).median(which)
             out.append(
                 Target(
                     f"local narrow cold {name} ≤ {COLD_VS_RAW}× raw qty+{key}, {what}",
-                    cold_paired(cells, name, which),
+                    cold_paired(cells, name, which, engine),
                     COLD_VS_RAW,
                     "×",
                     ratio(mine, raw),
@@ -885,19 +905,24 @@ def report_cold(cells: list[ColdCell]) -> None:
     table.append(
         ["raw pyarrow, qty + key column, warm", *(seconds(get("raw", n).median("warm")) for n in names)]
     )
-    table.append(["icemor local, first call", *(seconds(get("icemor", n).median("cold")) for n in names)])
-    table.append(
-        ["icemor local, first call, CPU s", *(seconds(get("icemor", n).median("cold_cpu")) for n in names)]
-    )
+    for engine, label in (
+        (FIRST, "icemor local, nothing stored"),
+        ("icemor", "icemor local, verdict stored"),
+    ):
+        table.append([f"{label}, first call", *(seconds(get(engine, n).median("cold")) for n in names)])
+        table.append(
+            [f"{label}, first call, CPU s", *(seconds(get(engine, n).median("cold_cpu")) for n in names)]
+        )
     table.append(["icemor local, warm", *(seconds(get("icemor", n).median("warm")) for n in names)])
-    for which, label in (
-        ("warm", "icemor first call / raw warm"),
-        ("cold", "icemor first call / raw first call"),
+    for engine, which, label in (
+        ("icemor", "warm", "icemor first call (stored) / raw warm"),
+        ("icemor", "cold", "icemor first call (stored) / raw first call"),
+        (FIRST, "cold", "icemor first call (nothing stored) / raw first call"),
     ):
         table.append(
             [
                 f"{label} (paired)",
-                *(f"{r:.2f}×" if (r := cold_paired(cells, n, which)) else "" for n in names),
+                *(f"{r:.2f}×" if (r := cold_paired(cells, n, which, engine)) else "" for n in names),
             ]
         )
     print(render(table))

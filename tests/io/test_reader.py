@@ -16,6 +16,7 @@ import zlib
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -905,3 +906,88 @@ def test_decoding_on_the_reading_thread_reads_the_same_rows(tmp_path: Path) -> N
     threaded = read(whole(ref, [d]), options(batch_size=7))
     assert read(whole(ref, [d]), options(batch_size=7, decode_threads=False)) == threaded
     assert ids(threaded) == [100 + p for p in range(50) if p not in {0, 7, 19, 20, 49}]
+
+
+# --- the equality verdict stored on disk (icemor.io.verdicts, issue 31) ----------------------
+
+
+@pytest.fixture
+def verdict_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "verdicts"
+    monkeypatch.setenv("ICEMOR_VERDICT_DIR", str(directory))
+    monkeypatch.delenv("ICEMOR_VERDICT_CACHE", raising=False)
+    return directory
+
+
+def stored(directory: Path) -> list[Path]:
+    return sorted(directory.glob("*/*.npy"))
+
+
+def no_probe(*_: Any, **__: Any) -> Any:
+    raise AssertionError("equality deletes probed again")
+
+
+def test_stored_verdict_serves_a_new_process(
+    tmp_path: Path, ten_rows: DataFileRef, verdict_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"category": (pa.string(), 2, ["b"])})
+    task = whole(ten_rows, [eq])
+    live = [r["id"] for r in numbered_table(10).to_pylist() if r["category"] != "b"]
+    assert ids(read(task)) == live
+    assert len(stored(verdict_dir)) == 1
+    DELETE_CACHE.clear()  # what a new process starts with
+    monkeypatch.setattr("icemor.io.reader.equality_delete_sets", no_probe)
+    assert ids(read(task)) == live
+    assert verdict(task) == [i for i, r in enumerate(numbered_table(10).to_pylist()) if r["category"] == "b"]
+    # another delete file set is another entry: it is probed
+    other = equality_delete_file(tmp_path, "eq2.parquet", {"category": (pa.string(), 2, ["a"])})
+    with pytest.raises(AssertionError, match="probed again"):
+        read(whole(ten_rows, [eq, other]))
+
+
+@pytest.mark.parametrize("fault", ["deleted", "truncated"])
+def test_stored_verdict_still_needs_its_delete_files(
+    tmp_path: Path, ten_rows: DataFileRef, verdict_dir: Path, fault: str
+) -> None:
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [101])})
+    task = whole(ten_rows, [eq])
+    assert 101 not in ids(read(task))
+    assert stored(verdict_dir)
+    DELETE_CACHE.clear()
+    path = eq.path.removeprefix("file://")
+    if fault == "deleted":
+        os.remove(path)
+        with pytest.raises(MissingFileError, match="equality delete file not found"):
+            read(task)
+    else:
+        with open(path, "r+b") as f:
+            f.truncate(eq.file_size_in_bytes - 10)
+        with pytest.raises(CorruptFileError, match="truncated or replaced"):
+            list(read_task(IO, task, options()))
+
+
+def test_unusable_stored_verdict_is_dropped_and_probed(
+    tmp_path: Path, ten_rows: DataFileRef, verdict_dir: Path
+) -> None:
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [103, 104])})
+    task = whole(ten_rows, [eq])
+    live = [100 + i for i in range(10) if i not in (3, 4)]
+    assert ids(read(task)) == live
+    (entry,) = stored(verdict_dir)
+    for bad in (b"not a numpy file", None):
+        DELETE_CACHE.clear()
+        if bad is None:  # a well-formed array naming a row the file does not have
+            np.save(entry, np.array([3, 10], dtype=np.int32), allow_pickle=False)
+        else:
+            entry.write_bytes(bad)
+        assert ids(read(task)) == live  # probed again, not trusted
+        assert [int(p) for p in np.load(entry)] == [3, 4]  # and stored anew
+
+
+def test_verdict_store_can_be_turned_off(
+    tmp_path: Path, ten_rows: DataFileRef, verdict_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ICEMOR_VERDICT_CACHE", "0")
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [101])})
+    assert 101 not in ids(read(whole(ten_rows, [eq])))
+    assert not verdict_dir.exists()

@@ -7,8 +7,10 @@ then the row filter, then projection by field id (renames, added columns, promot
 identity-partition values, metadata columns).
 
 Equality verdicts: once a task has been read with every row probed, the positions its
-equality deletes removed are cached (files are immutable, so they never change). Later reads
-of that task apply them as positions and read no key columns; see :func:`_equality_state`.
+equality deletes removed are cached (files are immutable, so they never change), in memory
+and in a private on-disk store (:mod:`icemor.io.verdicts`). Later reads of that task, in this
+process or a new one, apply them as positions and read no key columns; see
+:func:`_equality_state`.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from icemor.exceptions import CorruptFileError, UnsupportedFeatureError
 from icemor.io.cache import DELETE_CACHE
 from icemor.io.columns import equality_key_columns, top_level_names
 from icemor.io.deletes import deleted_positions, equality_delete_sets, open_parquet, reaching
+from icemor.io.verdicts import verdict_store
 from icemor.spec.files import FileContent
 from icemor.spec.metadata_columns import DELETED, FILE_PATH, ROW_POSITION
 
@@ -48,7 +51,7 @@ if TYPE_CHECKING:
     from pyiceberg.table.name_mapping import NameMapping
     from pyiceberg.types import IcebergType
 
-    from icemor.spec.files import DataFileRef
+    from icemor.spec.files import DataFileRef, DeleteFileRef
     from icemor.spec.tasks import FileScanTask
 
 __all__ = [
@@ -373,7 +376,7 @@ def _verdict_key(task: FileScanTask) -> tuple[Any, ...] | None:
     removes from a fixed slice of a data file never change: the verdict is computed once.
     """
     eq = sorted(
-        (d.path, tuple(sorted(d.equality_ids)))
+        (d.path, tuple(sorted(d.equality_ids)), d.file_size_in_bytes, d.record_count)
         for d in task.delete_files
         if d.content == FileContent.EQUALITY_DELETES
     )
@@ -382,6 +385,29 @@ def _verdict_key(task: FileScanTask) -> tuple[Any, ...] | None:
     f = task.data_file
     split = None if task.is_whole_file else (task.start, task.length)
     return (f.path, f.file_size_in_bytes, f.record_count, split, tuple(eq))
+
+
+def _known_verdict(io: FileIO, task: FileScanTask, key: tuple[Any, ...]) -> npt.NDArray[np.int64] | None:
+    """The task's verdict from this process's cache, else from the on-disk store (issue 31).
+
+    A stored verdict was computed by another process: the equality delete files it stands for
+    must still be there, whole, as a read that decodes them would find (one stat per file and
+    process), so a lost or truncated delete file is an error here too, as in Iceberg Java.
+    """
+    verdict: npt.NDArray[np.int64] | None = DELETE_CACHE.peek(VERDICT, key)
+    if verdict is None and (store := verdict_store()) is not None:
+        verdict = store.load(key, task.data_file.record_count)
+        if verdict is not None:
+            for d in task.delete_files:
+                if d.content == FileContent.EQUALITY_DELETES:
+
+                    def check(d: DeleteFileRef = d) -> tuple[bool, int]:
+                        _check_present(io, d, "equality delete file")
+                        return True, 64
+
+                    DELETE_CACHE.get_or_load("present", (d.path, d.file_size_in_bytes), check)
+            DELETE_CACHE.put(VERDICT, key, verdict, verdict.nbytes + 64)
+    return verdict
 
 
 def _equality_state(
@@ -395,7 +421,7 @@ def _equality_state(
     key = _verdict_key(task)
     if key is None:
         return positions, [], None
-    verdict = DELETE_CACHE.peek(VERDICT, key)
+    verdict = _known_verdict(io, task, key)
     if verdict is not None:
         return _union(positions, verdict), [], None
     eq_sets = equality_delete_sets(io, task.delete_files, opts.field_types, opts.field_parents)
@@ -434,6 +460,8 @@ def read_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> Iterator[pa.
             # sorted and unique by construction (np.unique cost 15-25 ms per 100k positions)
             verdict = np.concatenate(eq_hits) if eq_hits else np.zeros(0, dtype=np.int64)
             DELETE_CACHE.put(VERDICT, verdict_key, verdict, verdict.nbytes + 64)
+            if (store := verdict_store()) is not None:
+                store.save(verdict_key, verdict, task.data_file.record_count)
     finally:
         plan.pf.close()
 
@@ -649,18 +677,18 @@ def _filter_mask(batch: pa.RecordBatch, expr: ArrowFilter) -> npt.NDArray[np.boo
     return mask
 
 
-def _check_present(io: FileIO, data_file: DataFileRef) -> None:
-    """One stat: the data file exists and has the size its manifest entry records.
+def _check_present(io: FileIO, data_file: DataFileRef | DeleteFileRef, what: str = "data file") -> None:
+    """One stat: the file exists and has the size its manifest entry records.
 
     Raises:
         MissingFileError: The file does not exist or cannot be reached.
         CorruptFileError: Its size differs from the manifest's ``file_size_in_bytes``.
     """
-    with reaching("data file", data_file.path):
+    with reaching(what, data_file.path):
         size = len(io.new_input(data_file.path))
     if size != data_file.file_size_in_bytes:
         msg = (
-            f"data file {data_file.path} is {size} bytes, its manifest entry says "
+            f"{what} {data_file.path} is {size} bytes, its manifest entry says "
             f"{data_file.file_size_in_bytes}: truncated or replaced"
         )
         raise CorruptFileError(msg)
@@ -674,7 +702,7 @@ def count_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> int:
     truncated file fails there, and it must not give a number here either.
     """
     key = _verdict_key(task)
-    verdict = None if key is None else DELETE_CACHE.peek(VERDICT, key)
+    verdict = None if key is None else _known_verdict(io, task, key)
     no_probe = key is None or verdict is not None  # no equality deletes, or their verdict is known
     if no_probe and isinstance(opts.row_filter, AlwaysTrue) and task.is_whole_file:
         _check_present(io, task.data_file)
