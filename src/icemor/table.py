@@ -161,7 +161,8 @@ class Table:
 
         Args:
             row_filter: A pyiceberg expression or a SQL-like string (``"id > 5 and k = 'a'"``).
-            selected_fields: Column names, ``("*",)`` for all. ``_file``/``_pos`` may be named too.
+            selected_fields: Column names, ``("*",)`` for all. ``_file``/``_pos`` may be named too,
+                and on v3 tables ``_row_id``/``_last_updated_sequence_number`` (row lineage).
             snapshot_id: Read this snapshot.
             as_of_timestamp: Read the snapshot current at this time: a datetime (naive means UTC),
                 ISO-8601 text or milliseconds since the epoch (:func:`to_epoch_ms`).

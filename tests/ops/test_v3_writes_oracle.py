@@ -257,3 +257,40 @@ def test_position_delete_compaction_after_upgrade_writes_dvs(
     assert r.snapshot_id is not None
     assert _ids(oracle.rows(name)) == expected
     assert_one_dv_per_data_file(oracle, name, deleted=60)
+
+
+_DV_SUMMARY_KEYS = (
+    "added-dvs",
+    "removed-dvs",
+    "added-delete-files",
+    "removed-delete-files",
+    "added-position-delete-files",
+    "removed-position-delete-files",
+    "added-position-deletes",
+    "removed-position-deletes",
+    "total-delete-files",
+    "total-position-deletes",
+)
+
+
+def _summary(oracle: IcebergJava, name: str) -> dict[str, str]:
+    q = oracle.qualified(name)
+    (row,) = oracle.sql(f"SELECT summary FROM {q}.snapshots ORDER BY committed_at DESC LIMIT 1")
+    return dict(row[0])
+
+
+def test_snapshot_summary_counts_dvs_as_java(oracle: IcebergJava, catalog: SqlCatalog, ns: str) -> None:
+    """A DV is ``added-dvs`` and a delete file but not a position delete file, and its size is its
+    blob's ``content_size_in_bytes`` (Java's SnapshotSummary); replacing it is ``removed-dvs``."""
+    java, ours = _twins(oracle, ns, None)
+    table = icemor.load_table(ours, catalog=catalog)
+    for condition in ("m = 3", "m = 4"):  # the second replaces every DV of the first
+        oracle.sql(f"DELETE FROM {oracle.qualified(java)} WHERE {condition}")
+        table.delete(condition)
+        theirs, mine = _summary(oracle, java), _summary(oracle, ours)
+        assert {k: mine.get(k) for k in _DV_SUMMARY_KEYS} == {k: theirs.get(k) for k in _DV_SUMMARY_KEYS}
+        blobs = oracle.sql(f"SELECT sum(content_size_in_bytes) FROM {oracle.qualified(ours)}.delete_files")[
+            0
+        ][0]
+        assert int(mine["added-files-size"]) == int(blobs)
+    assert int(mine["removed-dvs"]) == 3

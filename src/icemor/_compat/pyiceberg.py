@@ -387,13 +387,47 @@ def snapshot_summary(
     """
     specs, schema = metadata.specs(), metadata.schema()
     collector = SnapshotSummaryCollector(partition_summary_limit=partition_summary_limit)
+    added, removed = list(added), list(removed)
     for f in added:
         collector.add_file(f, schema, specs[f.spec_id])
     for f in removed:
         collector.remove_file(f, schema, specs[f.spec_id])
-    summary = Summary(operation=counted_as, **collector.build(), **properties)
+    built = collector.build()
+    _count_deletion_vectors(built, "added", added)
+    _count_deletion_vectors(built, "removed", removed)
+    summary = Summary(operation=counted_as, **built, **properties)
     totals = update_snapshot_summaries(summary, previous)
     return Summary(operation=operation, **totals.additional_properties)
+
+
+def _count_deletion_vectors(summary: dict[str, str], side: str, files: list[DataFile]) -> None:
+    """Count deletion vectors as Iceberg Java's ``SnapshotSummary`` does (pyiceberg 0.12 knows none).
+
+    A DV is ``{side}-dvs`` and a delete file, not a position delete file, and its size is its
+    blob's ``content_size_in_bytes``, not its Puffin file's (several DVs share one file).
+    """
+    dvs = [
+        f
+        for f in files
+        if f.content == DataFileContent.POSITION_DELETES and f.file_format == FileFormat.PUFFIN
+    ]
+    if not dvs:
+        return
+    summary[f"{side}-dvs"] = str(len(dvs))
+    key = f"{side}-position-delete-files"
+    left = int(summary.get(key, "0")) - len(dvs)
+    if left > 0:
+        summary[key] = str(left)
+    else:
+        summary.pop(key, None)
+    size_key = f"{side}-files-size"
+    excess = sum(f.file_size_in_bytes - (_content_size(f) or f.file_size_in_bytes) for f in dvs)
+    if size_key in summary:
+        summary[size_key] = str(int(summary[size_key]) - excess)
+
+
+def _content_size(f: DataFile) -> int | None:
+    return f[_CONTENT_SIZE] if len(f) > _CONTENT_SIZE else None
 
 
 def schema_update_changes(

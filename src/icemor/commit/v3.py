@@ -109,11 +109,12 @@ def live_entries(io: FileIO, manifest: ManifestFile, *, v3: bool) -> list[Manife
     for entry in read_manifest_entries_v3(io.new_input(manifest.manifest_path)):
         df = entry.data_file
         set_spec_id(df, manifest.partition_spec_id)
+        # DELETED entries take no ids: the manifest list advanced by added + existing rows only
+        if entry.status == ManifestEntryStatus.DELETED:
+            continue
         if next_id is not None and first_row_id_of(df) is None:
             set_v3_field(df, "first_row_id", next_id)
             next_id += df.record_count
-        if entry.status == ManifestEntryStatus.DELETED:
-            continue
         if entry.sequence_number is None and entry.status == ManifestEntryStatus.ADDED:
             entry.sequence_number = manifest_seq
         if entry.file_sequence_number is None and entry.status == ManifestEntryStatus.ADDED:

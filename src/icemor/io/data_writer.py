@@ -37,6 +37,7 @@ from icemor._compat import pyiceberg as compat
 from icemor.exceptions import WriteFailedError
 from icemor.io.columns import column_by_path
 from icemor.spec.files import FileContent, WrittenFile, written_file
+from icemor.spec.metadata_columns import LAST_UPDATED_SEQUENCE_NUMBER, ROW_ID
 
 if TYPE_CHECKING:
     import uuid
@@ -59,6 +60,7 @@ __all__ = [
     "TableDataWriter",
     "file_positions",
     "parquet_metrics",
+    "with_row_id",
     "write_data_files_in_order",
     "write_parquet_tables",
     "write_rolling",
@@ -546,6 +548,11 @@ class TableDataWriter:
         io: The table's FileIO.
         write_uuid: Part of every file name (one per write); a new one if not given.
         memory_budget_bytes: Overrides the table property.
+        lineage: v3 row lineage: every file also has the ``_row_id`` and
+            ``_last_updated_sequence_number`` columns (their reserved field ids), taken from the
+            rows' columns of those names, NULL where absent: what Iceberg Java writes for the
+            rows of an UPDATE or MERGE (the old row's id, NULL sequence number) and of a
+            compaction (both).
     """
 
     def __init__(
@@ -555,15 +562,25 @@ class TableDataWriter:
         *,
         write_uuid: uuid.UUID | None = None,
         memory_budget_bytes: int | None = None,
+        lineage: bool = False,
     ) -> None:
         import uuid as uuid_module
 
-        from pyiceberg.schema import sanitize_column_names
+        from pyiceberg.schema import Schema, sanitize_column_names
         from pyiceberg.table.locations import load_location_provider
 
         props = metadata.properties
         self._io = io
         self._schema = metadata.schema()
+        if lineage:
+            # matched by name to the rows' columns; missing ones are written as NULL
+            self._schema = Schema(
+                *self._schema.fields,
+                ROW_ID,
+                LAST_UPDATED_SEQUENCE_NUMBER,
+                schema_id=self._schema.schema_id,
+                identifier_field_ids=self._schema.identifier_field_ids,
+            )
         self._spec = metadata.spec()
         self._format_version = metadata.format_version
         self._metrics_properties = dict(props)
@@ -753,6 +770,15 @@ class TableDataWriter:
             if not open_files:
                 return
             self._close_file(max(open_files, key=lambda s: s.file.size() if s.file is not None else 0))
+
+
+def with_row_id(rows: pa.Table, arrow_schema: pa.Schema, *, lineage: bool) -> pa.Table:
+    """``rows`` as the table's ``arrow_schema``, plus their ``_row_id`` column when ``lineage``
+    and they have one (the input of a :class:`TableDataWriter` with ``lineage``)."""
+    out = rows.select(arrow_schema.names).cast(arrow_schema)
+    if lineage and ROW_ID.name in rows.column_names:
+        out = out.append_column(ROW_ID.name, rows.column(ROW_ID.name).cast(pa.int64()))
+    return out
 
 
 def _int_property(properties: Mapping[str, str], name: str, default: int) -> int:

@@ -38,7 +38,13 @@ from icemor.io.columns import equality_key_columns, top_level_names
 from icemor.io.deletes import deleted_positions, equality_delete_sets, open_parquet, reaching
 from icemor.io.verdicts import verdict_store
 from icemor.spec.files import FileContent
-from icemor.spec.metadata_columns import DELETED, FILE_PATH, ROW_POSITION
+from icemor.spec.metadata_columns import (
+    DELETED,
+    FILE_PATH,
+    LAST_UPDATED_SEQUENCE_NUMBER,
+    ROW_ID,
+    ROW_POSITION,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -93,6 +99,10 @@ class ReadOptions:
     file_column: bool = False
     pos_column: bool = False
     include_deleted: bool = False
+    row_id_column: bool = False
+    """v3 ``_row_id``: the stored value, else the file's first_row_id + the row's position."""
+    last_updated_column: bool = False
+    """v3 ``_last_updated_sequence_number``: stored, else the file's data sequence number."""
     batch_size: int | None = None
     """Rows per batch; None: as many as make ``BATCH_BYTES`` of the columns read (estimated
     from the row group's metadata), so a narrow read decodes whole row groups at once and a
@@ -143,6 +153,9 @@ def output_schema(opts: ReadOptions) -> pa.Schema:
     ):
         if flag:
             schema = schema.append(pa.field(mf.name, schema_to_pyarrow(mf.field_type), nullable=False))
+    for flag, mf in ((opts.row_id_column, ROW_ID), (opts.last_updated_column, LAST_UPDATED_SEQUENCE_NUMBER)):
+        if flag:
+            schema = schema.append(pa.field(mf.name, pa.int64()))
     return schema
 
 
@@ -174,6 +187,8 @@ class _FilePlan:
     pyarrow_filter: ArrowFilter | None
     missing_fields: dict[int, Any]
     leaves: list[int]
+    lineage_columns: dict[int, str] = field(default_factory=dict)
+    """Row-lineage field id -> name of the column the file stores it in (asked for, present)."""
     out_columns: list[str] | None = None
     """The columns kept once the deletes are applied (projection and filter); None: all read.
     Columns read only for equality keys are dropped before rows are filtered out: copying the
@@ -246,6 +261,15 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
         ),
     )
     columns = out_columns
+    lineage_ids = {
+        mf.field_id
+        for flag, mf in (
+            (opts.row_id_column, ROW_ID),
+            (opts.last_updated_column, LAST_UPDATED_SEQUENCE_NUMBER),
+        )
+        if flag and mf.field_id in file_schema.field_ids
+    }
+    extra_ids = extra_ids | lineage_ids
     if extra_ids - wanted:
         columns = _memo(
             ("columns", id(file_schema), frozenset(wanted | extra_ids)),
@@ -263,6 +287,7 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
         pyarrow_filter,
         missing,
         leaves,
+        {fid: file_schema.find_field(fid).name for fid in lineage_ids},
         out_columns if out_columns != columns else None,
     )
 
@@ -451,7 +476,7 @@ def read_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> Iterator[pa.
             for batch in _decoded(plan, rg, rows, task.data_file.path, threads=opts.decode_threads):
                 n = batch.num_rows
                 out = _process_batch(
-                    batch, first, positions, eq_sets, plan, opts, task.data_file.path, out_schema, eq_hits
+                    batch, first, positions, eq_sets, plan, opts, task.data_file, out_schema, eq_hits
                 )
                 first += n
                 if out is not None and out.num_rows:
@@ -519,11 +544,13 @@ def _process_batch(
     eq_sets: list[tuple[tuple[int, ...], Any]],
     plan: _FilePlan,
     opts: ReadOptions,
-    path: str,
+    data_file: DataFileRef,
     out_schema: pa.Schema,
     eq_hits: list[npt.NDArray[np.int64]] | None = None,
 ) -> pa.RecordBatch | None:
     n = batch.num_rows
+    path = data_file.path
+    lineage = _lineage(batch, first, plan, opts, data_file)
     keep = _keep_mask(
         batch,
         first,
@@ -548,12 +575,14 @@ def _process_batch(
         batch = batch.filter(mask)
         if pos is not None:
             pos = pos[keep]
+        lineage = [a.filter(mask) for a in lineage]
     if plan.pyarrow_filter is not None and batch.num_rows:
         matched = _filter_mask(batch, plan.pyarrow_filter)
         if matched is not None:
             batch = batch.filter(pa.array(matched))
             if pos is not None:
                 pos = pos[matched]
+            lineage = [a.filter(pa.array(matched)) for a in lineage]
             if deleted is not None:
                 deleted = deleted[matched]
     if batch.num_rows == 0:
@@ -577,10 +606,48 @@ def _process_batch(
         arrays.append(pa.array(pos))
     if deleted is not None:
         arrays.append(pa.array(deleted))
+    arrays.extend(lineage)
     if not arrays:
         assert projected is not None
         return projected  # no columns (count): keeps the row count
     return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+
+
+def _lineage(
+    batch: pa.RecordBatch, first: int, plan: _FilePlan, opts: ReadOptions, data_file: DataFileRef
+) -> list[pa.Array]:
+    """The batch's asked-for row-lineage columns, unfiltered (spec, "Row Lineage").
+
+    ``_row_id``: the value the file stores, else the file's ``first_row_id`` plus the row's
+    position in the file (before deletes; NULL when the file has no first_row_id yet).
+    ``_last_updated_sequence_number``: stored, else the file's data sequence number.
+    """
+    out: list[pa.Array] = []
+    n = batch.num_rows
+    if opts.row_id_column:
+        if data_file.first_row_id is None:
+            inherited = pa.nulls(n, pa.int64())
+        else:
+            start = data_file.first_row_id + first
+            inherited = pa.array(np.arange(start, start + n, dtype=np.int64))
+        out.append(_stored_or(batch, plan.lineage_columns.get(ROW_ID.field_id), inherited))
+    if opts.last_updated_column:
+        inherited = pa.repeat(pa.scalar(data_file.data_sequence_number, pa.int64()), n)
+        out.append(
+            _stored_or(batch, plan.lineage_columns.get(LAST_UPDATED_SEQUENCE_NUMBER.field_id), inherited)
+        )
+    return out
+
+
+def _stored_or(batch: pa.RecordBatch, name: str | None, inherited: pa.Array) -> pa.Array:
+    if name is None:
+        return inherited
+    stored = batch.column(name)
+    if stored.null_count == 0:
+        return stored.cast(pa.int64())
+    if stored.null_count == len(stored):
+        return inherited
+    return pc.coalesce(stored.cast(pa.int64()), inherited)
 
 
 def _project(
@@ -713,6 +780,12 @@ def count_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> int:
         return n - int(np.count_nonzero(positions < n))
     # no columns, no metadata columns: every other option (field parents!) stays as the scan's
     narrow = replace(
-        opts, projected_schema=Schema(), file_column=False, pos_column=False, include_deleted=False
+        opts,
+        projected_schema=Schema(),
+        file_column=False,
+        pos_column=False,
+        include_deleted=False,
+        row_id_column=False,
+        last_updated_column=False,
     )
     return sum(b.num_rows for b in read_task(io, task, narrow))

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
-from pyiceberg.schema import sanitize_column_names
+from pyiceberg.schema import Schema, sanitize_column_names
 from pyiceberg.table.snapshots import Operation
 
 from icemor._compat.pyiceberg import to_file_schema
@@ -60,6 +60,7 @@ from icemor.planning.manifest_reader import live_delete_files
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
 from icemor.spec.files import FileContent
+from icemor.spec.metadata_columns import LINEAGE_COLUMNS
 from icemor.spec.tasks import FileScanTask
 
 if TYPE_CHECKING:
@@ -67,7 +68,6 @@ if TYPE_CHECKING:
 
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.io import FileIO
-    from pyiceberg.schema import Schema
     from pyiceberg.table import Table as PyIcebergTable
     from pyiceberg.table.metadata import TableMetadata
 
@@ -123,7 +123,8 @@ def _repartitioned(io: FileIO, unit: RewriteUnit, batches: Iterator[pa.RecordBat
     """Rows of an older spec, partitioned by the current spec: a rolling file per partition at
     the rewrite's target size (on disk), as Java's rewrite writes them."""
     metadata = unit.metadata
-    writer = TableDataWriter(metadata, io, write_uuid=uuid.UUID(unit.write_uuid))
+    lineage = unit.options.row_id_column
+    writer = TableDataWriter(metadata, io, write_uuid=uuid.UUID(unit.write_uuid), lineage=lineage)
     try:
         for batch in batches:
             writer.write(batch)
@@ -171,6 +172,16 @@ def write_streamed(
     return write_data_files_in_order(io, target, chunks, file_schema, properties)
 
 
+def _with_lineage(schema: Schema) -> Schema:
+    """``schema`` plus the row-lineage fields, which the rows read with them carry."""
+    return Schema(
+        *schema.fields,
+        *LINEAGE_COLUMNS.values(),
+        schema_id=schema.schema_id,
+        identifier_field_ids=schema.identifier_field_ids,
+    )
+
+
 def rewrite_data_unit(io: FileIO, unit: RewriteUnit) -> _UnitResult:
     """Read the unit's files with every delete applied and write their rows as new data files.
 
@@ -189,7 +200,7 @@ def rewrite_data_unit(io: FileIO, unit: RewriteUnit) -> _UnitResult:
                 io,
                 unit.target,
                 batches,
-                opts.schema,
+                _with_lineage(opts.schema) if opts.row_id_column else opts.schema,
                 metadata.properties,
                 format_version=metadata.format_version,
             )
@@ -274,7 +285,9 @@ def rewrite_data_files(
     target = target_file_size_bytes or P.int_property(
         props, P.WRITE_TARGET_FILE_SIZE_BYTES, P.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT
     )
-    job = prepare_scan(metadata, io)
+    # v3: the rewritten rows keep their row lineage, written explicitly (as Java's rewrite)
+    lineage = metadata.format_version >= 3
+    job = prepare_scan(metadata, io, selected_fields=("*", *LINEAGE_COLUMNS) if lineage else ("*",))
     snapshot = job.snapshot
     if snapshot is None:
         return DataRewriteMetrics(0, 0, 0, 0, 0, 0, None, time.monotonic() - started)

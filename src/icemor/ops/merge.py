@@ -49,6 +49,7 @@ from icemor.ops.rowlevel import (
 from icemor.ops.units import CHANGE_NEW, CHANGE_OLD, Positions, check_writable
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
+from icemor.spec.metadata_columns import ROW_ID
 
 if TYPE_CHECKING:
     from collections.abc import Generator, Mapping, Sequence
@@ -153,9 +154,16 @@ class MergePlan:
             columns.append(f"{expr} AS {q(f.name)}")
         return (
             f"SELECT {q(t)}._file AS __file, {q(t)}._pos AS __pos, {q(s)}.__src_row AS __src, "
-            f"{clause} AS __clause, {', '.join(columns)} "
+            f"{self._row_id(dialect)}{clause} AS __clause, {', '.join(columns)} "
             f"FROM {target} AS {q(t)} JOIN {source} AS {q(s)} ON ({self.on.text}\n)"
         )
+
+    def _row_id(self, dialect: Dialect) -> str:
+        """v3: the target row's ``_row_id``, which an updated row keeps (spec, "Row Lineage")."""
+        if not self.job.options.row_id_column:
+            return ""
+        q = dialect.quote
+        return f"{q(self.target_alias)}.{q(ROW_ID.name)} AS {q(ROW_ID.name)}, "
 
     def insert_sql(self, dialect: Dialect, source: str = "__unmatched") -> str:
         """The inserted rows of unmatched source rows: ``__clause`` (>= 0) and the new row."""
@@ -219,7 +227,7 @@ class MergePlan:
         ]
         join = "LEFT OUTER JOIN" if self.not_matched else "JOIN"
         inner = (
-            f"SELECT {q(t)}._file AS _file, {q(t)}._pos AS _pos, "
+            f"SELECT {q(t)}._file AS _file, {q(t)}._pos AS _pos, {self._row_id(dialect)}"
             f"CASE WHEN {unmatched} THEN {choose(self.not_matched)} "
             f"ELSE {choose(self.matched)} END AS __clause, "
             f"{', '.join(columns)} "
@@ -229,6 +237,8 @@ class MergePlan:
         updated = f"__clause IN ({', '.join(updates)})" if updates else "FALSE"
         keep = "__clause >= 0 OR _file IS NOT NULL" if self.matched else "__clause >= 0"
         names = ", ".join(q(f.name) for f in schema.fields)
+        if self.job.options.row_id_column:
+            names = f"{q(ROW_ID.name)}, {names}"
         return (
             f"SELECT _file, _pos, (_file IS NOT NULL AND __clause >= 0) AS {CHANGE_OLD}, "
             f"((_file IS NULL AND __clause >= 0) OR (_file IS NOT NULL AND {updated})) AS {CHANGE_NEW}, "
@@ -355,7 +365,13 @@ def plan_merge(
     prune = to_iceberg(on_sql, schema, qualifier=t)
     key_range = _source_range_filter(on_sql, source, schema, t, s)
     row_filter = prune if isinstance(key_range, AlwaysTrue) else And(prune, key_range)
-    job = prepare_scan(metadata, table.io, row_filter=row_filter, metadata_columns=True)
+    job = prepare_scan(
+        metadata,
+        table.io,
+        row_filter=row_filter,
+        metadata_columns=True,
+        selected_fields=("*", ROW_ID.name) if metadata.format_version >= 3 else ("*",),
+    )
     src = source.append_column("__src_row", pa.array(np.arange(source.num_rows, dtype=np.int64)))
     matched: list[_Clause] = []
     not_matched: list[_Clause] = []
@@ -457,7 +473,7 @@ def merge_rows(
         return engine.execute(table, plan, frame, started)
     positions = Positions()
     pairs = Positions()  # every matched (file, pos), to catch a target row matched twice
-    new_rows = NewRows(table)
+    new_rows = NewRows(table, lineage=plan.job.options.row_id_column)
     matched_src = np.zeros(plan.source.num_rows, dtype=bool)
     counts = {"update": 0, "delete": 0, "insert": 0}
     kinds = np.array([c.kind for c in plan.matched] or ["none"])

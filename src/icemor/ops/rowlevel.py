@@ -39,7 +39,7 @@ from icemor.commit.validation import Validation
 from icemor.exceptions import InvalidArgumentError
 from icemor.expr.duck import duck_type, empty_table, is_boolean_type, session
 from icemor.expr.sql import quote_identifier
-from icemor.io.data_writer import TableDataWriter
+from icemor.io.data_writer import TableDataWriter, with_row_id
 from icemor.ops.units import ChangeWrite, delete_units, run_units, write_change_task
 from icemor.spec import properties as P
 
@@ -198,11 +198,14 @@ class NewRows:
 
     table: PyIcebergTable
     rows: int = 0
+    lineage: bool = False
+    """v3: write the rows' ``_row_id`` (an updated row's old id; NULL for an inserted row) and a
+    NULL ``_last_updated_sequence_number`` (see :class:`TableDataWriter`)."""
 
     def __post_init__(self) -> None:
         self.arrow_schema = schema_to_pyarrow(self.table.metadata.schema(), include_field_ids=False)
         self.required = [f.name for f in self.table.metadata.schema().fields if f.required]
-        self._writer = TableDataWriter(self.table.metadata, self.table.io)
+        self._writer = TableDataWriter(self.table.metadata, self.table.io, lineage=self.lineage)
 
     def add(self, data: pa.RecordBatch | pa.Table) -> None:
         if not data.num_rows:
@@ -212,7 +215,7 @@ class NewRows:
                 msg = f"column {name!r} is required (NOT NULL) but a new value of it is NULL"
                 raise InvalidArgumentError(msg)
         table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
-        self._writer.write(table.select(self.arrow_schema.names).cast(self.arrow_schema))
+        self._writer.write(with_row_id(table, self.arrow_schema, lineage=self.lineage))
         self.rows += data.num_rows
 
     def files(self) -> list[WrittenFile]:

@@ -578,14 +578,16 @@ class _ChangeTask:
             if rows.column(name).null_count:
                 msg = f"column {name!r} is required (NOT NULL) but a new value of it is NULL"
                 raise InvalidArgumentError(msg)
-        if self.writer is None:
-            from icemor.io.data_writer import TableDataWriter
+        from icemor.io.data_writer import TableDataWriter, with_row_id
 
+        # v3: the changes carry the target rows' _row_id, which updated rows keep
+        lineage = "_row_id" in rows.schema.names and self.change.metadata.format_version >= 3
+        if self.writer is None:
             # a new write uuid per task attempt: no two attempts write the same file name
-            self.writer = TableDataWriter(self.change.metadata, self.io, write_uuid=uuid.uuid4())
-        self.writer.write(
-            pa.Table.from_batches([rows.select(self.arrow_schema.names)]).cast(self.arrow_schema)
-        )
+            self.writer = TableDataWriter(
+                self.change.metadata, self.io, write_uuid=uuid.uuid4(), lineage=lineage
+            )
+        self.writer.write(with_row_id(pa.Table.from_batches([rows]), self.arrow_schema, lineage=lineage))
 
     def _flush_rows(self) -> None:
         if self.writer is None:

@@ -34,6 +34,7 @@ from icemor.ops.rowlevel import (
 from icemor.ops.units import Positions, check_writable
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
+from icemor.spec.metadata_columns import ROW_ID
 
 if TYPE_CHECKING:
     from collections.abc import Generator, Mapping
@@ -70,7 +71,9 @@ class UpdatePlan:
             for f in self.job.metadata.schema().fields
         )
         where = f" WHERE ({self.condition.text}\n)" if self.condition is not None else ""
-        return f"SELECT _file, _pos, {row} FROM {target}{where}"
+        # v3: an updated row keeps its row id (spec, "Row Lineage")
+        lineage = f"{q(ROW_ID.name)}, " if self.job.options.row_id_column else ""
+        return f"SELECT _file, _pos, {lineage}{row} FROM {target}{where}"
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,13 @@ def plan_update(
             msg = f"column {column!r} is SET twice"
             raise InvalidArgumentError(msg)
         values[column] = parse_sql(text, what=f"SET value of {column}")
-    job = prepare_scan(metadata, table.io, row_filter=to_iceberg(condition, schema), metadata_columns=True)
+    job = prepare_scan(
+        metadata,
+        table.io,
+        row_filter=to_iceberg(condition, schema),
+        metadata_columns=True,
+        selected_fields=("*", ROW_ID.name) if metadata.format_version >= 3 else ("*",),
+    )
     types: dict[str, PrimitiveType] = {}
     for column, value in values.items():
         value_type = typed(job, f"SELECT ({value.text}\n) FROM __target", f"SET {column}")[0][1]
@@ -160,7 +169,7 @@ def update_rows(
     if spark is not None:
         return _update_on_spark(table, plan, spark, started)
     positions = Positions()
-    new_rows = NewRows(table)
+    new_rows = NewRows(table, lineage=plan.job.options.row_id_column)
     try:
         # closed on error too: an open DuckDB result would refuse this thread's next query
         with closing(local_changed_rows(plan)) as batches:

@@ -19,7 +19,14 @@ from pyiceberg.manifest import (
     ManifestEntryStatus,
 )
 
-from icemor._compat.pyiceberg import read_manifest_entries_v3, set_spec_id, v3_fields
+from icemor._compat.pyiceberg import (
+    first_row_id_of,
+    manifest_first_row_id,
+    read_manifest_entries_v3,
+    read_manifest_list_v3,
+    set_spec_id,
+    v3_fields,
+)
 from icemor.exceptions import CorruptFileError, MissingFileError
 from icemor.io.cache import DELETE_CACHE
 from icemor.spec.files import DataFileRef, DeleteFileRef, FileContent
@@ -50,6 +57,8 @@ class ManifestFileEntry:
     referenced_data_file: str | None
     content_offset: int | None
     content_size_in_bytes: int | None
+    first_row_id: int | None = None
+    """v3 data files: explicit or inherited (spec, "First Row ID Inheritance")."""
 
     @property
     def content(self) -> FileContent:
@@ -70,6 +79,7 @@ class ManifestFileEntry:
             partition=self.partition_tuple(),
             data_sequence_number=self.data_sequence_number,
             split_offsets=tuple(f.split_offsets) if f.split_offsets else None,
+            first_row_id=self.first_row_id,
         )
 
     def to_delete_ref(self) -> DeleteFileRef:
@@ -123,7 +133,10 @@ def read_manifest_list(io: FileIO, snapshot: Snapshot) -> list[ManifestFile]:
 
     def load() -> tuple[tuple[ManifestFile, ...], int]:
         try:
-            manifests = tuple(snapshot.manifests(io))
+            # a v3 snapshot's list carries each manifest's first_row_id, which pyiceberg's
+            # (v2) read schema drops; row lineage needs it
+            v3 = getattr(snapshot, "first_row_id", None) is not None
+            manifests = tuple(read_manifest_list_v3(io.new_input(path)) if v3 else snapshot.manifests(io))
         except FileNotFoundError as e:
             msg = f"manifest list not found: {path}"
             raise MissingFileError(msg) from e
@@ -156,9 +169,15 @@ def manifest_entries_cached(manifest: ManifestFile) -> bool:
     return DELETE_CACHE.peek("manifest-entries", _entries_key(manifest)) is not None
 
 
-def _entries_key(manifest: ManifestFile) -> tuple[str, int, int]:
-    # the sequence number ADDED entries inherit is the manifest list's, not the file's
-    return (manifest.manifest_path, manifest.sequence_number or 0, manifest.partition_spec_id)
+def _entries_key(manifest: ManifestFile) -> tuple[str, int, int, int | None]:
+    # the sequence number ADDED entries inherit is the manifest list's, not the file's; so is
+    # the first_row_id (a manifest written before a v3 upgrade gets one later)
+    return (
+        manifest.manifest_path,
+        manifest.sequence_number or 0,
+        manifest.partition_spec_id,
+        manifest_first_row_id(manifest),
+    )
 
 
 def _sized(entries: list[ManifestFileEntry]) -> tuple[tuple[ManifestFileEntry, ...], int]:
@@ -177,9 +196,17 @@ def _decode_entries(io: FileIO, manifest: ManifestFile) -> list[ManifestFileEntr
 
     out: list[ManifestFileEntry] = []
     manifest_seq = manifest.sequence_number or 0
+    # first_row_id inheritance (spec, "Row Lineage"; Java's ManifestReader.idAssigner): the
+    # manifest's, plus the record counts of the live data files before it that have none; a
+    # manifest without one (listed before a v3 upgrade) gives its files none
+    next_id = manifest_first_row_id(manifest) if manifest.content == ManifestContent.DATA else None
     for entry in raw:
         if entry.status == ManifestEntryStatus.DELETED:
             continue
+        first_row_id = first_row_id_of(entry.data_file) if next_id is not None else None
+        if next_id is not None and first_row_id is None:
+            first_row_id = next_id
+            next_id += entry.data_file.record_count
         data_seq = entry.sequence_number
         if data_seq is None:
             if entry.status != ManifestEntryStatus.ADDED and manifest_seq != 0:
@@ -201,6 +228,7 @@ def _decode_entries(io: FileIO, manifest: ManifestFile) -> list[ManifestFileEntr
                 referenced_data_file=referenced_data_file,
                 content_offset=content_offset,
                 content_size_in_bytes=content_size_in_bytes,
+                first_row_id=first_row_id,
             )
         )
     return out

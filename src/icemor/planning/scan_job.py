@@ -18,13 +18,13 @@ from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, EqualTo, I
 from pyiceberg.expressions.visitors import bind
 from pyiceberg.table.refs import SnapshotRefType
 
-from icemor.exceptions import InvalidArgumentError, NoSuchSnapshotError
+from icemor.exceptions import InvalidArgumentError, NoSuchSnapshotError, UnsupportedFeatureError
 from icemor.expr.sql import to_iceberg
 from icemor.io.deletes import fully_deleted
 from icemor.io.reader import ReadOptions
 from icemor.planning.planner import all_field_parents, all_field_types, plan_files
 from icemor.planning.tasks import SplitOptions, plan_tasks
-from icemor.spec.metadata_columns import METADATA_COLUMNS
+from icemor.spec.metadata_columns import LINEAGE_COLUMNS, METADATA_COLUMNS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -173,6 +173,11 @@ def prepare_scan(
     meta = {f for f in selected_fields if f in METADATA_COLUMNS}
     if "_deleted" in meta:
         include_deleted = True
+    if meta & LINEAGE_COLUMNS.keys() and metadata.format_version < 3:
+        asked = sorted(meta & LINEAGE_COLUMNS.keys())
+        version = metadata.format_version
+        msg = f"{', '.join(asked)}: row lineage needs a format-version 3 table (this one is v{version})"
+        raise UnsupportedFeatureError(msg)
     try:
         projected = schema if "*" in fields else schema.select(*fields, case_sensitive=case_sensitive)
     except ValueError as e:
@@ -191,6 +196,8 @@ def prepare_scan(
         file_column=metadata_columns or "_file" in meta,
         pos_column=metadata_columns or "_pos" in meta,
         include_deleted=include_deleted,
+        row_id_column="_row_id" in meta,
+        last_updated_column="_last_updated_sequence_number" in meta,
     )
     if residual is None:
         return ScanJob(metadata, io, snapshot, opts)

@@ -36,6 +36,8 @@ class DataFileRef:
     partition: tuple[Any, ...]
     data_sequence_number: int
     split_offsets: tuple[int, ...] | None = None
+    first_row_id: int | None = None
+    """v3: the row id of the file's first row (explicit or inherited); None before v3."""
 
 
 @dataclass(frozen=True, slots=True)

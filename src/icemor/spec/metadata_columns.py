@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from pyiceberg.types import BooleanType, LongType, NestedField, StringType
 
-__all__ = ["DELETED", "FILE_PATH", "METADATA_COLUMNS", "ROW_POSITION"]
+__all__ = [
+    "DELETED",
+    "FILE_PATH",
+    "LAST_UPDATED_SEQUENCE_NUMBER",
+    "LINEAGE_COLUMNS",
+    "METADATA_COLUMNS",
+    "ROW_ID",
+    "ROW_POSITION",
+]
 
 # Ids as Iceberg Java's MetadataColumns (Integer.MAX_VALUE - 1, - 2, - 3).
 FILE_PATH = NestedField(
@@ -17,4 +25,18 @@ DELETED = NestedField(
     2147483644, "_deleted", BooleanType(), required=True, doc="Whether the row has been deleted"
 )
 
-METADATA_COLUMNS = {f.name: f for f in (FILE_PATH, ROW_POSITION, DELETED)}
+# v3 row lineage (spec "Row Lineage"; Java's MetadataColumns.ROW_ID, LAST_UPDATED_SEQUENCE_NUMBER):
+# optional in data files, where a null (or absent) value is inherited from the file's metadata
+ROW_ID = NestedField(2147483540, "_row_id", LongType(), required=False, doc="Implicit row ID")
+LAST_UPDATED_SEQUENCE_NUMBER = NestedField(
+    2147483539,
+    "_last_updated_sequence_number",
+    LongType(),
+    required=False,
+    doc="Sequence number when the row was last updated",
+)
+
+LINEAGE_COLUMNS = {f.name: f for f in (ROW_ID, LAST_UPDATED_SEQUENCE_NUMBER)}
+METADATA_COLUMNS = {
+    f.name: f for f in (FILE_PATH, ROW_POSITION, DELETED, ROW_ID, LAST_UPDATED_SEQUENCE_NUMBER)
+}

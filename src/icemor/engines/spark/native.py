@@ -146,6 +146,8 @@ def _ineligible(job: ScanJob, planned: list[PlannedFile], needed: set[int]) -> s
     metadata = job.metadata
     if opts.include_deleted and any(p.delete_files for p in planned):
         return "include_deleted"
+    if opts.row_id_column or opts.last_updated_column:
+        return "row lineage columns (computed from each file's first_row_id and sequence number)"
     if any(not isinstance(f.field_type, PrimitiveType) for f in opts.projected_schema.fields):
         return "nested columns"
     for fid in needed:

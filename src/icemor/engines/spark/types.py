@@ -76,4 +76,6 @@ def spark_schema(schema: Schema, arrow_schema: pa.Schema) -> st.StructType:
     for af in arrow_schema:
         if af.name not in names and af.name in meta:
             fields.append(st.StructField(af.name, meta[af.name], False))
+        elif af.name not in names and af.name in ("_row_id", "_last_updated_sequence_number"):
+            fields.append(st.StructField(af.name, st.LongType(), True))  # v3 row lineage
     return st.StructType(fields)
