@@ -61,3 +61,44 @@ def test_null_typed_column_is_refused_in_one_line(
     err = _err(capsys)
     assert len(err) == 1 and "column n has Arrow's null type" in err[0]
     assert run(["count", "db.n"]) == 2  # nothing was created
+
+
+def test_v3_types_icemor_cannot_write_are_refused_in_one_line(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A nanosecond timestamp column: refused when icemor creates the table, and on every data
+    write to a table another writer created with one (pyiceberg failed deep in its resolver)."""
+    import pyarrow as pa
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StructType, TimestampNanoType
+
+    from icemor.catalog import load_catalog
+    from icemor.commit.v3 import v3_metadata_json
+    from icemor.exceptions import InvalidArgumentError, UnsupportedFeatureError
+
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=False),
+        NestedField(2, "s", StructType(NestedField(3, "ts", TimestampNanoType(), required=False))),
+    )
+    with pytest.raises(InvalidArgumentError, match=r"cannot write .*s\.ts \(timestamp_ns\)"):
+        icemor.create_table("db.ns", schema, format_version=3)
+    catalog = load_catalog()
+    with v3_metadata_json():  # as another v3 writer would have made it
+        catalog.create_namespace("db")
+        catalog.create_table("db.ns", schema=schema, properties={"format-version": "3"})
+    table = icemor.load_table("db.ns")
+    rows = pa.table(
+        {"id": pa.array([1], pa.int64()), "s": pa.array([{"ts": 5}], pa.struct([("ts", pa.timestamp("ns"))]))}
+    )
+    with pytest.raises(UnsupportedFeatureError, match=r"s\.ts \(timestamp_ns\)"):
+        table.append(rows)
+    path = tmp_path / "rows.parquet"
+    import pyarrow.parquet as pq
+
+    pq.write_table(rows, path)
+    capsys.readouterr()
+    assert run(["append", "db.ns", str(path)]) == 2
+    err = _err(capsys)
+    assert len(err) == 1 and "timestamp_ns" in err[0]
+    assert table.refresh().metadata.current_snapshot_id is None  # nothing committed
+    assert not list((home / "warehouse").rglob("*.parquet"))  # and no file left behind

@@ -34,10 +34,11 @@ import pyarrow.parquet as pq
 from pyiceberg.io import FileIO, OutputFile
 
 from icemor._compat import pyiceberg as compat
-from icemor.exceptions import WriteFailedError
+from icemor.exceptions import UnsupportedFeatureError, WriteFailedError
 from icemor.io.columns import column_by_path
 from icemor.spec.files import FileContent, WrittenFile, written_file
 from icemor.spec.metadata_columns import LAST_UPDATED_SEQUENCE_NUMBER, ROW_ID
+from icemor.spec.v3_types import describe_unwritable
 
 if TYPE_CHECKING:
     import uuid
@@ -572,6 +573,8 @@ class TableDataWriter:
         props = metadata.properties
         self._io = io
         self._schema = metadata.schema()
+        if (unwritable := describe_unwritable(self._schema)) is not None:
+            raise UnsupportedFeatureError(unwritable)
         if lineage:
             # matched by name to the rows' columns; missing ones are written as NULL
             self._schema = Schema(

@@ -13,6 +13,7 @@ from icemor.exceptions import InvalidArgumentError
 from icemor.ops.append import downcast_ns_timestamps
 from icemor.spec.identifiers import LOCATION_PROPERTIES, check_table_identifier, location_within
 from icemor.spec.partitioning import parse_partition_spec
+from icemor.spec.v3_types import describe_unwritable
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -105,6 +106,9 @@ def create_table(
                 "concrete type (icemor does not write Iceberg's v3 unknown type yet)"
             )
             raise InvalidArgumentError(msg) from e
+    if (unwritable := describe_unwritable(schema)) is not None:
+        msg = f"cannot create {identifier}: {unwritable}"
+        raise InvalidArgumentError(msg)
     if identifier_fields:
         schema = with_identifier_fields(schema, identifier_fields)
     spec = parse_partition_spec(partition_by, schema)

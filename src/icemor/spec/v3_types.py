@@ -1,0 +1,56 @@
+"""Iceberg v3 column types that icemor reads where pyiceberg does but cannot write yet."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyiceberg.types import (
+    GeographyType,
+    GeometryType,
+    ListType,
+    MapType,
+    StructType,
+    TimestampNanoType,
+    TimestamptzNanoType,
+    UnknownType,
+)
+
+if TYPE_CHECKING:
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import IcebergType
+
+__all__ = ["describe_unwritable", "unwritable_columns"]
+
+# pyiceberg 0.12's Arrow writer cannot produce these (nanosecond timestamps are downcast on
+# write and then refused by its schema resolver; unknown, geometry and geography have no
+# writer), so icemor refuses them by name instead of failing deep inside a write.
+_UNWRITABLE = (TimestampNanoType, TimestamptzNanoType, UnknownType, GeometryType, GeographyType)
+
+
+def unwritable_columns(schema: Schema) -> list[tuple[str, IcebergType]]:
+    """(dotted column name, type) of each column whose type icemor cannot write data of."""
+    out: list[tuple[str, IcebergType]] = []
+
+    def walk(prefix: str, t: IcebergType) -> None:
+        if isinstance(t, _UNWRITABLE):
+            out.append((prefix, t))
+        elif isinstance(t, StructType):
+            for f in t.fields:
+                walk(f"{prefix}.{f.name}" if prefix else f.name, f.field_type)
+        elif isinstance(t, ListType):
+            walk(f"{prefix}.element", t.element_type)
+        elif isinstance(t, MapType):
+            walk(f"{prefix}.key", t.key_type)
+            walk(f"{prefix}.value", t.value_type)
+
+    walk("", schema.as_struct())
+    return out
+
+
+def describe_unwritable(schema: Schema) -> str | None:
+    """One phrase naming the unwritable columns, or None when every column can be written."""
+    found = unwritable_columns(schema)
+    if not found:
+        return None
+    cols = ", ".join(f"{name} ({t})" for name, t in found)
+    return f"icemor cannot write data of these column types yet: {cols}"
