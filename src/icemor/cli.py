@@ -723,10 +723,12 @@ def apply_changes(
         "batch_id": batch_id,
     }
     if _options().engine == Engine.spark:
-        from icemor.engines.spark.changes import read_parquet_in_order
+        from icemor.engines.spark.changes import staged_parquet
 
-        df = read_parquet_in_order(_spark(), [str(f.resolve()) for f in changes])
-        m = t.apply_changes(df, **options)
+        # executors on other hosts cannot read the driver's files: staged in the warehouse
+        paths = [str(f.resolve()) for f in changes]
+        with staged_parquet(_spark(), t.io, t.metadata.location, paths) as df:
+            m = t.apply_changes(df, **options)
     else:
         # one unit of work: the bar shows that it runs and for how long (Spark jobs: their tasks)
         with _progress("applying changes", ""):

@@ -10,7 +10,10 @@ given, the row order of the DataFrame is captured first, before the shuffle, wit
 
 from __future__ import annotations
 
+import contextlib
 import pickle
+import shutil
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -18,12 +21,12 @@ import pyarrow as pa
 from icemor.engines.spark.worker import file_io, io_spec
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Sequence
+    from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 
     from pyiceberg.io import FileIO
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["arrow_schema", "read_parquet_in_order", "run_per_key"]
+__all__ = ["arrow_schema", "read_parquet_in_order", "run_per_key", "staged_parquet"]
 
 
 def arrow_schema(df: DataFrame) -> pa.Schema:
@@ -54,6 +57,46 @@ def read_parquet_in_order(spark: SparkSession, paths: Sequence[str]) -> DataFram
     for df in frames[1:]:
         out = out.unionByName(df)
     return out
+
+
+@contextmanager
+def staged_parquet(
+    spark: SparkSession, io: FileIO, location: str, paths: Sequence[str]
+) -> Generator[DataFrame, None, None]:
+    """Parquet files on the driver's disk as a DataFrame that executors anywhere can read.
+
+    Executors on other hosts cannot open a driver-local path. Each file is copied, a chunk at a
+    time, under a staging prefix of the table (``<location>/metadata/.icemor-staging/<id>/``; the
+    warehouse is the one storage every executor shares) and read from there in the given order
+    (:func:`read_parquet_in_order`); the copies are removed when the block ends.
+
+    Raises:
+        InvalidArgumentError: A file named as Spark's listing skips it (as
+            :func:`read_parquet_in_order`, so both ways of handing changes to Spark agree).
+    """
+    from icemor.engines.spark.native import listing_skips, spark_file_path
+    from icemor.engines.spark.write import Staging
+    from icemor.exceptions import InvalidArgumentError
+
+    for p in paths:
+        if listing_skips(p):
+            msg = f"{p}: Spark skips files named like this (hidden or temporary); rename it"
+            raise InvalidArgumentError(msg)
+    staging = Staging(io, location)
+    staged: list[str] = []
+    try:
+        for i, p in enumerate(paths):
+            target = f"{staging.prefix}/{i:05d}.parquet"
+            staged.append(target)
+            with open(p, "rb") as src, io.new_output(target).create(overwrite=True) as out:
+                shutil.copyfileobj(src, out, 8 << 20)
+        # Spark's own form of a local path; any other scheme as the warehouse names it
+        yield read_parquet_in_order(spark, [spark_file_path(s) or s for s in staged])
+    finally:
+        for s in staged:
+            with contextlib.suppress(OSError):
+                io.delete(s)
+        staging.finish()  # nothing announced is left: it removes the prefix
 
 
 def run_per_key(
