@@ -7,8 +7,13 @@ range). Each engine writes into a fresh copy that registers base's data files (n
 declares ``id`` NOT NULL (the key). The changes are generated up front (outside the timing):
 updates and deletes of ids drawn uniformly from the base, inserts of new ids, full rows, shuffled
 within each batch. Timed: the ``apply_changes`` calls (local: an Arrow table per batch; Spark: a
-DataFrame reading the batch's Parquet file). Every result is checked through Iceberg Java (count,
-sum(id), sum of qty in cents) against a numpy model of the stream before its time counts.
+DataFrame reading the batch's Parquet file, made before the timing as the Arrow tables are: Spark
+infers a Parquet schema with a job of its own, ~0.2 s, which is not apply_changes' work). Each
+engine applies the whole stream ``--runs`` + 1 times, each time to a fresh copy; the first pass is
+a warm-up and the median pass of the others counts, as in the write benchmark (Spark's first
+batches pay its Python workers and JIT: measured, a cold stream 65 k changes/s, the third 217 k).
+Every result is checked through Iceberg Java (count, sum(id), sum of qty in cents) against a numpy
+model of the stream before its time counts.
 
 Then the read benchmark's queries (narrow: count + sum(qty); wide: every column) on the locally
 written table, side by side with a copy of base without changes: icemor local, icemor on Spark
@@ -130,6 +135,23 @@ def _apply_all(table: Any, inputs: list[Any]) -> tuple[list[float], list[Any]]:
     return seconds, metrics
 
 
+def _passes(
+    java: Any, icemor: Any, name: str, inputs: list[Any], expected: tuple[int, int, int], runs: int
+) -> tuple[str, tuple[list[float], list[Any]]]:
+    """Apply the stream ``runs`` + 1 times, each to a fresh copy ``name`` checked through Java;
+    the first is a warm-up. Returns the last copy and the median timed pass (per-batch seconds,
+    metrics)."""
+    passes = []
+    for i in range(runs + 1):
+        ident = _copy(java, name)
+        done = _apply_all(icemor.load_table(ident), inputs)
+        _check(java, ident, expected)
+        if i:
+            passes.append(done)
+    passes.sort(key=lambda p: sum(p[0]))
+    return ident, passes[len(passes) // 2]
+
+
 def _timed(fn: Callable[[], Any], runs: int) -> list[float]:
     fn()  # warm-up
     out = []
@@ -194,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=ROWS, help="rows of base (default 10 M)")
     parser.add_argument("--changes", type=int, default=CHANGES)
     parser.add_argument("--batches", type=int, default=BATCHES)
-    parser.add_argument("--runs", type=int, default=3, help="timed read runs after a warm-up")
+    parser.add_argument("--runs", type=int, default=3, help="timed passes and read runs after a warm-up")
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--skip-spark", action="store_true", help="no Spark-engine apply")
     args = parser.parse_args(argv)
@@ -211,21 +233,19 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, tuple[list[float], list[Any]]] = {}
     load0 = os.getloadavg()
     print("  apply: icemor local ...", flush=True)
-    local_ident = _copy(java, "cdc_local")
-    results["icemor local"] = _apply_all(icemor.load_table(local_ident), batches)
-    _check(java, local_ident, expected)
+    local_ident, results["icemor local"] = _passes(java, icemor, "cdc_local", batches, expected, args.runs)
 
     if not args.skip_spark:
         print("  apply: icemor on Spark ...", flush=True)
-        spark_ident = _copy(java, "cdc_spark")
         with tempfile.TemporaryDirectory() as tmp:
             paths = []
             for n, b in enumerate(batches):
                 paths.append(str(Path(tmp) / f"batch-{n:03d}.parquet"))
                 pq.write_table(b, paths[-1])
-            inputs = [lambda p=p: java.spark.read.parquet(p) for p in paths]
-            results["icemor on Spark"] = _apply_all(icemor.load_table(spark_ident), inputs)
-        _check(java, spark_ident, expected)
+            inputs = [java.spark.read.parquet(p) for p in paths]  # lazy but for the schema
+            spark_ident, results["icemor on Spark"] = _passes(
+                java, icemor, "cdc_spark", inputs, expected, args.runs
+            )
         java.sql(f"DROP TABLE {java.qualified(spark_ident)}")
     load1 = os.getloadavg()
 
@@ -255,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"apply_changes: {args.changes:,} changes (60% U, 20% D, 20% I, uniform keys) onto "
-        f"{args.rows:,} rows in {args.batches} batches; checked through Iceberg Java"
+        f"{args.rows:,} rows in {args.batches} batches, median of {args.runs} passes after a warm-up; "
+        "checked through Iceberg Java"
     )
     table = [["engine", "total s", "changes/s", "per batch s (min / median / max)"]]
     for engine, (seconds, _) in results.items():
@@ -287,6 +308,12 @@ def main(argv: list[str] | None = None) -> int:
         f"\nTarget (issue 10): >= 200,000 changes/s on the local engine: "
         f"{'pass' if rate >= 200_000 else 'FAIL'} ({rate:,.0f})"
     )
+    if "icemor on Spark" in results:
+        rate = args.changes / sum(results["icemor on Spark"][0])
+        print(
+            f"Target (issue 25): >= 200,000 changes/s on Spark ({java.spark.sparkContext.master}): "
+            f"{'pass' if rate >= 200_000 else 'FAIL'} ({rate:,.0f})"
+        )
     java.sql(f"DROP TABLE {java.qualified(base_ident)}")
     java.sql(f"DROP TABLE {java.qualified(local_ident)}")
     java.stop()
