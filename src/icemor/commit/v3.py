@@ -22,8 +22,6 @@ from pyiceberg.manifest import DataFile, FileFormat, ManifestContent, ManifestEn
 
 from icemor._compat.pyiceberg import (
     V3_DATA_FILE_POSITIONS,
-    first_row_id_of,
-    manifest_first_row_id,
     read_manifest_entries_v3,
     read_manifest_list_v3,
     set_spec_id,
@@ -33,6 +31,7 @@ from icemor._compat.pyiceberg import (
     v3_metadata_json,
 )
 from icemor.exceptions import UnsupportedFeatureError
+from icemor.planning.manifest_reader import live_with_first_row_ids
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
@@ -104,17 +103,13 @@ def live_entries(io: FileIO, manifest: ManifestFile, *, v3: bool) -> list[Manife
     if not v3:
         return list(manifest.fetch_manifest_entry(io, discard_deleted=True))
     manifest_seq = manifest.sequence_number
-    next_id = manifest_first_row_id(manifest) if manifest.content == ManifestContent.DATA else None
     out: list[ManifestEntry] = []
-    for entry in read_manifest_entries_v3(io.new_input(manifest.manifest_path)):
+    raw = read_manifest_entries_v3(io.new_input(manifest.manifest_path))
+    for entry, first_row_id in live_with_first_row_ids(manifest, raw):
         df = entry.data_file
         set_spec_id(df, manifest.partition_spec_id)
-        # DELETED entries take no ids: the manifest list advanced by added + existing rows only
-        if entry.status == ManifestEntryStatus.DELETED:
-            continue
-        if next_id is not None and first_row_id_of(df) is None:
-            set_v3_field(df, "first_row_id", next_id)
-            next_id += df.record_count
+        if first_row_id is not None:
+            set_v3_field(df, "first_row_id", first_row_id)
         if entry.sequence_number is None and entry.status == ManifestEntryStatus.ADDED:
             entry.sequence_number = manifest_seq
         if entry.file_sequence_number is None and entry.status == ManifestEntryStatus.ADDED:

@@ -36,6 +36,7 @@ from pyiceberg.io import FileIO, OutputFile
 from icemor._compat import pyiceberg as compat
 from icemor.exceptions import UnsupportedFeatureError, WriteFailedError
 from icemor.io.columns import column_by_path
+from icemor.spec import properties as P
 from icemor.spec.files import FileContent, WrittenFile, written_file
 from icemor.spec.metadata_columns import LAST_UPDATED_SEQUENCE_NUMBER, ROW_ID
 from icemor.spec.v3_types import describe_unwritable
@@ -496,13 +497,6 @@ MEMORY_BUDGET_PROPERTY = "icemor.write.memory-budget-bytes"
 """Table property: the bytes a :class:`TableDataWriter` may hold for its open files."""
 MEMORY_BUDGET_DEFAULT = 512 * 1024 * 1024
 """512 MiB: four of Iceberg's default 128 MiB row groups, or the buffers of hundreds of partitions."""
-_TARGET_FILE_SIZE = "write.target-file-size-bytes"
-_TARGET_FILE_SIZE_DEFAULT = 512 * 1024 * 1024
-_ROW_GROUP_ROWS = "write.parquet.row-group-limit"  # pyiceberg's, in rows
-_ROW_GROUP_ROWS_DEFAULT = 1_048_576
-_ROW_GROUP_BYTES = "write.parquet.row-group-size-bytes"  # Java's
-_ROW_GROUP_BYTES_DEFAULT = 128 * 1024 * 1024
-_COMPRESSION = "write.parquet.compression-codec"
 # what an open file costs besides its buffered rows (writer state; an object store's upload
 # buffer): counted against the budget, so that very many open partitions close files too
 _OPEN_FILE_BYTES_LOCAL = 256 * 1024
@@ -591,14 +585,20 @@ class TableDataWriter:
         self._file_schema = sanitize_column_names(self._schema)
         self._locations = load_location_provider(table_location=metadata.location, table_properties=props)
         self._uuid = write_uuid or uuid_module.uuid4()
-        self._target = max(1, _int_property(props, _TARGET_FILE_SIZE, _TARGET_FILE_SIZE_DEFAULT))
-        self._row_group_rows = max(1, _int_property(props, _ROW_GROUP_ROWS, _ROW_GROUP_ROWS_DEFAULT))
-        self._row_group_bytes = max(1, _int_property(props, _ROW_GROUP_BYTES, _ROW_GROUP_BYTES_DEFAULT))
-        self._compression = props.get(_COMPRESSION, "zstd")
+        self._target = max(
+            1, P.int_property(props, P.WRITE_TARGET_FILE_SIZE_BYTES, P.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT)
+        )
+        self._row_group_rows = max(
+            1, P.int_property(props, P.PARQUET_ROW_GROUP_LIMIT, P.PARQUET_ROW_GROUP_LIMIT_DEFAULT)
+        )
+        self._row_group_bytes = max(
+            1, P.int_property(props, P.PARQUET_ROW_GROUP_SIZE_BYTES, P.PARQUET_ROW_GROUP_SIZE_BYTES_DEFAULT)
+        )
+        self._compression = props.get(P.PARQUET_COMPRESSION, P.PARQUET_COMPRESSION_DEFAULT)
         self.memory_budget_bytes = (
             memory_budget_bytes
             if memory_budget_bytes is not None
-            else _int_property(props, MEMORY_BUDGET_PROPERTY, MEMORY_BUDGET_DEFAULT)
+            else P.int_property(props, MEMORY_BUDGET_PROPERTY, MEMORY_BUDGET_DEFAULT)
         )
         local = metadata.location.startswith(("file:", "/"))
         self._open_file_bytes = _OPEN_FILE_BYTES_LOCAL if local else _OPEN_FILE_BYTES_REMOTE
@@ -782,17 +782,6 @@ def with_row_id(rows: pa.Table, arrow_schema: pa.Schema, *, lineage: bool) -> pa
     if lineage and ROW_ID.name in rows.column_names:
         out = out.append_column(ROW_ID.name, rows.column(ROW_ID.name).cast(pa.int64()))
     return out
-
-
-def _int_property(properties: Mapping[str, str], name: str, default: int) -> int:
-    value = properties.get(name)
-    if value is None:
-        return default
-    try:
-        return int(value)
-    except ValueError as e:
-        msg = f"table property {name}={value!r} is not an integer"
-        raise WriteFailedError(msg) from e
 
 
 def _to_data_file(written: WrittenFile) -> DataFile:

@@ -19,12 +19,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyiceberg.table.snapshots import ancestors_of
 
 from icemor.exceptions import InvalidArgumentError
 from icemor.io.deletes import deleted_positions
 from icemor.planning.manifest_reader import live_delete_files
 from icemor.planning.planner import plan_files
 from icemor.planning.scan_job import resolve_snapshot
+from icemor.spec.describe import summary_int
 from icemor.spec.files import FileContent
 
 if TYPE_CHECKING:
@@ -615,21 +617,13 @@ def _partition_label(metadata: TableMetadata, spec_id: int, values: tuple[Any, .
 
 def _history(metadata: TableMetadata, snapshot: Snapshot | None) -> tuple[SnapshotPoint, ...]:
     """The ancestry of ``snapshot``, oldest first, with the summary's totals."""
-    chain: list[Snapshot] = []
-    seen: set[int] = set()
-    current = snapshot
-    while current is not None and current.snapshot_id not in seen:
-        seen.add(current.snapshot_id)
-        chain.append(current)
-        current = metadata.snapshot_by_id(current.parent_snapshot_id) if current.parent_snapshot_id else None
     points = []
-    for s in reversed(chain):
+    for s in reversed(list(ancestors_of(snapshot, metadata))):
         summary = s.summary
         props = summary.additional_properties if summary is not None else {}
 
         def num(key: str, props: Mapping[str, str] = props) -> int | None:
-            text = props.get(key)
-            return int(text) if text is not None and text.lstrip("-").isdigit() else None
+            return summary_int(props, key)
 
         points.append(
             SnapshotPoint(

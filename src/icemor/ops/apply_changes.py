@@ -110,10 +110,6 @@ _OPS = {
 _OP_HELP = "use I/insert, U/update_after, -U/update_before or D/delete"
 _SEQ = "__icemor_seq"
 """Row order of a Spark DataFrame, captured before it is shuffled by key."""
-_ROW_GROUP_SIZE = "write.parquet.row-group-size-bytes"
-_ROW_GROUP_SIZE_DEFAULT = 128 * 1024 * 1024
-_TARGET_FILE_SIZE = "write.target-file-size-bytes"
-_TARGET_FILE_SIZE_DEFAULT = 512 * 1024 * 1024
 _UNSET_SPEC = -1
 """Spec id of global equality deletes before the unpartitioned spec is added (at commit)."""
 
@@ -328,11 +324,15 @@ def prepare_changes(
         global_spec_id=global_spec_id,
         commit_id=uuid.uuid4().hex[:12],
         properties=props,
-        target_file_size=P.int_property(props, _TARGET_FILE_SIZE, _TARGET_FILE_SIZE_DEFAULT),
+        target_file_size=P.int_property(
+            props, P.WRITE_TARGET_FILE_SIZE_BYTES, P.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT
+        ),
         delete_target_file_size=P.int_property(
             props, P.DELETE_TARGET_FILE_SIZE_BYTES, P.DELETE_TARGET_FILE_SIZE_BYTES_DEFAULT
         ),
-        row_group_bytes=P.int_property(props, _ROW_GROUP_SIZE, _ROW_GROUP_SIZE_DEFAULT),
+        row_group_bytes=P.int_property(
+            props, P.PARQUET_ROW_GROUP_SIZE_BYTES, P.PARQUET_ROW_GROUP_SIZE_BYTES_DEFAULT
+        ),
         compression=props.get(P.PARQUET_COMPRESSION, P.PARQUET_COMPRESSION_DEFAULT),
     )
 

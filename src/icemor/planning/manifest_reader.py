@@ -33,13 +33,16 @@ from icemor.spec.files import DataFileRef, DeleteFileRef, FileContent
 from icemor.spec.rules import file_path_bounds_scope
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
     from pyiceberg.io import FileIO
-    from pyiceberg.manifest import ManifestFile
+    from pyiceberg.manifest import ManifestEntry, ManifestFile
     from pyiceberg.table.snapshots import Snapshot
 
 __all__ = [
     "ManifestFileEntry",
     "live_delete_files",
+    "live_with_first_row_ids",
     "manifest_entries_cached",
     "read_manifest_entries",
     "read_manifest_list",
@@ -180,6 +183,27 @@ def _entries_key(manifest: ManifestFile) -> tuple[str, int, int, int | None]:
     )
 
 
+def live_with_first_row_ids(
+    manifest: ManifestFile, entries: Iterable[ManifestEntry]
+) -> Iterator[tuple[ManifestEntry, int | None]]:
+    """The live (ADDED, EXISTING) entries of ``manifest``, each with its data file's first_row_id.
+
+    Inheritance as the spec's "First Row ID Inheritance" and Java's ``ManifestReader.idAssigner``:
+    a data file without one gets the manifest's plus the record counts of the live data files
+    before it that had none; DELETED entries take no ids (the manifest list advanced by added
+    and existing rows only). A manifest without one (listed before a v3 upgrade) gives none.
+    """
+    next_id = manifest_first_row_id(manifest) if manifest.content == ManifestContent.DATA else None
+    for entry in entries:
+        if entry.status == ManifestEntryStatus.DELETED:
+            continue
+        first_row_id = first_row_id_of(entry.data_file)
+        if first_row_id is None and next_id is not None:
+            first_row_id = next_id
+            next_id += entry.data_file.record_count
+        yield entry, first_row_id
+
+
 def _sized(entries: list[ManifestFileEntry]) -> tuple[tuple[ManifestFileEntry, ...], int]:
     # decoded entries (metrics maps, partition records) are roughly 2 KiB each
     return tuple(entries), 1024 + 2048 * len(entries)
@@ -196,17 +220,7 @@ def _decode_entries(io: FileIO, manifest: ManifestFile) -> list[ManifestFileEntr
 
     out: list[ManifestFileEntry] = []
     manifest_seq = manifest.sequence_number or 0
-    # first_row_id inheritance (spec, "Row Lineage"; Java's ManifestReader.idAssigner): the
-    # manifest's, plus the record counts of the live data files before it that have none; a
-    # manifest without one (listed before a v3 upgrade) gives its files none
-    next_id = manifest_first_row_id(manifest) if manifest.content == ManifestContent.DATA else None
-    for entry in raw:
-        if entry.status == ManifestEntryStatus.DELETED:
-            continue
-        first_row_id = first_row_id_of(entry.data_file) if next_id is not None else None
-        if next_id is not None and first_row_id is None:
-            first_row_id = next_id
-            next_id += entry.data_file.record_count
+    for entry, first_row_id in live_with_first_row_ids(manifest, raw):
         data_seq = entry.sequence_number
         if data_seq is None:
             if entry.status != ManifestEntryStatus.ADDED and manifest_seq != 0:

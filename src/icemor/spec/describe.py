@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from pyiceberg.schema import Schema
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.refs import SnapshotRef
@@ -23,6 +25,7 @@ __all__ = [
     "describe",
     "history",
     "snapshots",
+    "summary_int",
 ]
 
 
@@ -131,6 +134,12 @@ def describe(metadata: TableMetadata, name: str) -> TableDescription:
     )
 
 
+def summary_int(summary: Mapping[str, str], key: str) -> int | None:
+    """An integer count of a snapshot summary; None when absent or not an integer."""
+    value = summary.get(key)
+    return int(value) if value is not None and value.lstrip("-").isdigit() else None
+
+
 def snapshots(metadata: TableMetadata) -> list[SnapshotInfo]:
     """Every snapshot in the metadata, oldest first, with its summary counts and refs."""
     refs = _refs_by_snapshot(metadata)
@@ -140,8 +149,7 @@ def snapshots(metadata: TableMetadata) -> list[SnapshotInfo]:
         operation = snap.summary.operation.value if snap.summary is not None else None
 
         def count(key: str, summary: dict[str, str] = summary) -> int | None:
-            value = summary.get(key)
-            return int(value) if value is not None and value.lstrip("-").isdigit() else None
+            return summary_int(summary, key)
 
         out.append(
             SnapshotInfo(

@@ -52,6 +52,8 @@ WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT = 512 * 1024 * 1024
 
 PARQUET_ROW_GROUP_LIMIT = "write.parquet.row-group-limit"  # pyiceberg's, in rows
 PARQUET_ROW_GROUP_LIMIT_DEFAULT = 1_048_576
+PARQUET_ROW_GROUP_SIZE_BYTES = "write.parquet.row-group-size-bytes"  # Java's
+PARQUET_ROW_GROUP_SIZE_BYTES_DEFAULT = 128 * 1024 * 1024
 
 PARQUET_COMPRESSION = "write.parquet.compression-codec"
 PARQUET_COMPRESSION_DEFAULT = "zstd"

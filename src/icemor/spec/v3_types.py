@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pyiceberg.schema import index_by_id
 from pyiceberg.types import (
     GeographyType,
     GeometryType,
-    ListType,
-    MapType,
-    StructType,
     TimestampNanoType,
     TimestamptzNanoType,
     UnknownType,
@@ -29,22 +27,11 @@ _UNWRITABLE = (TimestampNanoType, TimestamptzNanoType, UnknownType, GeometryType
 
 def unwritable_columns(schema: Schema) -> list[tuple[str, IcebergType]]:
     """(dotted column name, type) of each column whose type icemor cannot write data of."""
-    out: list[tuple[str, IcebergType]] = []
-
-    def walk(prefix: str, t: IcebergType) -> None:
-        if isinstance(t, _UNWRITABLE):
-            out.append((prefix, t))
-        elif isinstance(t, StructType):
-            for f in t.fields:
-                walk(f"{prefix}.{f.name}" if prefix else f.name, f.field_type)
-        elif isinstance(t, ListType):
-            walk(f"{prefix}.element", t.element_type)
-        elif isinstance(t, MapType):
-            walk(f"{prefix}.key", t.key_type)
-            walk(f"{prefix}.value", t.value_type)
-
-    walk("", schema.as_struct())
-    return out
+    return [
+        (schema.find_column_name(fid) or f.name, f.field_type)
+        for fid, f in index_by_id(schema).items()
+        if isinstance(f.field_type, _UNWRITABLE)
+    ]
 
 
 def describe_unwritable(schema: Schema) -> str | None:
