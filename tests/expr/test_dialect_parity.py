@@ -3,7 +3,7 @@
 Random expressions from the subset (``exprgen``: comparisons, arithmetic, boolean logic,
 IN, BETWEEN, LIKE/ILIKE, IS [NOT] NULL, CASE, CAST, coalesce, string and date functions, NULL
 everywhere) are evaluated over the same rows by DuckDB (``icemor.expr.duck.session()``, as
-UPDATE and MERGE run locally) and by Spark 3.5 (``run_sql``, as they run on Spark), and the
+UPDATE and MERGE run locally) and by Spark 3.5 (``sql_dataframe``, as they run on Spark), and the
 results compared row by row. So are the values UPDATE and MERGE store (``Dialect.cast``).
 Where the engines differ outside the subset is written down in docs/sql.md; the boundary
 cases here pin what icemor does about the differences it removes.
@@ -58,7 +58,7 @@ EXAMPLES = int(os.environ.get("ICEMOR_PARITY_EXAMPLES", "40"))  # more to hunt f
 def sql_spark(spark: SparkSession) -> Iterator[SparkSession]:
     """The oracle session with Arrow transfer on, as icemor's own sessions have it.
 
-    (``run_sql`` hands its inputs to Spark as pandas; without Arrow, PySpark cannot take a
+    (``sql_dataframe`` hands its inputs to Spark as pandas; without Arrow, PySpark cannot take a
     nullable integer column.)
     """
     key = "spark.sql.execution.arrow.pyspark.enabled"
@@ -83,10 +83,13 @@ def duck_columns(sqls: Sequence[str], table: pa.Table = TABLE) -> list[list[Any]
 
 
 def spark_columns(spark: SparkSession, sqls: Sequence[str], table: pa.Table = TABLE) -> list[list[Any]]:
-    from icemor.engines.spark.sql import run_sql
+    from icemor.engines.spark import collect_arrow
+    from icemor.engines.spark.sql import sql_dataframe
 
     select = ", ".join(f"({sql}\n) AS c{k}" for k, sql in enumerate(sqls))
-    out = run_sql(spark, lambda v: f"SELECT {select} FROM {v['src']} ORDER BY rid", tables={"src": table})
+    query = lambda v: f"SELECT {select} FROM {v['src']} ORDER BY rid"  # noqa: E731
+    with sql_dataframe(spark, query, tables={"src": table}) as df:
+        out = collect_arrow(df)  # a few rows per expression: the comparison happens here
     return [out.column(k).to_pylist() for k in range(len(sqls))]
 
 

@@ -4,7 +4,7 @@ UPDATE and MERGE on the Spark engine evaluate their conditions and values as Spa
 target scan becomes a DataFrame (read on the executors, deletes applied), small inputs (a MERGE
 source already on the driver) become DataFrames, each under a temporary view name, and the
 statement's DataFrame is handed on (:func:`sql_dataframe`: UPDATE and MERGE write from it on
-the executors) or collected as Arrow (:func:`run_sql`). Views are dropped afterwards.
+the executors; nothing is collected). Views are dropped afterwards.
 
 The statement holds user text (conditions, values), so it is never a template: the caller
 builds it from the view names, which are chosen first. (Replacing ``{target}`` in the finished
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from icemor.engines.spark import collect_arrow, scan_to_dataframe
+from icemor.engines.spark import scan_to_dataframe
 from icemor.exceptions import InvalidArgumentError
 from icemor.expr.sql import quote_identifier
 
@@ -30,32 +30,7 @@ if TYPE_CHECKING:
 
     from icemor.planning.scan_job import ScanJob
 
-__all__ = ["arrow_to_dataframe", "run_sql", "sql_dataframe"]
-
-
-def run_sql(
-    spark: SparkSession,
-    build: Callable[[Mapping[str, str]], str],
-    *,
-    scans: Mapping[str, ScanJob] | None = None,
-    tables: Mapping[str, pa.Table] | None = None,
-    frames: Mapping[str, DataFrame] | None = None,
-) -> pa.Table:
-    """Run the statement ``build`` makes from the views of the given scans, tables and frames.
-
-    Args:
-        spark: The session.
-        build: Given each input's name -> its view, quoted as an SQL identifier, the statement
-            (``lambda v: f"SELECT … FROM {v['target']}"``).
-        scans: Merge-on-read scans, read on the executors.
-        tables: Driver-side Arrow tables.
-        frames: DataFrames.
-
-    Raises:
-        InvalidArgumentError: Spark's analyzer or parser refuses the statement (its first line).
-    """
-    with sql_dataframe(spark, build, scans=scans, tables=tables, frames=frames) as df:
-        return collect_arrow(df)
+__all__ = ["arrow_to_dataframe", "sql_dataframe"]
 
 
 @contextmanager
@@ -69,14 +44,23 @@ def sql_dataframe(
 ) -> Iterator[DataFrame]:
     """The statement's DataFrame, not collected; its input views exist until the block ends.
 
-    Arguments and errors as :func:`run_sql`.
+    Args:
+        spark: The session.
+        build: Given each input's name -> its view, quoted as an SQL identifier, the statement
+            (``lambda v: f"SELECT … FROM {v['target']}"``).
+        scans: Merge-on-read scans, read on the executors.
+        tables: Driver-side Arrow tables.
+        frames: DataFrames.
+
+    Raises:
+        InvalidArgumentError: Spark's analyzer or parser refuses the statement (its first line).
     """
     from pyspark.errors import AnalysisException, ParseException
 
     suffix = uuid.uuid4().hex[:12]
     inputs = [*(scans or {}), *(tables or {}), *(frames or {})]
     if len(set(inputs)) != len(inputs):
-        msg = f"run_sql: an input name is given twice ({', '.join(inputs)})"
+        msg = f"sql_dataframe: an input name is given twice ({', '.join(inputs)})"
         raise ValueError(msg)
     views = {name: f"__icemor_{k}_{suffix}" for k, name in enumerate(inputs)}
     made: list[str] = []
