@@ -33,7 +33,14 @@ def io_spec(io: FileIO, location: str) -> IOSpec:
 
 
 def file_io(properties: tuple[tuple[str, str], ...], location: str) -> FileIO:
-    """The FileIO of this worker process for ``(properties, location)`` (created once)."""
+    """The FileIO of this worker process for ``(properties, location)`` (created once).
+
+    Every icemor task on a Python worker starts here, so this is also where the worker stops
+    re-reading PySpark's archives before each later task (:func:`spare_zip_rescans`).
+    """
+    from icemor.engines.spark._compat import spare_zip_rescans
+
+    spare_zip_rescans()
     key = (properties, location)
     io = _IO_CACHE.get(key)
     if io is None:

@@ -24,6 +24,10 @@ BORROWED: tuple[tuple[str, str], ...] = (
     ("pyspark.sql.pandas.types", "from_arrow_schema"),
 )
 
+WORKER_MODULE = "pyspark.worker_util"
+"""The module whose per-task setup calls ``importlib.invalidate_caches()`` (see
+:func:`icemor.engines.spark._compat.spare_zip_rescans`)."""
+
 ROW_INDEX_COLUMN = "_tmp_metadata_row_index"
 """The column Spark's Parquet reader fills with each row's position when the read schema names it
 (``ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME``, unchanged in Spark 4). Why: read
