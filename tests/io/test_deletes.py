@@ -94,3 +94,22 @@ def test_only_local_files_of_pyarrows_file_io_are_memory_mapped(tmp_path: Path) 
     mapped.close()
     with pytest.raises(MissingFileError, match="not found"):
         open_parquet(io, f"file:{tmp_path / 'gone.parquet'}", memory_map=True)
+
+
+def test_sorted_unique_matches_numpy_unique() -> None:
+    import numpy as np
+
+    from icemor.io.deletes import sorted_unique
+
+    rng = np.random.default_rng(7)
+    cases = [
+        np.zeros(0, np.int64),
+        np.array([5], np.int64),
+        np.arange(0, 1000, 3, dtype=np.int64),  # already strictly increasing: returned as is
+        np.array([1, 1, 2, 9, 9, 9], np.int64),  # sorted with repeats
+        rng.integers(0, 500, 2000).astype(np.int64),  # unsorted with repeats
+    ]
+    for a in cases:
+        assert np.array_equal(sorted_unique(a), np.unique(a))
+    increasing = np.arange(10, dtype=np.int64)
+    assert sorted_unique(increasing) is increasing

@@ -30,9 +30,28 @@ if TYPE_CHECKING:
     from pyiceberg.table.name_mapping import NameMapping
     from pyiceberg.types import IcebergType
 
-__all__ = ["deleted_positions", "equality_delete_sets", "fully_deleted", "open_parquet", "reaching"]
+__all__ = [
+    "deleted_positions",
+    "equality_delete_sets",
+    "fully_deleted",
+    "open_parquet",
+    "reaching",
+    "sorted_unique",
+]
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def sorted_unique(positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """``np.unique(positions)``, without its sort when they already increase strictly.
+
+    Positions usually arrive sorted (the spec orders delete files by ``file_path, pos``; Spark
+    tasks get theirs sorted): one comparison pass (~0.1 ms per 100k) instead of a sort
+    (15-25 ms per 100k on the bench host).
+    """
+    if len(positions) < 2 or bool((positions[1:] > positions[:-1]).all()):
+        return positions
+    return np.unique(positions)
 
 
 @contextmanager
@@ -134,7 +153,7 @@ def _position_file(io: FileIO, ref: DeleteFileRef) -> tuple[dict[str, npt.NDArra
     lists = grouped.column(f"{pos_col}_list")
     for i, p in enumerate(paths):
         # unique: the spec does not forbid a position twice, and counts must not see it twice
-        out[p] = np.unique(lists[i].values.to_numpy(zero_copy_only=False).astype(np.int64, copy=False))
+        out[p] = sorted_unique(lists[i].values.to_numpy(zero_copy_only=False).astype(np.int64, copy=False))
     return out, table.nbytes + 8 * table.num_rows
 
 
@@ -183,7 +202,7 @@ def deleted_positions(io: FileIO, data_path: str, deletes: Sequence[DeleteFileRe
         return _EMPTY
     if len(parts) == 1:
         return parts[0]
-    return np.unique(np.concatenate(parts))
+    return sorted_unique(np.concatenate(parts))
 
 
 def fully_deleted(io: FileIO, data_file: DataFileRef, deletes: Sequence[DeleteFileRef]) -> bool:

@@ -31,7 +31,7 @@ from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.typedef import Record
 
 from icemor.exceptions import IcemorError, InvalidArgumentError, UnsupportedFeatureError
-from icemor.io.deletes import deleted_positions
+from icemor.io.deletes import deleted_positions, sorted_unique
 from icemor.io.puffin import write_deletion_vectors
 from icemor.io.reader import count_task, read_task
 from icemor.io.writers import DeleteFileTarget, remove_written, write_position_deletes
@@ -203,7 +203,7 @@ def delete_unit(io: FileIO, unit: DeleteUnit) -> UnitResult:
             matched = np.union1d(matched, older)
             removed.extend(scoped)
         else:
-            matched = np.sort(matched)
+            matched = sorted_unique(matched)
         pending.append((f.path, matched))
     if not pending:
         written: list[WrittenFile] = []
@@ -549,10 +549,10 @@ class _ChangeTask:
     def _close(self, path: str) -> None:
         matched, deleted = self.open.pop(path)
         if self.change.unique is not None:
-            every = np.sort(np.concatenate(matched))
-            if len(every) > 1 and bool((every[1:] == every[:-1]).any()):
+            every = np.concatenate(matched)
+            if len(sorted_unique(every)) != len(every):
                 raise InvalidArgumentError(self.change.unique)
-        positions = np.unique(np.concatenate(deleted)) if deleted else np.zeros(0, np.int64)
+        positions = sorted_unique(np.concatenate(deleted)) if deleted else np.zeros(0, np.int64)
         if not len(positions):
             return
         unit = self.change.units.get(path)
