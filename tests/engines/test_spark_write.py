@@ -122,7 +122,8 @@ def collected(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Collected]:
 
 
 def _only_metadata(record: _Collected, tasks: int) -> None:
-    """Each collected result is the tasks' pickled metadata: one ``result`` row per task at most."""
+    """Each collected result is the tasks' pickled metadata: one ``result`` row per task at most
+    (``tasks``: the most tasks a write may have, shuffled or one per scan task)."""
     assert record.results, "the operation collected nothing: was it run on Spark?"
     for columns, rows in record.results:
         assert columns == ["result"], f"rows came to the driver: {columns}"
@@ -201,7 +202,65 @@ def test_delete_update_merge_on_executors_match_a_model(
         counts["inserted"],
     )
     assert Counter(oracle.rows(name)) == Counter(model)
-    _only_metadata(collected, tasks)
+    # a DELETE or UPDATE writes from its scan tasks (at most one per data file), MERGE shuffled
+    _only_metadata(
+        collected, max(tasks, len(oracle.sql(f"SELECT * FROM {oracle.qualified(name)}.all_data_files")))
+    )
+    on_disk, referenced = _files_left(oracle, name)
+    assert on_disk == referenced
+
+
+def test_a_data_file_read_by_two_tasks_is_written_again_shuffled(
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The clustered write (no shuffle) relies on each data file coming to one task. When Spark
+    splits one across tasks anyway, nothing of that pass is committed or left on disk, and the
+    write runs again shuffled: one delete file per data file, the right rows for Java."""
+    import contextlib
+
+    from icemor.engines.spark import write
+
+    spark = oracle.spark
+    name = f"{ns}.t"
+    # one data file of many small row groups, so that small splits give its rows to several tasks
+    oracle.create_table(
+        name, "id BIGINT, k STRING, qty BIGINT", properties={"write.parquet.row-group-size-bytes": "4096"}
+    )
+    q = oracle.qualified(name)
+    oracle.sql(
+        f"INSERT INTO {q} SELECT /*+ COALESCE(1) */ id, concat('k', id % 4), id * 2 FROM range(0, 20000)"
+    )
+    before = {r[0] for r in oracle.sql(f"SELECT file_path FROM {q}.data_files")}
+    assert len(before) == 1
+
+    @contextlib.contextmanager
+    def small_splits(spark_session: Any, sizes: Any) -> Iterator[None]:
+        conf = spark_session.conf
+        old = conf.get("spark.sql.files.maxPartitionBytes"), conf.get("spark.sql.files.openCostInBytes")
+        conf.set("spark.sql.files.maxPartitionBytes", "16384")
+        conf.set("spark.sql.files.openCostInBytes", "0")
+        try:
+            yield
+        finally:
+            conf.set("spark.sql.files.maxPartitionBytes", old[0])
+            conf.set("spark.sql.files.openCostInBytes", old[1])
+
+    passes: list[bool] = []
+    real = write.write_changes
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        passes.append(bool(kwargs.get("clustered")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(write, "_whole_files", small_splits)
+    monkeypatch.setattr(write, "write_changes", recording)
+    table = icemor.load_table(name, catalog=catalog)
+    m = table.delete("id % 10 = 3", spark=spark)
+    assert passes == [True, False]  # the clustered pass saw the file twice; the shuffled one wrote
+    assert m.deleted_rows == 2000
+    assert sorted(r[0] for r in oracle.sql(f"SELECT id FROM {q}")) == [i for i in range(20000) if i % 10 != 3]
+    deletes = oracle.sql(f"SELECT file_path, record_count FROM {q}.delete_files")
+    assert [r[1] for r in deletes] == [2000]  # one delete file for the one data file
     on_disk, referenced = _files_left(oracle, name)
     assert on_disk == referenced
 

@@ -184,6 +184,7 @@ def _delete_on_spark(
         conflict_filter=job.options.row_filter,
         options=opts,
         commit=commit,
+        clustered=True,
     )
     return outcome[0]
 

@@ -356,6 +356,7 @@ def write_and_commit_on_spark(
     unique: str | None = None,
     options: ReadOptions | None = None,
     commit: Callable[[Sequence[UnitResult], Sequence[WrittenFile]], RowLevelResult] | None = None,
+    clustered: bool = False,
 ) -> SparkChanges:
     """Write ``changes`` (``_file``, ``_pos``, the new row) on the executors and commit once.
 
@@ -373,47 +374,61 @@ def write_and_commit_on_spark(
         unique: The error if a target row comes twice (MERGE).
         options: Read options of the delete units (default the job's).
         commit: Commits the written files instead of :func:`commit_written`.
+        clustered: ``changes`` is ``job``'s scan filtered and projected (no join, no
+            aggregate): written without a shuffle when each data file came to one task, else
+            written again with it (:func:`icemor.engines.spark.write.write_changes`).
 
     Raises:
         InvalidArgumentError: From the tasks (``unique``, a NULL in a required column).
         CommitConflictError: A concurrent commit conflicts; nothing is committed.
     """
-    from icemor.engines.spark.write import Staging, write_changes
+    from icemor.engines.spark.write import Staging, files_seen_twice, write_changes
 
     _isolation(table, isolation_property)  # a bad property refuses before anything is written
-    units = delete_units(table, job.live_files(), options or job.options)
+    live = job.live_files()
+    units = delete_units(table, live, options or job.options)
     templates = {p.data_file.path: u for u in units for p in u.files}
     change = ChangeWrite(templates, table.metadata, unique)
-    staging = Staging(table.io, table.metadata.location)
-    keep: set[str] = set()
-    try:
-        outcomes: list[ChangeResult] = write_changes(
-            changes,
-            table.io,
-            table.metadata.location,
-            write_change_task,
-            change,
-            staging=staging,
-            row_columns=[f.name for f in table.metadata.schema().fields],
-        )
-        results = tuple(u for o in outcomes for u in o.units)
-        data = [w for o in outcomes for w in o.data]
-        # given to the commit: it removes them itself when refused, keeps them when it may have
-        # happened; every other announced file (failed or lost attempts) goes below
-        keep = {w.path for w in data} | {w.path for r in results for w in r.written}
-        if commit is not None:
-            result = commit(results, data)
-        else:
-            result = commit_written(
-                table,
-                job,
-                results,
-                data,
-                isolation_property=isolation_property,
-                conflict_filter=conflict_filter,
+    data_paths = set(templates)
+    # a clustered write whose check fails is written again, shuffled (see write_changes)
+    for shuffled in (False, True) if clustered else (True,):
+        staging = Staging(table.io, table.metadata.location)
+        keep: set[str] = set()
+        try:
+            outcomes: list[ChangeResult] = write_changes(
+                changes,
+                table.io,
+                table.metadata.location,
+                write_change_task,
+                change,
+                staging=staging,
+                row_columns=[f.name for f in table.metadata.schema().fields],
+                clustered=not shuffled,
+                file_sizes=[p.data_file.file_size_in_bytes for p in live],
             )
-    finally:
-        staging.finish(keep)
+            results = tuple(u for o in outcomes for u in o.units)
+            if not shuffled:
+                seen = [p for r in results for p in (*r.referenced, *r.removed) if p in data_paths]
+                if files_seen_twice(seen):
+                    continue  # a data file came to two tasks: everything written goes below
+            data = [w for o in outcomes for w in o.data]
+            # given to the commit: it removes them itself when refused, keeps them when it may
+            # have happened; every other announced file (failed or lost attempts) goes below
+            keep = {w.path for w in data} | {w.path for r in results for w in r.written}
+            if commit is not None:
+                result = commit(results, data)
+            else:
+                result = commit_written(
+                    table,
+                    job,
+                    results,
+                    data,
+                    isolation_property=isolation_property,
+                    conflict_filter=conflict_filter,
+                )
+            break
+        finally:
+            staging.finish(keep)
     return SparkChanges(
         result,
         deleted=sum(o.deleted for o in outcomes),

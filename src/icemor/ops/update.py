@@ -217,6 +217,7 @@ def _update_on_spark(
             changes,
             isolation_property=P.UPDATE_ISOLATION_LEVEL,
             conflict_filter=plan.job.options.row_filter,
+            clustered=True,
         )
     result = done.result
     return UpdateMetrics(
