@@ -265,6 +265,55 @@ def test_a_data_file_read_by_two_tasks_is_written_again_shuffled(
     assert on_disk == referenced
 
 
+def test_python_worker_scans_read_whole_files_for_a_clustered_write(
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file with equality deletes is read by icemor's Python workers, which split files at
+    row groups for plain reads; a clustered write must get it whole (else it is written twice)."""
+    import pyarrow as pa
+
+    from icemor.engines.spark import write
+
+    spark = oracle.spark
+    name = f"{ns}.t"
+    oracle.create_table(
+        name,
+        "id BIGINT, k STRING, qty BIGINT",
+        properties={"write.parquet.row-group-size-bytes": "4096", "read.split.target-size": "8192"},
+    )
+    q = oracle.qualified(name)
+    oracle.sql(
+        f"INSERT INTO {q} SELECT /*+ COALESCE(1) */ id, concat('k', id % 4), id * 2 FROM range(0, 20000)"
+    )
+    table = icemor.load_table(name, catalog=catalog)
+    changes = pa.table(
+        {
+            "op": ["D", "D"],
+            "id": pa.array([5, 6], pa.int64()),
+            "k": [None, None],
+            "qty": pa.array([None, None], pa.int64()),
+        }
+    )
+    table.apply_changes(
+        changes, key=["id"], allow_nullable_key=True
+    )  # equality deletes: the file goes to the Python workers
+    assert len(table.refresh().scan().to_arrow()) == 19998
+
+    passes: list[bool] = []
+    real = write.write_changes
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        passes.append(bool(kwargs.get("clustered")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(write, "write_changes", recording)
+    m = table.refresh().delete("id % 10 = 3", spark=spark)
+    assert passes == [True]  # whole files: no second, shuffled pass
+    assert m.deleted_rows == 2000
+    expected = [i for i in range(20000) if i % 10 != 3 and i not in (5, 6)]
+    assert sorted(r[0] for r in oracle.sql(f"SELECT id FROM {q}")) == expected
+
+
 def test_duplicate_match_commits_nothing_and_leaves_no_file(
     oracle: IcebergJava, catalog: SqlCatalog, ns: str
 ) -> None:

@@ -276,3 +276,18 @@ def test_split_options_from_properties() -> None:
     assert SplitOptions.from_properties(props, target_size=5, lookback=None) == SplitOptions(5, 7, 3)
     # Iceberg Java's defaults: 128 MiB, 4 MiB, 10
     assert SplitOptions.from_properties({}) == SplitOptions(128 * 1024 * 1024, 4 * 1024 * 1024, 10)
+
+
+def test_split_false_keeps_every_file_whole_and_still_packs_small_ones() -> None:
+    # a write that clusters by file in the scan's tasks needs each file in one task, from row 0
+    offsets = [i * 100 for i in range(10)]
+    files = [planned("big", 1000, offsets), planned("s1", 40), planned("s2", 40)]
+    options = SplitOptions(target_size=250, open_file_cost=1, lookback=10)
+    split = plan_tasks(files, options)
+    assert sum(t.data_file.path == "big" for ct in split for t in ct.tasks) == 10  # default: pieces
+    whole = plan_tasks(files, options, split=False)
+    pieces = [t for ct in whole for t in ct.tasks]
+    assert sorted(t.data_file.path for t in pieces) == ["big", "s1", "s2"]
+    big = next(t for t in pieces if t.data_file.path == "big")
+    assert (big.start, big.length) == (0, 1000)
+    assert len(whole) == 2  # the two small files still share a task

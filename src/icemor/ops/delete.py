@@ -169,6 +169,7 @@ def _delete_on_spark(
     from icemor.ops.rowlevel import RowLevelResult, write_and_commit_on_spark
 
     outcome: list[DeleteMetrics] = []
+    job.whole_files = True  # the write runs in the scan's tasks (clustered=True below)
 
     def commit(results: Sequence[UnitResult], data: Sequence[WrittenFile]) -> RowLevelResult:
         assert not data  # a DELETE writes no rows

@@ -208,6 +208,7 @@ def _update_on_spark(
     from icemor.engines.spark.sql import sql_dataframe
     from icemor.ops.rowlevel import write_and_commit_on_spark
 
+    plan.job.whole_files = True  # the write runs in the scan's tasks (clustered=True below)
     with sql_dataframe(
         spark, lambda v: plan.select_sql(SPARK, target=v["target"]), scans={"target": plan.job}
     ) as changes:

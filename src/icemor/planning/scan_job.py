@@ -61,6 +61,9 @@ class ScanJob:
     the part of it that prunes (implied by it)."""
     output_names: tuple[str, ...] | None = None
     """With ``residual``: the columns the scan yields; the others were read for the condition."""
+    whole_files: bool = False
+    """Tasks read whole data files, never a piece of one: a Spark write that relies on each
+    file's rows coming to one task (see :func:`icemor.engines.spark.write.write_changes`)."""
 
     @cached_property
     def planned(self) -> list[PlannedFile]:
@@ -95,7 +98,11 @@ class ScanJob:
         self, files: Sequence[PlannedFile] | None = None, **overrides: int | None
     ) -> list[CombinedScanTask]:
         """Split and combine ``files`` (default: the live files) by ``read.split.*``."""
-        return plan_tasks(self.live_files() if files is None else files, self.split_options(**overrides))
+        return plan_tasks(
+            self.live_files() if files is None else files,
+            self.split_options(**overrides),
+            split=not self.whole_files,
+        )
 
     @property
     def arrow_schema(self) -> pa.Schema:

@@ -79,9 +79,19 @@ def _weight(task: FileScanTask, open_file_cost: int) -> int:
     return max(task.size_in_bytes(), (1 + len(task.delete_files)) * open_file_cost)
 
 
-def plan_tasks(files: Iterable[PlannedFile], options: SplitOptions) -> list[CombinedScanTask]:
-    """Split then bin-pack (first fit over the last ``lookback`` open bins, as Iceberg's BinPacking)."""
-    pieces = [t for pf in files for t in split_file(pf, options.target_size)]
+def plan_tasks(
+    files: Iterable[PlannedFile], options: SplitOptions, *, split: bool = True
+) -> list[CombinedScanTask]:
+    """Split then bin-pack (first fit over the last ``lookback`` open bins, as Iceberg's BinPacking).
+
+    ``split=False`` keeps every file whole: each one is read by one task, from its first row.
+    """
+    size = options.target_size
+    pieces = [
+        t
+        for pf in files
+        for t in split_file(pf, size if split else max(size, pf.data_file.file_size_in_bytes))
+    ]
     bins: list[tuple[int, list[FileScanTask]]] = []
     done: list[CombinedScanTask] = []
     for piece in pieces:
