@@ -210,8 +210,24 @@ def test_delete_update_merge_on_executors_match_a_model(
     assert on_disk == referenced
 
 
+@pytest.fixture
+def passes(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Each pass of write_changes while the test runs: whether it was clustered (no shuffle)."""
+    from icemor.engines.spark import write
+
+    seen: list[bool] = []
+    real = write.write_changes
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        seen.append(bool(kwargs.get("clustered")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(write, "write_changes", recording)
+    return seen
+
+
 def test_a_data_file_read_by_two_tasks_is_written_again_shuffled(
-    oracle: IcebergJava, catalog: SqlCatalog, ns: str, monkeypatch: pytest.MonkeyPatch
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str, monkeypatch: pytest.MonkeyPatch, passes: list[bool]
 ) -> None:
     """The clustered write (no shuffle) relies on each data file coming to one task. When Spark
     splits one across tasks anyway, nothing of that pass is committed or left on disk, and the
@@ -245,15 +261,7 @@ def test_a_data_file_read_by_two_tasks_is_written_again_shuffled(
             conf.set("spark.sql.files.maxPartitionBytes", old[0])
             conf.set("spark.sql.files.openCostInBytes", old[1])
 
-    passes: list[bool] = []
-    real = write.write_changes
-
-    def recording(*args: Any, **kwargs: Any) -> Any:
-        passes.append(bool(kwargs.get("clustered")))
-        return real(*args, **kwargs)
-
     monkeypatch.setattr(write, "_whole_files", small_splits)
-    monkeypatch.setattr(write, "write_changes", recording)
     table = icemor.load_table(name, catalog=catalog)
     m = table.delete("id % 10 = 3", spark=spark)
     assert passes == [True, False]  # the clustered pass saw the file twice; the shuffled one wrote
@@ -266,13 +274,11 @@ def test_a_data_file_read_by_two_tasks_is_written_again_shuffled(
 
 
 def test_python_worker_scans_read_whole_files_for_a_clustered_write(
-    oracle: IcebergJava, catalog: SqlCatalog, ns: str, monkeypatch: pytest.MonkeyPatch
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str, passes: list[bool]
 ) -> None:
     """A file with equality deletes is read by icemor's Python workers, which split files at
     row groups for plain reads; a clustered write must get it whole (else it is written twice)."""
     import pyarrow as pa
-
-    from icemor.engines.spark import write
 
     spark = oracle.spark
     name = f"{ns}.t"
@@ -299,14 +305,6 @@ def test_python_worker_scans_read_whole_files_for_a_clustered_write(
     )  # equality deletes: the file goes to the Python workers
     assert len(table.refresh().scan().to_arrow()) == 19998
 
-    passes: list[bool] = []
-    real = write.write_changes
-
-    def recording(*args: Any, **kwargs: Any) -> Any:
-        passes.append(bool(kwargs.get("clustered")))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(write, "write_changes", recording)
     m = table.refresh().delete("id % 10 = 3", spark=spark)
     assert passes == [True]  # whole files: no second, shuffled pass
     assert m.deleted_rows == 2000
