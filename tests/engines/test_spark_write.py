@@ -428,3 +428,67 @@ def test_refused_commit_removes_every_written_file(
     assert Counter(oracle.rows(name)) == Counter(model)  # Java's delete only
     on_disk, referenced = _files_left(oracle, name)
     assert on_disk == referenced
+
+
+class _Conf:
+    """The part of Spark's RuntimeConfig that _whole_files uses."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = dict(values)
+        self.seen: list[dict[str, str]] = []
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: str) -> None:
+        self.values[key] = value
+
+    def unset(self, key: str) -> None:
+        self.values.pop(key, None)
+
+
+class _Session:
+    def __init__(self, values: dict[str, str], cores: int = 2) -> None:
+        self.conf = _Conf(values)
+        self.sparkContext = type("Context", (), {"defaultParallelism": cores})()
+
+
+@pytest.mark.parametrize(
+    ("values", "sizes", "inside"),
+    [
+        # every file fits Spark's split (min(128 MiB, 131 MiB per core)): nothing changes
+        ({"spark.sql.files.maxPartitionBytes": "128MB"}, [100 << 20, 100 << 20, 50 << 20], {}),
+        # per core (99 MiB with the open cost) is below the 100 MiB file: Spark would split it
+        ({}, [100 << 20, 90 << 20], {"spark.sql.files.openCostInBytes": str(100 << 20)}),
+        # one 300 MiB file: both settings rise to it (per core is 152 MiB + open cost)
+        (
+            {"spark.sql.files.maxPartitionBytes": "134217728b"},
+            [300 << 20],
+            {
+                "spark.sql.files.maxPartitionBytes": str(300 << 20),
+                "spark.sql.files.openCostInBytes": str(300 << 20),
+            },
+        ),
+        # a large total spreads per core over the file: only maxPartitionBytes rises
+        ({}, [300 << 20] * 8, {"spark.sql.files.maxPartitionBytes": str(300 << 20)}),
+    ],
+)
+def test_split_settings_rise_only_when_a_file_would_be_split_and_come_back(
+    values: dict[str, str], sizes: list[int], inside: dict[str, str]
+) -> None:
+    from icemor.engines.spark.write import _whole_files
+
+    session = _Session(values)
+    with _whole_files(session, sizes):
+        during = dict(session.conf.values)
+    assert during == {**values, **inside}
+    assert session.conf.values == values  # restored, unset where it was unset
+
+
+def test_split_settings_come_back_when_the_job_fails() -> None:
+    from icemor.engines.spark.write import _whole_files
+
+    session = _Session({"spark.sql.files.maxPartitionBytes": "1m"})
+    with pytest.raises(RuntimeError), _whole_files(session, [64 << 20]):
+        raise RuntimeError
+    assert session.conf.values == {"spark.sql.files.maxPartitionBytes": "1m"}

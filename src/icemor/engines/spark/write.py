@@ -227,6 +227,7 @@ def _whole_files(spark: Any, sizes: Sequence[int]) -> Iterator[None]:
     core))``, bytes per core counting ``openCostInBytes`` more per file (``FilePartition``); a
     setting is raised only when that is below the largest file, and restored afterwards. Only
     a performance setting: correctness never depends on it (the caller checks, see the module).
+    It is the session's setting: a query another thread runs meanwhile reads larger splits too.
     """
     conf = spark.conf
     changed: list[tuple[str, str | None]] = []
