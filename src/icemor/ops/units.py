@@ -322,31 +322,37 @@ class Positions:
     def add(self, files: pa.Array | pa.ChunkedArray, positions: pa.Array | pa.ChunkedArray) -> None:
         if not len(files):
             return
-        encoded = pc.dictionary_encode(files)
-        if isinstance(encoded, pa.ChunkedArray):
-            encoded = encoded.combine_chunks()
-        codes = encoded.indices.to_numpy(zero_copy_only=False)
         pos = np.asarray(positions.to_numpy(zero_copy_only=False) if isinstance(positions, pa.Array)
                          else positions.to_numpy(), dtype=np.int64)  # fmt: skip
-        order = np.argsort(codes, kind="stable")
-        bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1))
-        for i, path in enumerate(encoded.dictionary.to_pylist()):
-            lo, hi = bounds[i], bounds[i + 1]
-            if hi > lo:
-                self._parts[path].append(pos[order[lo:hi]])
+        for path, rows in rows_by_file(files):
+            self._parts[path].append(pos[rows])
         self.rows += len(pos)
 
     def finish(self, *, unique: str | None = None) -> dict[str, npt.NDArray[np.int64]]:
         """Sorted positions per file. ``unique``: the error if a position comes twice."""
         out: dict[str, npt.NDArray[np.int64]] = {}
         for path, parts in self._parts.items():
-            pos = np.sort(np.concatenate(parts))
-            if len(pos) > 1 and bool((pos[1:] == pos[:-1]).any()):
-                if unique is not None:
-                    raise InvalidArgumentError(unique)
-                pos = np.unique(pos)
+            every = np.concatenate(parts)
+            pos = sorted_unique(every)
+            if unique is not None and len(pos) != len(every):
+                raise InvalidArgumentError(unique)
             out[path] = pos
         return out
+
+
+def rows_by_file(files: pa.Array | pa.ChunkedArray) -> list[tuple[str, npt.NDArray[np.intp]]]:
+    """Each distinct path of ``files`` (no nulls) with the indices of its rows, in row order."""
+    encoded = pc.dictionary_encode(files)
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks()
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1))
+    return [
+        (path, order[bounds[i] : bounds[i + 1]])
+        for i, path in enumerate(encoded.dictionary.to_pylist())
+        if bounds[i + 1] > bounds[i]
+    ]
 
 
 def _written_positions(io: FileIO, data_path: str, written: Sequence[WrittenFile]) -> npt.NDArray[np.int64]:
@@ -531,12 +537,7 @@ class _ChangeTask:
         pos = located.column(located.schema.get_field_index("_pos")).to_numpy(zero_copy_only=False)
         pos = pos.astype(np.int64, copy=False)
         deleting = old.to_numpy(zero_copy_only=False)
-        encoded = pc.dictionary_encode(files)
-        codes = encoded.indices.to_numpy(zero_copy_only=False)
-        order = np.argsort(codes, kind="stable")
-        bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1))
-        for i, path in enumerate(encoded.dictionary.to_pylist()):
-            rows = order[bounds[i] : bounds[i + 1]]
+        for path, rows in rows_by_file(files):
             matched, deleted = self.open.setdefault(path, ([], []))
             if self.change.unique is not None:
                 matched.append(pos[rows])
