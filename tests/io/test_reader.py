@@ -829,11 +829,11 @@ def test_filter_evaluated_in_pieces_keeps_kleene_logic(
 ) -> None:
     """Filters beyond MAX_ARROW_PREDICATES are split (a 10,000-term one crashed Arrow); NULLs and
     NOT must give exactly what one Arrow expression gives."""
+    from icemor.expr.condition import parse_condition
     from icemor.io import reader
-    from icemor.planning.scan_job import parse_filter
 
     data = data_ref(write(tmp_path / "data.parquet", numbered_table(12), row_group_size=5))
-    opts = options(row_filter=parse_filter(row_filter, SCHEMA))
+    opts = options(row_filter=parse_condition(row_filter, SCHEMA).row_filter)
     whole_expr = ids(read(whole(data), opts))
     monkeypatch.setattr(reader, "MAX_ARROW_PREDICATES", 1)
     from pyiceberg.expressions.visitors import bind

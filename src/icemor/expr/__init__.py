@@ -1,12 +1,14 @@
-"""SQL expressions: conditions and SET values as SQL text, one language on both engines.
+"""Conditions and SQL expressions: one meaning for each, whatever engine evaluates them.
 
-On Spark they are Spark SQL; on the local engine DuckDB evaluates them over Arrow
-(:mod:`icemor.expr.duck`). :mod:`icemor.expr.sql` parses them (with DuckDB's parser), finds
-their columns and turns the conjuncts it can into pyiceberg expressions for file pruning.
+A condition given as text means what Spark SQL means; a pyiceberg expression what Iceberg's row
+evaluator means (:mod:`icemor.expr.condition`). SQL text is parsed once with DuckDB's parser
+(:mod:`icemor.expr.sql`); on Spark it runs as Spark SQL, on the local engine DuckDB evaluates it
+over Arrow (:mod:`icemor.expr.duck`).
 """
 
 from __future__ import annotations
 
-from icemor.expr.sql import SqlExpression, parse_sql, to_iceberg
+from icemor.expr.condition import Condition, implied_filter, parse_condition
+from icemor.expr.sql import SqlExpression, parse_sql
 
-__all__ = ["SqlExpression", "parse_sql", "to_iceberg"]
+__all__ = ["Condition", "SqlExpression", "implied_filter", "parse_condition", "parse_sql"]

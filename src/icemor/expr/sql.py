@@ -1,11 +1,8 @@
-"""Parse SQL expressions, find their columns, and translate conjuncts to pyiceberg expressions.
+"""Parse SQL expressions: one expression or a clear refusal, and its columns.
 
 DuckDB's parser (``json_serialize_sql``) gives the syntax tree without binding anything, so a
-condition is parsed once, whatever engine evaluates it. The translation is for pruning only:
-it keeps the top-level ``AND`` terms it understands exactly (comparisons, ``IN``, ``BETWEEN``,
-``IS [NOT] NULL`` of a column against constants, and ``AND``/``OR``/``NOT`` of those) and drops
-the rest, so the result is implied by the condition: every row the condition keeps, it keeps.
-The full condition is still evaluated on every row read.
+condition is parsed once, whatever engine evaluates it; :mod:`icemor.expr.condition` turns what
+translates exactly into Iceberg expressions.
 """
 
 from __future__ import annotations
@@ -14,22 +11,16 @@ import json
 import re
 import threading
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyiceberg.expressions as _expressions
-from pyiceberg.expressions import AlwaysTrue, And, Not, Or
-from pyiceberg.expressions.visitors import bind
-from pyiceberg.types import DecimalType, DoubleType, FloatType, IntegerType, LongType, StringType
 
 from icemor.exceptions import InvalidArgumentError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pyiceberg.expressions import BooleanExpression
-    from pyiceberg.schema import Schema
 
 # pyiceberg's predicates are pydantic models whose (term, value) constructors mypy cannot see
 _E: Any = _expressions
@@ -43,7 +34,6 @@ __all__ = [
     "check_size",
     "parse_sql",
     "quote_identifier",
-    "to_iceberg",
 ]
 
 _local = threading.local()
@@ -358,185 +348,3 @@ def _walk(node: Any, visit: Callable[[dict[str, Any]], None]) -> None:
             stack.extend(n.values())
         elif isinstance(n, list):
             stack.extend(n)
-
-
-# ---- translation to pyiceberg (pruning) ---------------------------------------------------
-
-_COMPARISONS: dict[str, Any] = {
-    "COMPARE_EQUAL": _E.EqualTo,
-    "COMPARE_NOTEQUAL": _E.NotEqualTo,
-    "COMPARE_LESSTHAN": _E.LessThan,
-    "COMPARE_LESSTHANOREQUALTO": _E.LessThanOrEqual,
-    "COMPARE_GREATERTHAN": _E.GreaterThan,
-    "COMPARE_GREATERTHANOREQUALTO": _E.GreaterThanOrEqual,
-}
-_FLIPPED = {
-    "COMPARE_LESSTHAN": "COMPARE_GREATERTHAN",
-    "COMPARE_LESSTHANOREQUALTO": "COMPARE_GREATERTHANOREQUALTO",
-    "COMPARE_GREATERTHAN": "COMPARE_LESSTHAN",
-    "COMPARE_GREATERTHANOREQUALTO": "COMPARE_LESSTHANOREQUALTO",
-}
-
-
-class _Untranslatable(Exception):
-    pass
-
-
-def to_iceberg(
-    expr: SqlExpression | None, schema: Schema, *, qualifier: str | None = None
-) -> BooleanExpression:
-    """A pyiceberg expression implied by ``expr``: the conjuncts that translate exactly.
-
-    Args:
-        expr: The condition (None: no condition).
-        schema: The table schema the names resolve against (case-insensitively, as SQL).
-        qualifier: Only column references with this prefix (``t`` in ``t.id``) or none are
-            table columns; others (a MERGE source's) make their term untranslatable.
-
-    Returns:
-        ``AlwaysTrue()`` when nothing translates.
-    """
-    if expr is None:
-        return AlwaysTrue()
-    tr = _Translator(schema, qualifier)
-    terms = []
-    for conjunct in _conjuncts(expr.tree):
-        try:
-            term = tr.exact(conjunct)
-            bind(schema, term, case_sensitive=False)
-        except (_Untranslatable, ValueError, TypeError, InvalidOperation):
-            continue
-        terms.append(term)
-    if not terms:
-        return AlwaysTrue()
-    return terms[0] if len(terms) == 1 else And(*terms)
-
-
-def _conjuncts(node: dict[str, Any]) -> list[dict[str, Any]]:
-    if node.get("type") == "CONJUNCTION_AND":
-        return [c for child in node["children"] for c in _conjuncts(child)]
-    return [node]
-
-
-class _Translator:
-    """Exact translation: raises :class:`_Untranslatable` for anything it is not sure of."""
-
-    def __init__(self, schema: Schema, qualifier: str | None) -> None:
-        self.schema = schema
-        self.qualifier = qualifier
-
-    def exact(self, node: dict[str, Any]) -> BooleanExpression:
-        kind = node.get("type")
-        if kind == "CONJUNCTION_AND":
-            return (
-                And(*[self.exact(c) for c in node["children"]])
-                if len(node["children"]) > 1
-                else self.exact(node["children"][0])
-            )
-        if kind == "CONJUNCTION_OR":
-            parts = [self.exact(c) for c in node["children"]]
-            return Or(*parts) if len(parts) > 1 else parts[0]
-        if kind == "OPERATOR_NOT":
-            child = node["children"][0]
-            if child.get("type") == "COMPARE_IN":  # DuckDB parses x NOT IN (…) as NOT (x IN (…))
-                return self.in_list(child, negated=True)
-            return Not(self.exact(child))
-        if kind in _COMPARISONS:
-            left, right = node["left"], node["right"]
-            if left.get("class") != "COLUMN_REF":
-                left, right = right, left
-                kind = _FLIPPED.get(kind, kind)
-            name = self.column(left)
-            return _COMPARISONS[kind](name, self.constant(right, name))  # type: ignore[no-any-return]
-        if kind in ("COMPARE_IN", "COMPARE_NOT_IN"):
-            return self.in_list(node, negated=kind == "COMPARE_NOT_IN")
-        if kind == "COMPARE_BETWEEN":
-            name = self.column(node["input"])
-            return And(
-                _E.GreaterThanOrEqual(name, self.constant(node["lower"], name)),
-                _E.LessThanOrEqual(name, self.constant(node["upper"], name)),
-            )
-        if kind in ("OPERATOR_IS_NULL", "OPERATOR_IS_NOT_NULL"):
-            name = self.column(node["children"][0])
-            return cast(
-                "BooleanExpression", _E.IsNull(name) if kind == "OPERATOR_IS_NULL" else _E.NotNull(name)
-            )
-        raise _Untranslatable
-
-    def in_list(self, node: dict[str, Any], *, negated: bool) -> BooleanExpression:
-        column, *values = node["children"]
-        name = self.column(column)
-        literals = [self.constant(v, name, allow_null=True) for v in values]
-        present = {v for v in literals if v is not None}
-        if negated:
-            if len(present) != len(literals):  # x NOT IN (…, NULL) is never true
-                raise _Untranslatable
-            return cast("BooleanExpression", _E.NotIn(name, present))
-        if not present:
-            raise _Untranslatable
-        field_type = self.schema.find_type(name, case_sensitive=False)
-        if isinstance(field_type, FloatType | DoubleType) and any(v == 0 for v in present):
-            # SQL's -0.0 IN (0) is true; pyiceberg's In (Arrow's is_in, by hash) drops -0.0
-            raise _Untranslatable
-        return cast("BooleanExpression", _E.In(name, present))
-
-    def column(self, node: dict[str, Any]) -> str:
-        if node.get("class") != "COLUMN_REF":
-            raise _Untranslatable
-        parts = list(node["column_names"])
-        if self.qualifier is not None and len(parts) > 1 and parts[0].lower() == self.qualifier.lower():
-            parts = parts[1:]
-        name = ".".join(parts)
-        try:
-            self.schema.find_field(name, case_sensitive=False)
-        except ValueError as e:
-            raise _Untranslatable from e
-        return name
-
-    def constant(self, node: dict[str, Any], column: str, *, allow_null: bool = False) -> Any:
-        """The constant's value, only where SQL's comparison and pyiceberg's agree on its type."""
-        field_type = self.schema.find_type(column, case_sensitive=False)
-        if node.get("class") == "CAST":  # DATE '2024-01-01', TIMESTAMP '…'
-            type_name = node["type_expr"].get("type_name", "").upper()
-            child = node["child"]
-            if child.get("class") != "CONSTANT" or child["literal"]["kind"] != "STRING":
-                raise _Untranslatable
-            if type_name == "DATE" and str(field_type) == "date":
-                return child["literal"]["text"]
-            raise _Untranslatable
-        if node.get("class") != "CONSTANT":
-            raise _Untranslatable
-        kind, text = node["literal"]["kind"], node["literal"]["text"]
-        if kind == "NULL_LITERAL":
-            if allow_null:
-                return None
-            raise _Untranslatable  # x = NULL is never true: no pruning rule for it, keep it simple
-        if kind in ("INTEGER", "BIGINT", "HUGEINT"):
-            if isinstance(field_type, DecimalType):
-                _check_fits(Decimal(text), field_type)
-            if isinstance(field_type, IntegerType | LongType | FloatType | DoubleType | DecimalType):
-                return int(text)
-            raise _Untranslatable
-        if kind in ("NUMERIC", "DECIMAL", "DOUBLE", "FLOAT"):
-            if isinstance(field_type, DoubleType):
-                return float(text)
-            if isinstance(field_type, DecimalType):
-                return _check_fits(Decimal(text), field_type)
-            raise _Untranslatable  # an int column against 1.5: SQL compares as decimal
-        if kind in ("STRING", "VARCHAR"):
-            # the same comparison in SQL and pyiceberg only on a string column: elsewhere SQL
-            # casts the string to the column's type in ways pyiceberg's binding may not
-            if isinstance(field_type, StringType):
-                return text
-            raise _Untranslatable
-        if kind == "BOOLEAN" and str(field_type) == "boolean":
-            return text.lower() == "true"
-        raise _Untranslatable
-
-
-def _check_fits(value: Decimal, t: DecimalType) -> Decimal:
-    """``value`` if a ``t`` column can hold it: pyiceberg binds a wider one, and evaluating
-    that on the column's Arrow data fails ("precision 13 does not fit ... 10")."""
-    if not value.is_finite() or abs(value) >= Decimal(10) ** (t.precision - t.scale):
-        raise _Untranslatable
-    return value

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from pyiceberg.expressions import AlwaysTrue, And, Not, Or
 from pyiceberg.expressions.visitors import bind, translate_column_names
-from pyiceberg.io.pyarrow import expression_to_pyarrow, pyarrow_to_schema
+from pyiceberg.io.pyarrow import pyarrow_to_schema
 from pyiceberg.manifest import DataFile
 from pyiceberg.schema import Schema, prune_columns
 from pyiceberg.typedef import Record
@@ -36,6 +36,7 @@ from icemor.exceptions import CorruptFileError, UnsupportedFeatureError
 from icemor.io.cache import DELETE_CACHE
 from icemor.io.columns import equality_key_columns, top_level_names
 from icemor.io.deletes import deleted_positions, equality_delete_sets, open_parquet, reaching
+from icemor.io.filters import arrow_expression
 from icemor.io.verdicts import verdict_store
 from icemor.spec.files import FileContent
 from icemor.spec.metadata_columns import (
@@ -702,16 +703,16 @@ def _predicates(expr: BooleanExpression) -> int:
 def arrow_filter(bound: BooleanExpression, file_schema: Schema) -> ArrowFilter:
     """The bound filter as dataset expressions of at most ``MAX_ARROW_PREDICATES`` predicates each.
 
-    The tree is balanced (``parse_filter`` flattens chains), so the recursion here is shallow.
+    The tree is balanced (``flatten_filter`` flattens chains), so the recursion here is shallow.
     """
     if _predicates(bound) <= MAX_ARROW_PREDICATES:
-        return expression_to_pyarrow(bound, file_schema)
+        return arrow_expression(bound, file_schema)
     if isinstance(bound, And | Or):
         kind = "and" if isinstance(bound, And) else "or"
         return (kind, [arrow_filter(bound.left, file_schema), arrow_filter(bound.right, file_schema)])
     if isinstance(bound, Not):
         return ("not", [arrow_filter(bound.child, file_schema)])
-    return expression_to_pyarrow(bound, file_schema)
+    return arrow_expression(bound, file_schema)
 
 
 def _evaluate(table: pa.Table, f: ArrowFilter) -> pa.ChunkedArray:

@@ -32,8 +32,9 @@ import pyiceberg.expressions as _expressions
 from pyiceberg.expressions import AlwaysTrue, And
 
 from icemor.exceptions import InvalidArgumentError
+from icemor.expr.condition import implied_filter
 from icemor.expr.duck import empty_table, session
-from icemor.expr.sql import parse_sql, to_iceberg
+from icemor.expr.sql import parse_sql
 from icemor.ops.inputs import check_distinct_names, read_arrow
 from icemor.ops.rowlevel import (
     DUCKDB,
@@ -362,7 +363,7 @@ def plan_merge(
             names = ", ".join(source.column_names)
             msg = f"the MERGE source has no column {parts[1]!r} used in ON (source columns: {names})"
             raise InvalidArgumentError(msg)
-    prune = to_iceberg(on_sql, schema, qualifier=t)
+    prune = implied_filter(on_sql, schema, qualifier=t)
     key_range = _source_range_filter(on_sql, source, schema, t, s)
     row_filter = prune if isinstance(key_range, AlwaysTrue) else And(prune, key_range)
     job = prepare_scan(

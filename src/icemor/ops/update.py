@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from icemor.exceptions import InvalidArgumentError
+from icemor.expr.condition import implied_filter
 from icemor.expr.duck import session
-from icemor.expr.sql import parse_sql, to_iceberg
+from icemor.expr.sql import parse_sql
 from icemor.ops.inputs import check_distinct_names
 from icemor.ops.rowlevel import (
     DUCKDB,
@@ -122,7 +123,7 @@ def plan_update(
     job = prepare_scan(
         metadata,
         table.io,
-        row_filter=to_iceberg(condition, schema),
+        row_filter=implied_filter(condition, schema),
         metadata_columns=True,
         selected_fields=("*", ROW_ID.name) if metadata.format_version >= 3 else ("*",),
     )

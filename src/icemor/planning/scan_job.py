@@ -8,18 +8,15 @@ filter, and fixes the projection.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, EqualTo, In, Not, Or, Reference
-from pyiceberg.expressions.visitors import bind
 from pyiceberg.table.refs import SnapshotRefType
 
 from icemor.exceptions import InvalidArgumentError, NoSuchSnapshotError, UnsupportedFeatureError
-from icemor.expr.sql import to_iceberg
+from icemor.expr.condition import parse_condition, sql_columns
 from icemor.io.deletes import fully_deleted
 from icemor.io.reader import ReadOptions
 from icemor.planning.planner import all_field_parents, all_field_types, plan_files
@@ -27,21 +24,19 @@ from icemor.planning.tasks import SplitOptions, plan_tasks
 from icemor.spec.metadata_columns import LINEAGE_COLUMNS, METADATA_COLUMNS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
+    from pyiceberg.expressions import BooleanExpression
     from pyiceberg.io import FileIO
     from pyiceberg.schema import Schema
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Snapshot
 
-    from icemor.expr.sql import SqlExpression
     from icemor.spec.tasks import CombinedScanTask, PlannedFile
 
 __all__ = [
     "ScanJob",
     "SnapshotSelection",
-    "flatten_filter",
-    "parse_filter",
     "prepare_scan",
     "resolve_snapshot",
 ]
@@ -157,25 +152,8 @@ def prepare_scan(
         NoSuchSnapshotError: The snapshot, timestamp or ref does not exist.
     """
     snapshot, schema = (selection or SnapshotSelection()).resolve(metadata)
-    residual: str | None = None
-    residual_columns: list[str] = []
-    if isinstance(row_filter, str):
-        from icemor.planning.filter_text import check_filter_size
-
-        check_filter_size(row_filter)  # before either parser: a deep filter once took minutes
-        try:
-            parse_filter(row_filter, schema, case_sensitive=case_sensitive)
-        except InvalidArgumentError as e:
-            # pyiceberg's language first (its errors name the problem precisely); SQL when
-            # the text is not in that language at all, e.g. arithmetic or functions
-            sql = None if _pyiceberg_parses(row_filter) else _as_sql(row_filter)
-            if sql is None:
-                raise
-            try:
-                residual_columns = _sql_columns(sql, schema)
-            except InvalidArgumentError as sql_error:
-                raise _both(e, sql_error) from e
-            residual, row_filter = row_filter, to_iceberg(sql, schema)
+    condition = parse_condition(row_filter, schema, case_sensitive=case_sensitive)
+    residual = condition.residual
     fields = [f for f in selected_fields if f not in METADATA_COLUMNS]
     meta = {f for f in selected_fields if f in METADATA_COLUMNS}
     if "_deleted" in meta:
@@ -193,7 +171,7 @@ def prepare_scan(
     opts = ReadOptions(
         schema=schema,
         projected_schema=projected,
-        row_filter=parse_filter(row_filter, schema, case_sensitive=case_sensitive),
+        row_filter=condition.row_filter,
         case_sensitive=case_sensitive,
         specs=metadata.specs(),
         field_types=all_field_types(metadata),
@@ -208,18 +186,13 @@ def prepare_scan(
     )
     if residual is None:
         return ScanJob(metadata, io, snapshot, opts)
+    assert condition.sql is not None  # only SQL has a residual
     names = tuple(opts.arrow_schema.names)
-    extra = [c for c in residual_columns if c not in {f.name for f in projected.fields}]
+    wanted = {f.name for f in projected.fields}
+    extra = [c for c in sql_columns(condition.sql, schema) if c not in wanted]
     if extra:
         opts = replace(opts, projected_schema=schema.select(*[f.name for f in projected.fields], *extra))
-    try:
-        _check_condition(residual, opts.arrow_schema)
-    except InvalidArgumentError as sql_error:
-        try:
-            parse_filter(residual, schema, case_sensitive=case_sensitive)
-        except InvalidArgumentError as e:
-            raise _both(e, sql_error) from sql_error
-        raise
+    _check_condition(residual, opts.arrow_schema)
     return ScanJob(metadata, io, snapshot, opts, residual=residual, output_names=names)
 
 
@@ -234,157 +207,9 @@ def _check_condition(text: str, read_schema: pa.Schema) -> None:
     except InvalidArgumentError as e:
         raise InvalidArgumentError(str(e)) from e
     if not is_boolean_type(kind):
-        msg = f"it is of type {kind}, not a boolean condition"
+        shown = text if len(text) <= 80 else text[:77] + "..."
+        msg = f"the row filter {shown!r} is of type {kind}, not a boolean condition"
         raise InvalidArgumentError(msg)
-
-
-def _pyiceberg_parses(text: str) -> bool:
-    from pyiceberg.expressions import parser
-
-    try:
-        parser.parse(text)
-    except Exception:  # pyparsing's ParseException family, RecursionError
-        return False
-    return True
-
-
-def _as_sql(text: str) -> SqlExpression | None:
-    """``text`` as a SQL expression, or None when it is not one either."""
-    from icemor.expr.sql import parse_sql
-
-    try:
-        return parse_sql(text, what="row filter")
-    except InvalidArgumentError:
-        return None
-
-
-def _both(error: InvalidArgumentError, sql_error: InvalidArgumentError) -> InvalidArgumentError:
-    """Neither language takes the filter: pyiceberg's explanation, then SQL's, in one line."""
-    tail = f"; as SQL: {sql_error}"
-    head = re.sub(r" \([^()]*\)", "", str(error))  # drop the grammar's long lists of alternatives
-    if len(head) + len(tail) > 180:
-        tail = tail[: max(40, 180 - len(head))]
-        head = head[: 180 - len(tail)]
-    return InvalidArgumentError(head + tail)
-
-
-def _sql_columns(sql: SqlExpression, schema: Schema) -> list[str]:
-    """The table's top-level columns ``sql`` reads (SQL names are case-insensitive)."""
-    by_lower = {f.name.lower(): f.name for f in schema.fields}
-    out = []
-    for parts in sorted(sql.columns()):
-        name = by_lower.get(parts[0].lower())
-        if name is None:
-            shown = ".".join(parts)
-            msg = f"unknown column {shown!r}"
-            raise InvalidArgumentError(msg)
-        if name not in out:
-            out.append(name)
-    return out
-
-
-def parse_filter(
-    row_filter: str | BooleanExpression | None, schema: Schema, *, case_sensitive: bool = True
-) -> BooleanExpression:
-    """A pyiceberg expression from a SQL-like string (or an expression), checked against ``schema``."""
-    if row_filter is None:
-        return AlwaysTrue()
-    if isinstance(row_filter, str):
-        from pyiceberg.expressions import parser
-
-        from icemor.planning.filter_text import check_filter_size, dates_as_midnight, explain_parse_error
-
-        check_filter_size(row_filter)
-        try:
-            expr = parser.parse(row_filter)
-        except RecursionError as e:
-            msg = f"row filter {_shown(row_filter)} nests too deeply: simplify its parentheses or NOTs"
-            raise InvalidArgumentError(msg) from e
-        except Exception as e:  # pyparsing raises its own ParseException family
-            raise InvalidArgumentError(explain_parse_error(row_filter)) from e
-    else:
-        expr = row_filter
-    try:
-        expr = flatten_filter(expr)
-        if isinstance(row_filter, str):  # balanced by now: the rewrite recurses log(n) deep
-            expr = dates_as_midnight(expr, schema, case_sensitive=case_sensitive)
-        bind(schema, expr, case_sensitive=case_sensitive)
-    except RecursionError as e:
-        msg = f"row filter {_shown(row_filter)} nests too deeply: simplify its parentheses or NOTs"
-        raise InvalidArgumentError(msg) from e
-    except ValueError as e:
-        msg = f"invalid row filter {_shown(row_filter)}: {_first_line(e)}"
-        raise InvalidArgumentError(msg) from e
-    return expr
-
-
-def _shown(row_filter: object) -> str:
-    try:
-        text = repr(row_filter) if isinstance(row_filter, str) else str(row_filter)
-    except RecursionError:  # str() of a too-deep expression recurses as deeply
-        text = type(row_filter).__name__
-    return text if len(text) <= 200 else f"{text[:200]}… ({len(text)} characters)"
-
-
-def _first_line(e: BaseException) -> str:
-    lines = str(e).strip().splitlines()
-    return lines[0] if lines else type(e).__name__
-
-
-def flatten_filter(expr: BooleanExpression) -> BooleanExpression:
-    """Flatten ``and``/``or`` chains into balanced trees, merging ``col = v or col = w…`` into ``IN``.
-
-    Equalities and ``IN`` on the same column under one ``or`` become one ``IN`` (the same rows,
-    NULLs included: neither matches NULL). Chains are collected without recursion and rebuilt
-    balanced, so a left-deep tree of any length (``functools.reduce(Or, …)``) binds and
-    evaluates at logarithmic depth. A 10,000-term ``or`` of equalities is then one ``IN``,
-    which Arrow evaluates as one hash lookup instead of a 10,000-node expression (such a
-    tree overflowed Arrow's native stack: a segfault).
-    """
-    if isinstance(expr, Not):
-        return Not(flatten_filter(expr.child))
-    if not isinstance(expr, And | Or):
-        return expr
-    op = type(expr)
-    operands: list[BooleanExpression] = []
-    stack: list[BooleanExpression] = [expr]
-    while stack:  # depth-first, left to right, without recursion along the chain
-        node = stack.pop()
-        if type(node) is op:
-            stack.extend((node.right, node.left))
-        else:
-            operands.append(flatten_filter(node))
-    if op is Or:
-        operands = _merge_equalities(operands)
-    if len(operands) == 1:
-        return operands[0]
-    return op(*operands)  # pyiceberg builds three or more operands as a balanced tree
-
-
-# In's pydantic model hides its (term, literals) constructor from mypy
-_in = cast("Callable[[str, set[Any]], BooleanExpression]", In)
-
-
-def _merge_equalities(operands: list[BooleanExpression]) -> list[BooleanExpression]:
-    """``or`` operands with every ``col = v`` / ``col IN (…)`` on one column merged into one ``IN``."""
-    literals: dict[str, set[Any]] = {}
-    first: dict[str, int] = {}
-    out: list[BooleanExpression | None] = []
-    for e in operands:
-        if isinstance(e, EqualTo | In) and isinstance(e.term, Reference):
-            name = e.term.name
-            values = {e.literal} if isinstance(e, EqualTo) else set(e.literals)
-            if name in literals:
-                literals[name] |= values
-                continue
-            literals[name] = values
-            first[name] = len(out)
-            out.append(None)  # placeholder, keeps the operands' order
-        else:
-            out.append(e)
-    for name, i in first.items():
-        out[i] = _in(name, literals[name])  # one value: pyiceberg makes it EqualTo again
-    return [e for e in out if e is not None]
 
 
 def resolve_snapshot(

@@ -63,6 +63,7 @@ from pyiceberg.expressions import (
     BoundNotIn,
     BoundNotNaN,
     BoundNotNull,
+    BoundNotStartsWith,
     BoundStartsWith,
     Not,
     Or,
@@ -80,6 +81,7 @@ from pyiceberg.types import (
     LongType,
     PrimitiveType,
     StringType,
+    UUIDType,
 )
 
 from icemor.engines.spark._compat import ROW_INDEX_COLUMN, has_jvm, jvm_and_gateway
@@ -158,6 +160,8 @@ def _ineligible(job: ScanJob, planned: list[PlannedFile], needed: set[int]) -> s
             return f"field {fid} changed type"
         if any(f.initial_default is not None for f in fields):
             return f"field {fid} has an initial default"
+        if any(isinstance(f.field_type, UUIDType) for f in fields):
+            return f"uuid field {fid} (Spark's Parquet reader has no UUID type; Spark reads it as text)"
     for spec in metadata.specs().values():
         for pf in spec.fields:
             if isinstance(pf.transform, IdentityTransform) and pf.source_id in needed:
@@ -778,7 +782,12 @@ def _literal(value: Any, ftype: Any) -> Column | None:
 
 
 def _to_column(expr: BooleanExpression, col: Any, types: Any) -> Column | None:
-    """A bound Iceberg expression as a Spark Column; None for anything not translated exactly."""
+    """A bound Iceberg expression as a Spark Column; None for anything not translated exactly.
+
+    Two-valued, as :mod:`icemor.expr.condition` means it (and :mod:`icemor.io.filters` evaluates
+    it locally): a NULL fails every positive predicate and passes its negation, and a NaN fails
+    every comparison, where Spark SQL would give NULL, or TRUE for NaN > x.
+    """
     from pyspark.sql import functions as F
 
     if isinstance(expr, AlwaysTrue):
@@ -801,20 +810,26 @@ def _to_column(expr: BooleanExpression, col: Any, types: Any) -> Column | None:
     if not isinstance(ftype, _FILTER_TYPES):
         return None
     c: Column = col(fid)
+    floating = isinstance(ftype, FloatType | DoubleType)
+
+    def known(e: Column) -> Column:
+        return F.coalesce(e, F.lit(False))
+
     if isinstance(expr, BoundIsNull):
         return c.isNull()
     if isinstance(expr, BoundNotNull):
         return c.isNotNull()
-    if isinstance(expr, BoundIsNaN):
-        return F.isnan(c)
-    if isinstance(expr, BoundNotNaN):
-        return ~F.isnan(c)
+    if isinstance(expr, BoundIsNaN | BoundNotNaN):
+        nan = known(F.isnan(c))
+        return nan if isinstance(expr, BoundIsNaN) else ~nan
     if isinstance(expr, BoundIn | BoundNotIn):
         lits = [_literal(lit.value, ftype) for lit in expr.literals]
         if any(v is None for v in lits):
             return None
         inside = c.isin(*lits)
-        return inside if isinstance(expr, BoundIn) else ~inside
+        if floating and any(lit.value == 0 for lit in expr.literals):
+            inside = inside | (c == F.lit(0.0))  # -0.0 equals 0.0, also where Spark hashes the set
+        return known(inside) if isinstance(expr, BoundIn) else ~known(inside)
     literal = getattr(expr, "literal", None)
     if literal is None:
         return None
@@ -823,14 +838,19 @@ def _to_column(expr: BooleanExpression, col: Any, types: Any) -> Column | None:
         return None
     ops: dict[type, Any] = {
         BoundEqualTo: lambda: c == v,
-        BoundNotEqualTo: lambda: c != v,
+        BoundNotEqualTo: lambda: c == v,
         BoundLessThan: lambda: c < v,
         BoundLessThanOrEqual: lambda: c <= v,
         BoundGreaterThan: lambda: c > v,
         BoundGreaterThanOrEqual: lambda: c >= v,
         BoundStartsWith: lambda: c.startswith(v),
+        BoundNotStartsWith: lambda: c.startswith(v),
     }
     for cls, make in ops.items():
         if isinstance(expr, cls):
-            return cast("Column", make())
+            positive = known(make())
+            if floating and cls in (BoundGreaterThan, BoundGreaterThanOrEqual):
+                positive = positive & ~known(F.isnan(c))  # Spark orders NaN above every value
+            negated = cls in (BoundNotEqualTo, BoundNotStartsWith)
+            return ~positive if negated else positive
     return None

@@ -1,4 +1,4 @@
-"""The text of row filters: size limits, plain-words parse errors, date literals on timestamp columns.
+"""pyiceberg's filter language: plain-words parse errors, date literals on timestamp columns, flat chains.
 
 pyiceberg parses filters with pyparsing, whose error for a typo is the whole grammar (2,900
 characters) at column 1. :func:`explain_parse_error` walks the tokens instead and says where the
@@ -9,9 +9,20 @@ function outside the allow-list) it gives the refusal UPDATE and MERGE give.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
-from pyiceberg.expressions import And, LiteralPredicate, Not, Or, SetPredicate
+from pyiceberg.expressions import (
+    And,
+    EqualTo,
+    In,
+    LiteralPredicate,
+    Not,
+    NotEqualTo,
+    NotIn,
+    Or,
+    Reference,
+    SetPredicate,
+)
 from pyiceberg.expressions.literals import StringLiteral
 from pyiceberg.types import TimestampNanoType, TimestampType, TimestamptzNanoType, TimestamptzType
 
@@ -19,10 +30,12 @@ from icemor.exceptions import InvalidArgumentError
 from icemor.expr.sql import UnsupportedSqlError, check_size, parse_sql
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.schema import Schema
 
-__all__ = ["check_filter_size", "dates_as_midnight", "explain_parse_error"]
+__all__ = ["check_filter_size", "dates_as_midnight", "explain_parse_error", "flatten_filter"]
 
 _TOKEN = re.compile(
     r"""\s*(?:
@@ -234,3 +247,76 @@ def dates_as_midnight(expr: BooleanExpression, schema: Schema, *, case_sensitive
     if isinstance(expr, LiteralPredicate):
         return type(expr)(expr.term, fix(expr.literal))
     return type(expr)(expr.term, {fix(lit) for lit in expr.literals})
+
+
+def flatten_filter(expr: BooleanExpression) -> BooleanExpression:
+    """Flatten ``and``/``or`` chains into balanced trees, merging ``col = v or col = w…`` into ``IN``.
+
+    Equalities and ``IN`` on the same column under one ``or`` become one ``IN``, and
+    inequalities and ``NOT IN`` under one ``and`` one ``NOT IN`` (the same rows, NULLs included,
+    two-valued as :mod:`icemor.expr.condition` means them); repeated operands are kept once.
+    Chains are collected without recursion and rebuilt balanced, so a left-deep tree of any
+    length (``functools.reduce(Or, …)``) binds and evaluates at logarithmic depth. A
+    10,000-term ``or`` of equalities is then one ``IN``, which Arrow evaluates as one hash lookup
+    instead of a 10,000-node expression (such a tree overflowed Arrow's native stack: a segfault).
+    """
+    if isinstance(expr, Not):
+        return Not(flatten_filter(expr.child))
+    if not isinstance(expr, And | Or):
+        return expr
+    op = type(expr)
+    operands: list[BooleanExpression] = []
+    stack: list[BooleanExpression] = [expr]
+    while stack:  # depth-first, left to right, without recursion along the chain
+        node = stack.pop()
+        if type(node) is op:
+            stack.extend((node.right, node.left))
+        else:
+            operands.append(flatten_filter(node))
+    if op is Or:
+        operands = _merge_sets(operands, EqualTo, In, _in)
+    else:
+        operands = _merge_sets(operands, NotEqualTo, NotIn, _not_in)
+    seen: set[str] = set()
+    unique = []
+    for e in operands:
+        key = repr(e)
+        if key not in seen:
+            seen.add(key)
+            unique.append(e)
+    if len(unique) == 1:
+        return unique[0]
+    return op(*unique)  # pyiceberg builds three or more operands as a balanced tree
+
+
+# In's and NotIn's pydantic models hide their (term, literals) constructors from mypy
+_in = cast("Callable[[str, set[Any]], BooleanExpression]", In)
+_not_in = cast("Callable[[str, set[Any]], BooleanExpression]", NotIn)
+
+
+def _merge_sets(
+    operands: list[BooleanExpression],
+    single: type,
+    many: type,
+    build: Callable[[str, set[Any]], BooleanExpression],
+) -> list[BooleanExpression]:
+    """Operands with every ``single`` (``col = v``) and ``many`` (``col IN (…)``) predicate on one
+    column merged into one ``many`` predicate, at the place of the first."""
+    literals: dict[str, set[Any]] = {}
+    first: dict[str, int] = {}
+    out: list[BooleanExpression | None] = []
+    for e in operands:
+        if isinstance(e, single | many) and isinstance(e.term, Reference):  # type: ignore[attr-defined]
+            name = e.term.name  # type: ignore[attr-defined]
+            values = {e.literal} if isinstance(e, single) else set(e.literals)  # type: ignore[attr-defined]
+            if name in literals:
+                literals[name] |= values
+                continue
+            literals[name] = values
+            first[name] = len(out)
+            out.append(None)  # placeholder, keeps the operands' order
+        else:
+            out.append(e)
+    for name, i in first.items():
+        out[i] = build(name, literals[name])  # one value: pyiceberg makes it (Not)EqualTo again
+    return [e for e in out if e is not None]
