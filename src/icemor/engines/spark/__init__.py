@@ -20,6 +20,7 @@ import pyarrow as pa
 
 # first: without PySpark (an optional extra) this raises the one-line UnsupportedFeatureError
 from icemor.engines.spark import _compat  # noqa: F401
+from icemor.engines.spark.arrow import is_uuid, uuid_from_strings
 from icemor.engines.spark.types import spark_schema
 from icemor.engines.spark.worker import io_spec, item_blob, read_partition, run_items, task_blob
 from icemor.exceptions import UnsupportedFeatureError
@@ -301,44 +302,14 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
             columns.append(column)
             continue
         try:
-            if _is_uuid(field.type) and pa.types.is_string(column.type):
-                columns.append(_uuid_from_strings(column, field.type))
+            if is_uuid(field.type) and pa.types.is_string(column.type):
+                columns.append(uuid_from_strings(column, field.type))
             else:
                 columns.append(column.cast(field.type))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             msg = f"column {field.name!r}: Spark returned {column.type}, not castable to {field.type}: {e}"
             raise UnsupportedFeatureError(msg) from e
     return pa.RecordBatch.from_arrays(columns, schema=schema)
-
-
-def _is_uuid(t: pa.DataType) -> bool:
-    return (isinstance(t, pa.BaseExtensionType) and bool(t.extension_name == "arrow.uuid")) or (
-        pa.types.is_fixed_size_binary(t) and t.byte_width == 16
-    )
-
-
-def _uuid_from_strings(column: pa.Array, target: pa.DataType) -> pa.Array:
-    """Canonical UUID strings (Spark's form of Iceberg's uuid) as 16-byte values, vectorised."""
-    import numpy as np
-    import pyarrow.compute as pc
-
-    valid = column.is_valid()
-    hex32 = pc.fill_null(pc.replace_substring(column, "-", ""), "0" * 32).cast(pa.large_string())
-    if not pc.all(pc.equal(pc.binary_length(hex32), 32)).as_py():
-        msg = "a uuid column holds a value that is not a canonical UUID string"
-        raise pa.ArrowInvalid(msg)
-    offsets = np.frombuffer(hex32.buffers()[1], np.int64, len(hex32) + 1, hex32.offset * 8)
-    data = np.frombuffer(hex32.buffers()[2], np.uint8)[offsets[0] : offsets[-1]].reshape(-1, 32)
-    nibbles = np.where(data <= ord("9"), data - ord("0"), (data | 0x20) - ord("a") + 10).astype(np.uint8)
-    raw = (nibbles[:, 0::2] << 4) | nibbles[:, 1::2]
-    storage_type = pa.binary(16)
-    values = pa.FixedSizeBinaryArray.from_buffers(
-        storage_type, len(column), [None, pa.py_buffer(raw.tobytes())]
-    )
-    values = pc.if_else(valid, values, pa.scalar(None, storage_type))
-    if isinstance(target, pa.BaseExtensionType):
-        return pa.ExtensionArray.from_storage(target, values)
-    return values
 
 
 def runner(

@@ -57,6 +57,7 @@ def task_blob(spec: IOSpec, combined: CombinedScanTask, options: ReadOptions) ->
 
 def read_partition(batches: Iterator[pa.RecordBatch], target: pa.Schema) -> Iterator[pa.RecordBatch]:
     """Unpickle each task row and stream its batches in the Spark Arrow schema ``target``."""
+    from icemor.engines.spark.arrow import to_spark_batch
     from icemor.io.reader import read_task
 
     for batch in batches:
@@ -65,7 +66,7 @@ def read_partition(batches: Iterator[pa.RecordBatch], target: pa.Schema) -> Iter
             io = file_io(props, location)
             for task in combined.tasks:
                 for out in read_task(io, task, opts):
-                    yield out.cast(target)
+                    yield to_spark_batch(out, target)
 
 
 def run_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
