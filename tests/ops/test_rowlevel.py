@@ -46,3 +46,27 @@ def test_new_rows_in_many_batches_make_one_file_per_partition(
     # abort removes them
     new_rows.abort()
     assert not any(Path(f.path.removeprefix("file://")).exists() for f in files)
+
+
+def test_update_and_delete_compare_uuids_as_their_text(home: Path) -> None:
+    """SQL sees a uuid as Spark does, its lowercase text; UPDATE writes text back as bytes (it
+    failed with 'Failed casting from string to fixed_size_binary[16]')."""
+    import uuid
+
+    import icemor
+
+    u1, u2 = (
+        uuid.UUID("102cb62f-e7a3-4d5c-9a1b-0c2d3e4f5a6b"),
+        uuid.UUID("f0000000-0000-4000-8000-000000000001"),
+    )
+    storage = pa.array([u1.bytes, None, u2.bytes], pa.binary(16))
+    data = pa.table(
+        {"id": pa.array([1, 2, 3], pa.int64()), "u": pa.ExtensionArray.from_storage(pa.uuid(), storage)}
+    )
+    table = icemor.create_table("db.t", data)
+    assert table.update({"id": "id + 10"}, where=f"u = '{str(u1).upper()}'").rows_updated == 0  # text differs
+    assert table.update({"id": "id + 10"}, where=f"u = '{u1}'").rows_updated == 1
+    assert table.update({"u": f"'{str(u1).upper()}'"}, where="id = 3").rows_updated == 1
+    rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert rows == [{"id": 2, "u": None}, {"id": 3, "u": u1}, {"id": 11, "u": u1}]
+    assert table.delete(f"upper(u) = '{str(u1).upper()}'").deleted_rows == 2

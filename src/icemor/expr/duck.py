@@ -108,12 +108,31 @@ class DuckSession:
 
     @contextmanager
     def inputs(self, tables: Mapping[str, object]) -> Iterator[DuckSession]:
-        """Register Arrow tables, batches or readers under the given names for the block."""
+        """Register Arrow tables, batches or readers under the given names for the block.
+
+        A uuid column is seen as its lowercase text, as Spark SQL sees Iceberg's uuid (so
+        ``u = 'ABC…'`` is false there too); rows written back turn the text into bytes again.
+        """
+        views = []
         for name, data in tables.items():
-            self.con.register(name, data)
+            texts = [f.name for f in getattr(data, "schema", ()) if _is_uuid_extension(f.type)]
+            if not texts:
+                self.con.register(name, data)
+                continue
+            raw = f"{name}__uuid_bytes"
+            self.con.register(raw, data)
+            as_text = ", ".join(f"CAST({_quote(n)} AS VARCHAR) AS {_quote(n)}" for n in texts)
+            view = f"SELECT * REPLACE ({as_text}) FROM {_quote(raw)}"
+            self.con.execute(f"CREATE OR REPLACE TEMP VIEW {_quote(name)} AS {view}")
+            views.append((name, raw))
         try:
             yield self
         finally:
+            for name, raw in views:
+                with suppress(duckdb.Error):
+                    self.con.execute(f"DROP VIEW IF EXISTS {_quote(name)}")
+                with suppress(duckdb.Error):
+                    self.con.unregister(raw)
             for name in tables:
                 with suppress(duckdb.Error):
                     self.con.unregister(name)
@@ -138,6 +157,14 @@ class DuckSession:
         except duckdb.Error as e:
             raise InvalidArgumentError(first_line(e)) from e
         return [(n, str(t)) for n, t in zip(rel.columns, rel.types, strict=True)]
+
+
+def _is_uuid_extension(t: pa.DataType) -> bool:
+    return isinstance(t, pa.BaseExtensionType) and bool(t.extension_name == "arrow.uuid")
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def session() -> DuckSession:

@@ -36,6 +36,7 @@ from pyiceberg.io import FileIO, OutputFile
 from icemor._compat import pyiceberg as compat
 from icemor.exceptions import UnsupportedFeatureError, WriteFailedError
 from icemor.io.columns import column_by_path
+from icemor.io.uuids import is_uuid, uuid_from_strings
 from icemor.spec import properties as P
 from icemor.spec.files import FileContent, WrittenFile, written_file
 from icemor.spec.metadata_columns import LAST_UPDATED_SEQUENCE_NUMBER, ROW_ID
@@ -778,7 +779,11 @@ class TableDataWriter:
 def with_row_id(rows: pa.Table, arrow_schema: pa.Schema, *, lineage: bool) -> pa.Table:
     """``rows`` as the table's ``arrow_schema``, plus their ``_row_id`` column when ``lineage``
     and they have one (the input of a :class:`TableDataWriter` with ``lineage``)."""
-    out = rows.select(arrow_schema.names).cast(arrow_schema)
+    out = rows.select(arrow_schema.names)
+    for i, f in enumerate(arrow_schema):
+        if is_uuid(f.type) and pa.types.is_string(out.schema.field(i).type):  # SQL's view of a uuid
+            out = out.set_column(i, f.name, uuid_from_strings(out.column(i), f.type))
+    out = out.cast(arrow_schema)
     if lineage and ROW_ID.name in rows.column_names:
         out = out.append_column(ROW_ID.name, rows.column(ROW_ID.name).cast(pa.int64()))
     return out

@@ -31,6 +31,7 @@ from pyiceberg.types import (
     StringType,
     TimestampType,
     TimestamptzType,
+    UUIDType,
 )
 
 from icemor.commit.data_file_struct import from_data_file
@@ -97,6 +98,8 @@ def _assignable(target: PrimitiveType, value_type: str) -> bool:
         return base == "BOOLEAN"
     if isinstance(target, DateType | TimestampType | TimestamptzType):
         return base in _TEMPORAL
+    if isinstance(target, UUIDType):  # SQL sees a uuid as its text; Spark stores text in one
+        return base in ("VARCHAR", "UUID")
     return base == duck_type(target).split("(")[0]
 
 

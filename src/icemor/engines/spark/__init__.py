@@ -20,10 +20,10 @@ import pyarrow as pa
 
 # first: without PySpark (an optional extra) this raises the one-line UnsupportedFeatureError
 from icemor.engines.spark import _compat  # noqa: F401
-from icemor.engines.spark.arrow import is_uuid, uuid_from_strings
 from icemor.engines.spark.types import spark_schema
 from icemor.engines.spark.worker import io_spec, item_blob, read_partition, run_items, task_blob
-from icemor.exceptions import UnsupportedFeatureError
+from icemor.exceptions import InvalidArgumentError, UnsupportedFeatureError
+from icemor.io.uuids import is_uuid, uuid_from_strings
 from icemor.spec.files import FileContent
 from icemor.spec.tasks import CombinedScanTask
 
@@ -176,8 +176,6 @@ def scan_to_dataframe(job: ScanJob, spark: SparkSession, *, strategy: str = "aut
     from pyspark.errors import AnalysisException, ParseException
     from pyspark.sql import functions as F
 
-    from icemor.exceptions import InvalidArgumentError
-
     try:  # the row filter outside pyiceberg's language, as Spark SQL
         return df.filter(F.expr(job.residual)).select(*(job.output_names or df.columns))
     except (AnalysisException, ParseException) as e:
@@ -187,7 +185,6 @@ def scan_to_dataframe(job: ScanJob, spark: SparkSession, *, strategy: str = "aut
 
 def _scan_dataframe(job: ScanJob, spark: SparkSession, strategy: str) -> DataFrame:
     from icemor.engines.spark.native import native_dataframe, native_ineligibility
-    from icemor.exceptions import InvalidArgumentError
 
     if strategy not in STRATEGIES:
         msg = f"unknown Spark strategy {strategy!r}: use one of {', '.join(STRATEGIES)}"
@@ -306,7 +303,7 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
                 columns.append(uuid_from_strings(column, field.type))
             else:
                 columns.append(column.cast(field.type))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, InvalidArgumentError) as e:
             msg = f"column {field.name!r}: Spark returned {column.type}, not castable to {field.type}: {e}"
             raise UnsupportedFeatureError(msg) from e
     return pa.RecordBatch.from_arrays(columns, schema=schema)

@@ -57,8 +57,8 @@ def task_blob(spec: IOSpec, combined: CombinedScanTask, options: ReadOptions) ->
 
 def read_partition(batches: Iterator[pa.RecordBatch], target: pa.Schema) -> Iterator[pa.RecordBatch]:
     """Unpickle each task row and stream its batches in the Spark Arrow schema ``target``."""
-    from icemor.engines.spark.arrow import to_spark_batch
     from icemor.io.reader import read_task
+    from icemor.io.uuids import to_text_batch
 
     for batch in batches:
         for blob in batch.column(0).to_pylist():
@@ -66,7 +66,7 @@ def read_partition(batches: Iterator[pa.RecordBatch], target: pa.Schema) -> Iter
             io = file_io(props, location)
             for task in combined.tasks:
                 for out in read_task(io, task, opts):
-                    yield to_spark_batch(out, target)
+                    yield to_text_batch(out, target)
 
 
 def run_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

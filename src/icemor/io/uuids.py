@@ -1,8 +1,8 @@
-"""Arrow data between icemor and Spark: Iceberg's uuid is 16 bytes here and a string in Spark.
+"""Iceberg's uuid as 16 bytes (icemor's Arrow data) and as its text (SQL's view of it).
 
-Iceberg's Spark integration reads a ``uuid`` column as its canonical lowercase text, so icemor's
-Spark engine hands Spark the same text and turns Spark's text back into 16 bytes; both
-directions are vectorised.
+Iceberg's Spark integration reads a ``uuid`` column as its canonical lowercase text, and
+conditions compare it as such; icemor hands Spark and DuckDB the same text and turns text back
+into 16 bytes where rows are written. Both directions are vectorised.
 """
 
 from __future__ import annotations
@@ -11,11 +11,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["is_uuid", "to_spark_batch", "uuid_from_strings", "uuid_strings"]
+from icemor.exceptions import InvalidArgumentError
+
+__all__ = ["is_uuid", "is_uuid_extension", "to_text_batch", "uuid_from_strings", "uuid_strings"]
 
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 # where each of the 32 hex digits goes in the 36-character text (hyphens at 8, 13, 18, 23)
 _DIGIT_AT = np.array([i + (i >= 8) + (i >= 12) + (i >= 16) + (i >= 20) for i in range(32)])
+
+
+def is_uuid_extension(t: pa.DataType) -> bool:
+    """Whether ``t`` is Arrow's uuid extension type (what icemor reads Iceberg's uuid as)."""
+    return isinstance(t, pa.BaseExtensionType) and bool(t.extension_name == "arrow.uuid")
 
 
 def is_uuid(t: pa.DataType) -> bool:
@@ -47,17 +54,24 @@ def uuid_strings(column: pa.Array) -> pa.Array:
     )
 
 
+_CANONICAL = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+
+
 def uuid_from_strings(column: pa.Array, target: pa.DataType) -> pa.Array:
-    """Canonical UUID strings (Spark's form of Iceberg's uuid) as 16-byte values, vectorised.
+    """UUID text (``102cb62f-e7a3-…``, either case) as 16-byte values of ``target``, vectorised.
 
     Raises:
-        pyarrow.ArrowInvalid: A value that is not a canonical UUID string.
+        InvalidArgumentError: A value that is not a UUID's text.
     """
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
     valid = column.is_valid()
+    well_formed = pc.match_substring_regex(column, _CANONICAL)
+    if not pc.all(pc.or_kleene(well_formed, pc.invert(valid))).as_py():
+        bad = column.filter(pc.invert(pc.fill_null(well_formed, True)))[0].as_py()
+        msg = f"{bad!r} is not a uuid (32 hex digits as 8-4-4-4-12)"
+        raise InvalidArgumentError(msg)
     hex32 = pc.fill_null(pc.replace_substring(column, "-", ""), "0" * 32).cast(pa.large_string())
-    if not pc.all(pc.equal(pc.binary_length(hex32), 32)).as_py():
-        msg = "a uuid column holds a value that is not a canonical UUID string"
-        raise pa.ArrowInvalid(msg)
     offsets = np.frombuffer(hex32.buffers()[1], np.int64, len(hex32) + 1, hex32.offset * 8)
     data = np.frombuffer(hex32.buffers()[2], np.uint8)[offsets[0] : offsets[-1]].reshape(-1, 32)
     nibbles = np.where(data <= ord("9"), data - ord("0"), (data | 0x20) - ord("a") + 10).astype(np.uint8)
@@ -72,16 +86,16 @@ def uuid_from_strings(column: pa.Array, target: pa.DataType) -> pa.Array:
     return values
 
 
-def _to_spark(column: pa.Array, target: pa.DataType) -> pa.Array:
+def _to_text(column: pa.Array, target: pa.DataType) -> pa.Array:
     if is_uuid(column.type) and pa.types.is_string(target):
         return uuid_strings(column)
     if pa.types.is_struct(column.type) and pa.types.is_struct(target) and _has_uuid(column.type):
-        children = [_to_spark(column.field(i), target.field(i).type) for i in range(column.type.num_fields)]
+        children = [_to_text(column.field(i), target.field(i).type) for i in range(column.type.num_fields)]
         return pa.StructArray.from_arrays(
             children, fields=list(target), mask=column.is_null() if column.null_count else None
         )
     if pa.types.is_list(column.type) and pa.types.is_list(target) and _has_uuid(column.type):
-        values = _to_spark(column.flatten(), target.value_type)
+        values = _to_text(column.flatten(), target.value_type)
         offsets = column.offsets
         return pa.ListArray.from_arrays(
             offsets, values, type=target, mask=column.is_null() if column.null_count else None
@@ -101,9 +115,9 @@ def _has_uuid(t: pa.DataType) -> bool:
     return False
 
 
-def to_spark_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
-    """``batch`` (icemor's reader's) in the Arrow schema Spark expects, uuids as their text."""
+def to_text_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """``batch`` (icemor's reader's) cast to ``target``, where uuids are strings: their text."""
     if not any(_has_uuid(f.type) for f in batch.schema):
         return batch.cast(target)
-    columns = [_to_spark(c, f.type) for c, f in zip(batch.columns, target, strict=True)]
+    columns = [_to_text(c, f.type) for c, f in zip(batch.columns, target, strict=True)]
     return pa.RecordBatch.from_arrays(columns, schema=target)
