@@ -721,6 +721,6 @@ def test_ctrl_c_exits_130_with_a_note(
     def interrupted(*args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_catalog", interrupted)
+    monkeypatch.setattr(cli, "open_catalog", interrupted)
     assert run(["tables"]) == 130
     assert capsys.readouterr().err.strip() == "icemor: interrupted (SIGINT)"
