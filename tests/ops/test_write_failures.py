@@ -657,14 +657,8 @@ _DRIVER = textwrap.dedent(
             kill()
             return original(*a, **k)
         r.manifest_list_writer = manifest_list_writer
-    elif where == "data-file":  # pyiceberg's writer threads, or icemor's TableDataWriter
-        import pyiceberg.io.pyarrow as p
+    elif where == "data-file":  # every icemor data file is written through ParquetOutput
         import icemor.io.data_writer as d
-        original = p.ParquetFormatWriter.write
-        def write(self, *a):
-            kill()
-            return original(self, *a)
-        p.ParquetFormatWriter.write = write
         original_output = d.ParquetOutput.write
         def write_output(self, *a):
             kill()

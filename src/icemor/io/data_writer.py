@@ -23,7 +23,6 @@ append makes one file per partition and target size, not one per batch and parti
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -43,7 +42,7 @@ from icemor.spec.v3_types import describe_unwritable
 
 if TYPE_CHECKING:
     import uuid
-    from collections.abc import Callable, Iterable, Iterator, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     import numpy.typing as npt
     from pyiceberg.io import InputFile, OutputStream
@@ -66,7 +65,6 @@ __all__ = [
     "write_data_files_in_order",
     "write_parquet_tables",
     "write_rolling",
-    "write_table_data_files",
 ]
 
 _T = TypeVar("_T")
@@ -255,11 +253,11 @@ def write_parquet_tables(
 class RecordingIO(FileIO):
     """A FileIO that records the path of every file opened for writing through it.
 
-    For writers that do not say what they wrote when they fail (pyiceberg's data writer and
-    snapshot producer): :meth:`discard` removes what they began. pyiceberg's writer threads
-    may go on after the caller saw the failure (an interrupt), so once discarded no new file
-    can be created through it: a file is either created before the removal, and removed, or
-    not at all.
+    For writers that do not say what they wrote when they fail (pyiceberg's snapshot producer,
+    whose manifests an append writes through it): :meth:`discard` removes what they began.
+    pyiceberg's threads may go on after the caller saw the failure (an interrupt), so once
+    discarded no new file can be created through it: a file is either created before the
+    removal, and removed, or not at all.
     """
 
     def __init__(self, io: FileIO) -> None:
@@ -359,60 +357,6 @@ class _RecordedOutput(OutputFile):
 
     def create(self, overwrite: bool = False) -> OutputStream:
         return self._owner._create(self._inner, overwrite)
-
-
-def write_table_data_files(
-    metadata: TableMetadata, data: pa.Table, io: FileIO, *, write_uuid: uuid.UUID, counter: Iterator[int]
-) -> list[DataFile]:
-    """pyiceberg's data writer (partitioned, target-sized), leaving nothing behind when it fails.
-
-    Raises:
-        WriteFailedError: A file could not be written (disk full, permission denied, ...); it
-            names the file last opened (pyiceberg writes on several threads and does not say
-            which failed). Every file this call began is removed.
-    """
-    recording = RecordingIO(io)
-    try:
-        with _quiet_failed_writer_stats():
-            return compat.write_data_files(metadata, data, recording, write_uuid=write_uuid, counter=counter)
-    except BaseException as e:
-        recording.discard()
-        if isinstance(e, OSError):
-            where = recording.paths[-1] if recording.paths else f"{metadata.location}/data"
-            raise WriteFailedError.of(where, e) from e
-        raise
-
-
-class _FailedWriterStats(logging.Filter):
-    """Drops pyiceberg's "statistics missing" warning while icemor's writes run.
-
-    pyiceberg closes a writer that failed (a full disk) and then warns that the half-written
-    file has no statistics: noise after the one-line error. Its writes on several threads make
-    a per-call filter impossible; the count of writes in flight decides.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.active = 0
-        self.lock = threading.Lock()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (self.active and str(record.msg).startswith("PyArrow statistics missing"))
-
-
-_STATS_FILTER = _FailedWriterStats()
-logging.getLogger("pyiceberg.io.pyarrow").addFilter(_STATS_FILTER)
-
-
-@contextlib.contextmanager
-def _quiet_failed_writer_stats() -> Iterator[None]:
-    with _STATS_FILTER.lock:
-        _STATS_FILTER.active += 1
-    try:
-        yield
-    finally:
-        with _STATS_FILTER.lock:
-            _STATS_FILTER.active -= 1
 
 
 def file_positions(
