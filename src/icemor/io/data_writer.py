@@ -1,23 +1,28 @@
-"""Write data files whose rows keep the order they were given, so each row's position is known.
+"""icemor's Parquet file writing: the two rolling writers every data and delete file goes through.
 
-pyiceberg's writer bin-packs and splits its input as it likes; a writer of changes must know,
-for each row it wrote, the file and position it went to (a row superseded later in the same
-batch is deleted by position, Flink's ``insertedRowMap``). Here the rows of one partition are
-written in the order given, rolled to a new file once the current one reaches the target size
-(measured on disk), and the files come back in that order: row ``i`` is in the file whose
-cumulative record count first exceeds ``i`` (:func:`file_positions`).
+Two, because two contracts need them; both write through :class:`ParquetOutput` and describe
+their files with :func:`icemor.spec.files.written_file`:
+
+- :func:`write_rolling` writes *ordered* output of one partition: pieces in the order given,
+  one file open at a time, files numbered ``{prefix}-00000``, ``-00001``, … without gaps, each
+  rolled once a piece brings it to the target size (on disk). A writer of changes must know, for
+  each row it wrote, the file and position it went to (a row superseded later in the same batch
+  is deleted by position, Flink's ``insertedRowMap``): row ``i`` is in the file whose cumulative
+  record count first exceeds ``i`` (:func:`file_positions`). The gap-free names are how
+  :func:`icemor.io.writers.remove_written` finds what a lost Spark task wrote without a listing.
+  Position deletes (:mod:`icemor.io.writers`), equality deletes
+  (:mod:`icemor.io.equality_writer`), CDC's data files and a compaction's rewrite of one
+  partition (:func:`write_data_files_in_order`) write through it.
+- :class:`TableDataWriter` writes rows whose positions nobody needs (appends, the new rows of
+  UPDATE and MERGE, compaction across specs) as Iceberg Java's fanout writer does: it partitions
+  them by the table's current spec and keeps one file per partition open across ``write`` calls
+  (batches pushed by the caller, not one iterable), named by the table's location provider; it
+  sizes row groups to land under the target and closes the largest open file when over its
+  memory budget. A streamed append makes one file per partition and target size, not one per
+  batch and partition.
 
 Metrics are the table's (``write.metadata.metrics.*``), computed from the Parquet footer by
 pyiceberg's statistics collector, as its own writer does.
-
-:func:`write_rolling` is icemor's one rolling-file writer: data files here, position deletes
-(:mod:`icemor.io.writers`) and equality deletes (:mod:`icemor.io.equality_writer`) all write
-through it, and describe what they wrote with :func:`icemor.spec.files.written_file`.
-
-:class:`TableDataWriter` writes rows whose positions nobody needs (appends, the new rows of
-UPDATE and MERGE, compaction across specs) as Iceberg Java does: it partitions them by the
-table's spec and keeps one rolling file per partition open across batches, so a streamed
-append makes one file per partition and target size, not one per batch and partition.
 """
 
 from __future__ import annotations
