@@ -1,4 +1,4 @@
-"""The write path under faults (issue #27): disk full, read-only paths, SIGKILL, concurrent writers.
+"""The write path under faults: disk full, read-only paths, SIGKILL, concurrent writers.
 
 Every write command of the CLI runs on a copy of one small v2 table that has work for each of
 them (three data files, two position-delete files, an equality delete, six snapshots):

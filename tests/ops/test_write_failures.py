@@ -1,4 +1,4 @@
-"""Every write that fails cleans up after itself (issue #27, defects 3, 4 and 7c).
+"""Every write that fails cleans up after itself.
 
 A disk that fills up, a directory or file system that refuses writes, a read-only catalog, a
 lost compare-and-swap or SIGTERM: the command fails with one line on stderr (exit 2; 130 for
