@@ -49,6 +49,7 @@ lint: $(TEST_STAMP)
 	$(VENV)/bin/lint-imports --no-logo --no-cache
 	$(PY) tools/check_commit_path.py
 	$(PY) tools/check_borrowed.py
+	$(PY) tools/check_import_cycles.py
 
 # Everything (what CI runs): lint, then every test, Iceberg Java's and the slow ones too, with
 # the coverage of src/icemor.

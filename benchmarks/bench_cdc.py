@@ -1,5 +1,5 @@
 """CDC benchmark: apply 1 M changes (60% U, 20% D, 20% I, uniform keys) to a 10 M-row copy of ``base``
-in 10 batches with ``apply_changes``, locally and on Spark; then read the result (issue 10).
+in 10 batches with ``apply_changes``, locally and on Spark; then read the result.
 
 Run as ``.venv/bin/python benchmarks/bench_cdc.py`` (``make bench``). ``bench.base`` is the write
 benchmark's (``bench-data/write/``, built with Iceberg Java on first use: 10 data files, each an id
@@ -305,13 +305,13 @@ def main(argv: list[str] | None = None) -> int:
     local_total = sum(results["icemor local"][0])
     rate = args.changes / local_total
     print(
-        f"\nTarget (issue 10): >= 200,000 changes/s on the local engine: "
+        f"\nTarget: >= 200,000 changes/s on the local engine: "
         f"{'pass' if rate >= 200_000 else 'FAIL'} ({rate:,.0f})"
     )
     if "icemor on Spark" in results:
         rate = args.changes / sum(results["icemor on Spark"][0])
         print(
-            f"Target (issue 25): >= 200,000 changes/s on Spark ({java.spark.sparkContext.master}): "
+            f"Target: >= 200,000 changes/s on Spark ({java.spark.sparkContext.master}): "
             f"{'pass' if rate >= 200_000 else 'FAIL'} ({rate:,.0f})"
         )
     java.sql(f"DROP TABLE {java.qualified(base_ident)}")

@@ -1,4 +1,4 @@
-"""Change-feed benchmark: the changes of one 10% DELETE on the 10 M-row bench table vs a scan (issue 30).
+"""Change-feed benchmark: the changes of one 10% DELETE on the 10 M-row bench table vs a scan.
 
 Run as ``.venv/bin/python benchmarks/bench_changes.py``. The tables are the scan benchmark's
 (``bench-data/``; built with Iceberg Java by ``bench_scan.py --build-only`` when missing). ``pos10``
@@ -8,7 +8,7 @@ rows. Timed warm, each call loading the table; a change cell and its scan altern
 (median of ``--runs``, of a third of them for the wide pair, after one warm-up):
 
 * ``changes narrow``: ``changes(parent, delete, selected_fields=("qty",))``, against ``scan narrow``
-  (``scan(selected_fields=("qty",))``, the scan benchmark's narrow query) - the issue's target is a
+  (``scan(selected_fields=("qty",))``, the scan benchmark's narrow query) - the target is a
   ratio of at most 1.5;
 * ``changes wide``: every column, against ``scan wide`` (every column, every live row).
 

@@ -1,4 +1,4 @@
-"""Micro-benchmark of equality-delete probing (issue 12): build once, probe many batches.
+"""Micro-benchmark of equality-delete probing: build once, probe many batches.
 
 Run as ``.venv/bin/python benchmarks/bench_equality.py`` (``--rows``/``--keys`` to scale down).
 For each key shape it builds an ``EqualityDeleteSet`` from the delete keys and probes
@@ -6,7 +6,7 @@ For each key shape it builds an ``EqualityDeleteSet`` from the delete keys and p
 total probe time (median of ``--runs``) for the hash index and for what it replaced: the Arrow
 hash join (timed on a few batches and scaled, as it takes ~1 s a batch), for one integer
 column that is not dense, binary search in the sorted keys, and for long string keys, hashing
-every word of every value instead of the few that tell the keys apart (issue 31).
+every word of every value instead of the few that tell the keys apart (what string keys used before).
 Shapes: 72-char strings (``'comment-' || sha256hex``, as the scan benchmark's ``note``),
 sparse bigints, and (int, string) pairs.
 """
@@ -86,7 +86,7 @@ def main() -> None:
         )
         index = getattr(s, "_index", None)
         if index is not None and index._words is not None:
-            # what string keys used before issue 31: every word of every value hashed
+            # what string keys used before: every word of every value hashed
             telling = equality._telling_words
             equality._telling_words = lambda _key: None
             try:

@@ -6,7 +6,7 @@ registered from its metadata in a catalog of its own under ``bench-data/optimize
 files written there, so the scan bench's tables are never changed. For each table it prints:
 the health score before and after, the optimize time against the time of the single maintenance
 actions optimize chose (each on a fresh copy), and the narrow read (``qty``) after, against
-``base``'s. The targets (issue #29): score >= 90, narrow read <= 1.1x base, optimize <= 2x the
+``base``'s. The targets: score >= 90, narrow read <= 1.1x base, optimize <= 2x the
 single actions. Every result is checked: the row count is the same before and after.
 """
 

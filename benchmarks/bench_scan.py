@@ -1,11 +1,11 @@
-"""Scan benchmark: icemor against raw pyarrow, Iceberg Java on Spark and pyiceberg (see ANCHORS.md).
+"""Scan benchmark: icemor against raw pyarrow, Iceberg Java on Spark and pyiceberg (docs/benchmarks.md).
 
 Run as ``.venv/bin/python benchmarks/bench_scan.py`` (``make bench``). The first run builds the workload
 with Iceberg Java 1.10.2 on Spark into ``bench-data/`` (an icemor home: ``catalog.db`` + ``warehouse/``;
 git-ignored) and writes a marker file when the last table is complete; later runs reuse it (``--rebuild``
 forces). The marker records ``LAYOUT_VERSION``: a cache built with another layout is rebuilt, never reused.
 
-The workload is ANCHORS.md's "rebuilt 2026-11-22" one. Tables in namespace ``bench``, each with its own
+The workload (layout of 2026-11-22, ``LAYOUT_VERSION``). Tables in namespace ``bench``, each with its own
 copy of the same 10 data files, each file an id range (``repartitionByRange(10, id)
 .sortWithinPartitions(id)``, written once and appended to every table, so the files match row for row):
 ``base`` (no deletes), ``pos10`` (v2, merge-on-read ``DELETE WHERE id % 10 = 3``: one position delete
@@ -26,7 +26,7 @@ select what is measured (the build always makes every table). The local engines 
 JVM on the machine: the build runs in a child process, and Spark (for the layout re-check and the
 Spark engines) starts after them.
 
-Cold reads (issue 31): the first narrow read of eq10/eq10s in a new Python process decodes the
+Cold reads: the first narrow read of eq10/eq10s in a new Python process decodes the
 delete files and probes every row (later reads apply the cached verdict). ``--cold-runs`` new
 processes per cell (default 5), icemor and the raw scan of ``qty`` plus the key column in
 alternation; each imports its modules and opens the catalog before the clock starts, then times
@@ -83,9 +83,9 @@ LAYOUT_VERSION = "2026-11-22 range(10, id) + eq10s"
 DATA_FILES = 10
 EQ_DELETE_BUCKETS = 50  # id % 50 splits the deleted ids (id % 10 = 3) into 5 equality delete files
 FULL_ROWS = 10_000_000
-FULL_VARIANT_ROWS, FULL_VARIANT_QTY = 9_000_000, 449_930_000.00  # ANCHORS.md, for N = 10 M
+FULL_VARIANT_ROWS, FULL_VARIANT_QTY = 9_000_000, 449_930_000.00  # the expected result, for N = 10 M
 COLUMNS_DDL = "id BIGINT, k1 INT, k2 STRING, qty DOUBLE, ts TIMESTAMP, note STRING"
-# ANCHORS.md writes note as 'comment-' || sha2(id, 256); Spark's sha2 takes BINARY and refuses a BIGINT
+# The workload defines note as 'comment-' || sha2(id, 256); Spark's sha2 takes BINARY and refuses a BIGINT
 # (DATATYPE_MISMATCH), so the id goes through its decimal string: sha2(CAST(id AS STRING), 256), the
 # lowercase hex SHA-256 of str(id) (note_of() below computes the same in Python for the eq10s keys).
 SELECT_ROWS = (
@@ -667,7 +667,7 @@ def bench_local(bench: Bench, metadata: dict[str, str]) -> None:
         narrow.append(Spec("raw", "narrow", "base", raw_narrow, narrow_facts, exact_qty=True))
         wide.append(Spec("raw", "wide", "base", lambda: pq.read_table(files), arrow_facts, exact_qty=True))
     if bench.wants("raw_mmap"):
-        # not ANCHORS' reference: shown because icemor maps local files and pyarrow's default
+        # not a target's reference: shown because icemor maps local files and pyarrow's default
         # does not, so part of icemor's standing against "raw" is that difference
         def raw_mmap() -> pa.Table:
             return pq.read_table(files, memory_map=True)
@@ -732,7 +732,7 @@ COLD_RUNS = 5
 # The cold cell of a process that finds no stored equality verdict (icemor.io.verdicts): the
 # first read of a table's equality deletes on a host. "icemor" is the next new process.
 FIRST = "icemor-first"
-COLD_VS_RAW = 1.5  # ANCHORS.md: a first read of an equality-deleted table, against the raw scan
+COLD_VS_RAW = 1.5  # a first read of an equality-deleted table, against the raw scan
 # Modules a scan imports on first use: imported before the clock starts in a cold process, as the
 # raw scan's pyarrow.dataset is (importing them is Python's start-up cost, not the read's).
 SCAN_MODULES = ("icemor.scan", "icemor.planning.scan_job", "icemor.engines.local", "icemor.io.reader")
@@ -1088,7 +1088,7 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or not b else a / b
 
 
-# ANCHORS.md, "Where icemor must land"
+# The targets (docs/benchmarks.md, "Targets")
 WIDE_VS_RAW = {"base": 1.05, "pos10": 1.15, "dv10": 1.15, "eq10": 1.3, "eq10s": 1.5}
 NARROW_SECONDS = {"eq10": 0.3, "eq10s": 0.6}
 NARROW_BASE_VS_RAW = 1.5
@@ -1263,7 +1263,7 @@ def report(
         "Ratios are paired: the median over rounds of a cell's call divided by its reference's call"
         " of the same round; the ratio of the two medians is shown beside it."
     )
-    lines = [["target (ANCHORS.md)", "measured", "limit", "", "ratio of medians"]]
+    lines = [["target", "measured", "limit", "", "ratio of medians"]]
     for t in found:
         value = "n/a" if t.measured is None else f"{t.measured:.2f}{t.unit}"
         beside = "" if t.of_medians is None else f"{t.of_medians:.2f}{t.unit}"

@@ -293,7 +293,7 @@ def _bench_update_merge(
 
 def _bench_file_sizes(icemor: Any, rows: int = 3_000_000, days: int = 30) -> str:
     """Append ``rows`` pandas rows over ``days`` day partitions in one append (icemor streams it
-    1 Mi rows at a time; issue #28: that made a file per batch and day): the line telling the
+    1 Mi rows at a time; that once made a file per batch and day): the line telling the
     files per partition and their mean size."""
     import pandas as pd
     import pyarrow as pa
@@ -421,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     print(render(um_rows))
     print(f"\n{file_sizes}")
     print(
-        "\nTarget: icemor local and icemor on Spark (issue #25) <= Iceberg Java's time, same run; "
+        "\nTarget: icemor local and icemor on Spark <= Iceberg Java's time, same run; "
         "conversion of eq10 <= 5 s."
     )
     spark_engines = {"UPDATE": "icemor, SQL on Spark", "MERGE": "icemor, SQL on Spark"}

@@ -9,7 +9,8 @@
   file removed. :class:`Zygote` runs such children cheaply: one process imports icemor once and
   forks a child per case.
 - Real filesystems when this machine lets us mount (root with CAP_SYS_ADMIN): a small tmpfs that
-  really runs out of space, read-only bind mounts.
+  really runs out of space, read-only bind mounts. Without them, :func:`readonly_chmod` makes the
+  OS refuse writes instead (write permission removed: it stops any process but root).
 - The checks: the files a table's metadata references (every snapshot's manifest list, manifests
   and their entries, the metadata JSON files of the log and the current one), read with pyiceberg
   and the catalog's SQLite database directly, and the files on disk that nothing references.
@@ -22,10 +23,12 @@ import errno
 import json
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -439,6 +442,42 @@ def readonly_bind(path: Path) -> Iterator[Path]:
         yield path
     finally:
         umount(path)
+
+
+def os_readonly(*, mountable: bool) -> str | None:
+    """How the OS can be made to refuse writes to a path here: ``"mount"`` (a read-only bind
+    mount, :func:`readonly_bind`) where ``mountable`` (:func:`can_mount`), else ``"chmod"``
+    (write permission removed, :func:`readonly_chmod`) where permission bits stop this process
+    (not root with CAP_DAC_OVERRIDE), else None."""
+    if mountable:
+        return "mount"
+    probe = Path(tempfile.mkdtemp(prefix="icemor-chmod-probe-"))
+    try:
+        probe.chmod(0o555)
+        try:
+            (probe / "file").touch()
+        except PermissionError:
+            return "chmod"
+        return None
+    finally:
+        probe.chmod(0o755)
+        shutil.rmtree(probe)
+
+
+@contextlib.contextmanager
+def readonly_chmod(path: Path) -> Iterator[Path]:
+    """``path`` (a directory with everything under it, or a file) without write permission while
+    in the block, as a read-only mount makes it; the modes are restored after."""
+    paths = [path, *(sorted(path.rglob("*")) if path.is_dir() else [])]
+    modes = {p: p.lstat().st_mode for p in paths if not p.is_symlink()}
+    try:
+        for p, mode in modes.items():
+            p.chmod(mode & ~0o222)
+        yield path
+    finally:
+        for p, mode in modes.items():
+            with contextlib.suppress(FileNotFoundError):
+                p.chmod(mode)
 
 
 def free_bytes(path: Path) -> int:

@@ -53,7 +53,7 @@ def test_other_homes_and_properties_get_their_own_catalog(
 
 
 # ---------------------------------------------------------------------- a catalog that cannot serve
-# issue #28: each of these was a traceback and exit code 1; now one line on stderr and exit 2.
+# each of these was once a traceback and exit code 1; now one line on stderr and exit 2.
 
 
 def _cli_errors(

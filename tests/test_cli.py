@@ -125,7 +125,7 @@ def test_bad_partition_spec(
 def test_unknown_format_version_is_refused_up_front(
     home: Path, parquet: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A format version icemor cannot write: refuse before anything is created (v3: issue #26)."""
+    """A format version icemor cannot write: refuse before anything is created (2 and 3 are written)."""
     assert run(["create-table", "db.v3", "--schema-from", str(parquet), "--format-version", "4"]) == 2
     lines = _err_lines(capsys)
     assert len(lines) == 1 and "--format-version must be 2 or 3" in lines[0], lines
@@ -339,7 +339,7 @@ def test_bad_output_path_is_one_line_naming_it(
 def test_every_json_option_prints_one_document_and_jsonl_lines(
     home: Path, parquet: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # issue #28: snapshots/history --json printed JSON Lines while the others printed arrays
+    # snapshots/history --json once printed JSON Lines while the others printed arrays
     assert run(["create-table", "db.t", "--schema-from", str(parquet)]) == 0
     assert run(["append", "db.t", str(parquet)]) == 0
     assert run(["delete", "db.t", "--where", "id = 2"]) == 0

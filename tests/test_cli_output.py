@@ -1,4 +1,4 @@
-"""``icemor scan --output`` on both engines: required, nested and decimal columns (issue #25).
+"""``icemor scan --output`` on both engines: required, nested and decimal columns.
 
 The table is written with pyiceberg from a Python model of its rows; a merge-on-read DELETE
 adds position deletes. Each engine's file must hold exactly the model's remaining rows, with

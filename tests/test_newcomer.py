@@ -1,4 +1,4 @@
-"""A newcomer's pandas day (issue #28), end to end without a single file path, against a pandas model.
+"""A newcomer's pandas day, end to end without a single file path, against a pandas model.
 
 ``create_table`` from a DataFrame (partitioned by ``day(ts)``, keyed by ``id``), ``append(df)``,
 DELETE, MERGE, CDC, time travel by datetime, then ``to_pandas``, ``to_polars`` and

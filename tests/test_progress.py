@@ -1,5 +1,5 @@
 """Progress bars: on a terminal a bar shows while a write or a Spark job runs; piped or
-redirected output has no progress characters (issue #28/#29: long commands showed nothing)."""
+redirected output has no progress characters (long commands once showed nothing)."""
 
 from __future__ import annotations
 

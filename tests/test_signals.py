@@ -1,6 +1,6 @@
 """Ctrl-C (SIGINT) and SIGTERM from outside, in the middle of a write: exit 130 with a one-line
-note, and no file under the table's location that its metadata does not reference (issue #28:
-an interrupted 8 M-row append left 9 to 29 uncommitted data files)."""
+note, and no file under the table's location that its metadata does not reference (an
+interrupted 8 M-row append once left 9 to 29 uncommitted data files)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The facade's one parser of points in time (issue #28: ``as_of_timestamp=datetime(...)`` raised
+"""The facade's one parser of points in time (``as_of_timestamp=datetime(...)`` once raised
 a raw TypeError), judged against values computed by hand."""
 
 from __future__ import annotations

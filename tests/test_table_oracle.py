@@ -285,7 +285,7 @@ def test_decimal_and_date_types_survive(oracle: IcebergJava, catalog: SqlCatalog
 def test_arctic_sequence_number_example(
     oracle: IcebergJava, catalog: SqlCatalog, ns: str, engine: str
 ) -> None:
-    """Seed 001 (Arctic): a.dat, then b.dat (equality delete) + c.dat, then a position delete + new data.
+    """Arctic's sequence-number example: a.dat, then b.dat (equality delete) + c.dat, then a position delete + new data.
 
     snapshot 1 = {(1,X),(2,A)}; snapshot 2 = {(1,X),(3,Q),(2,B)} (the equality delete of id 2
     removes a.dat's row but not c.dat's, committed with it); snapshot 3 = {(1,X),(2,B),(4,Y)}

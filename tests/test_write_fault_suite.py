@@ -1,4 +1,4 @@
-"""The write path under faults (issue #27): disk full, read-only paths, SIGKILL, concurrent writers.
+"""The write path under faults: disk full, read-only paths, SIGKILL, concurrent writers.
 
 Every write command of the CLI runs on a copy of one small v2 table that has work for each of
 them (three data files, two position-delete files, an equality delete, six snapshots):
@@ -7,11 +7,14 @@ and ``expire``. The faults (injected by :mod:`faults`):
 
 - **disk full** inside the first file of each kind the command writes (data, delete, manifest,
   manifest list, metadata JSON): through a patched FileIO (64 bytes of that file fit, then every
-  write fails with ``ENOSPC``) and, where this machine lets us mount, on a real tmpfs filled so
-  that exactly the pages of the files before it fit (no patch: the real write path);
+  write fails with ``ENOSPC``; ``test_disk_full``) and on a real tmpfs filled so that exactly the
+  pages of the files before it fit (no patch: the real write path; ``test_disk_full_tmpfs``,
+  which needs mount rights and is reported skipped without them);
 - **read-only paths**: the table directory, its ``metadata/`` or ``data/``, or ``catalog.db``:
-  through the FileIO (``PermissionError``, a directory without write permission) or SQLite's
-  ``query_only``, and, where we may mount, read-only bind mounts (``EROFS``, no patch).
+  through the FileIO (``PermissionError``) or SQLite's ``query_only`` (``test_read_only``), and
+  with no patch, the OS refusing (``test_read_only_os``): a read-only bind mount (``EROFS``)
+  where we may mount, else write permission removed (``EACCES``), which stops any process but
+  root; reported skipped only where neither works.
 
 Each such case runs the CLI in process and asserts: exit code 2 with exactly one stderr line
 ``icemor: error: ...`` and no traceback (or success, where the fault does not stop the
@@ -201,6 +204,8 @@ class World:
     template: Path
     inputs: Path
     mountable: bool
+    os_readonly: str | None
+    """How the OS is made to refuse writes here (:func:`faults.os_readonly`); None: it cannot be."""
     table_dir: Path = Path()
     zygote: faults.Zygote | None = None
 
@@ -246,7 +251,15 @@ def _build_base(home: Path, inputs: Path) -> None:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("faults")
-    w = World(root, root / "home", root / "template", root / "inputs", mountable=faults.can_mount())
+    mountable = faults.can_mount()
+    w = World(
+        root,
+        root / "home",
+        root / "template",
+        root / "inputs",
+        mountable=mountable,
+        os_readonly=faults.os_readonly(mountable=mountable),
+    )
     w.inputs.mkdir()
     _parquet(w.inputs / "append.parquet", APPEND_ROWS)
     _parquet(w.inputs / "merge.parquet", MERGE_ROWS)
@@ -516,14 +529,23 @@ def _disk_full_tmpfs(world: World, op: str, kind: str, capsys: pytest.CaptureFix
     ("op", "kind"), [(op, kind) for op, kinds in OP_WRITES.items() for kind in kinds], ids=lambda x: x
 )
 def test_disk_full(world: World, op: str, kind: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """The disk fills up inside the first ``kind`` file ``op`` writes: a clean error, the old table, no file left."""
-    verdicts = [_disk_full_fileio(world, op, kind, capsys)]
-    _finish("disk-full/fileio", verdicts[-1])
-    if world.mountable:
-        verdicts.append(_disk_full_tmpfs(world, op, kind, capsys))
-        _finish("disk-full/tmpfs", verdicts[-1])
-    failed = [v.message() for v in verdicts if v.problems]
-    assert not failed, "\n".join(failed)
+    """The disk fills up inside the first ``kind`` file ``op`` writes (a FileIO that runs out of
+    room): a clean error, the old table, no file left."""
+    v = _disk_full_fileio(world, op, kind, capsys)
+    _finish("disk-full/fileio", v)
+    assert not v.problems, v.message()
+
+
+@pytest.mark.parametrize(
+    ("op", "kind"), [(op, kind) for op, kinds in OP_WRITES.items() for kind in kinds], ids=lambda x: x
+)
+def test_disk_full_tmpfs(world: World, op: str, kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """As :func:`test_disk_full`, on a real tmpfs that runs out of room: no patch at all."""
+    if not world.mountable:
+        pytest.skip("a real tmpfs needs mount rights (root with CAP_SYS_ADMIN); test_disk_full ran the case")
+    v = _disk_full_tmpfs(world, op, kind, capsys)
+    _finish("disk-full/tmpfs", v)
+    assert not v.problems, v.message()
 
 
 # ----------------------------------------------------------------------------------- read-only paths
@@ -548,6 +570,8 @@ def _read_only(world: World, op: str, where: str, how: str, capsys: pytest.Captu
     with contextlib.ExitStack() as stack:
         if how == "mount":
             stack.enter_context(faults.readonly_bind(target))  # no patch at all: the real write path
+        elif how == "chmod":
+            stack.enter_context(faults.readonly_chmod(target))  # no patch either
         elif where == "catalog-db":
             stack.enter_context(faults.readonly_catalog_connections())
         else:
@@ -564,14 +588,25 @@ def _read_only(world: World, op: str, where: str, how: str, capsys: pytest.Captu
 
 @pytest.mark.parametrize(("op", "where"), [(op, w) for op in OP_WRITES for w in READ_ONLY], ids=lambda x: x)
 def test_read_only(world: World, op: str, where: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """A directory or catalog.db that refuses writes: a clean error (or success), old-or-new table, no file left."""
-    verdicts = [_read_only(world, op, where, "fileio", capsys)]
-    _finish("read-only/fileio", verdicts[-1])
-    if world.mountable:
-        verdicts.append(_read_only(world, op, where, "mount", capsys))
-        _finish("read-only/mount", verdicts[-1])
-    failed = [v.message() for v in verdicts if v.problems]
-    assert not failed, "\n".join(failed)
+    """A directory or catalog.db that refuses writes (through the FileIO, or SQLite's query_only):
+    a clean error (or success), old-or-new table, no file left."""
+    v = _read_only(world, op, where, "fileio", capsys)
+    _finish("read-only/fileio", v)
+    assert not v.problems, v.message()
+
+
+@pytest.mark.parametrize(("op", "where"), [(op, w) for op in OP_WRITES for w in READ_ONLY], ids=lambda x: x)
+def test_read_only_os(world: World, op: str, where: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """As :func:`test_read_only` with no patch, the OS refusing: a read-only bind mount where we
+    may mount, else write permission removed."""
+    if world.os_readonly is None:
+        pytest.skip(
+            "the OS cannot be made to refuse writes here: permission bits do not stop this process "
+            "(root) and a read-only bind mount needs CAP_SYS_ADMIN; test_read_only ran the case"
+        )
+    v = _read_only(world, op, where, world.os_readonly, capsys)
+    _finish(f"read-only/{world.os_readonly}", v)
+    assert not v.problems, v.message()
 
 
 # ----------------------------------------------------------------------------------- SIGKILL
@@ -1001,7 +1036,11 @@ def test_row_deleted_while_a_row_level_operation_commits(
 
 
 def test_figures() -> None:
-    """Print the tally; no non-kill family may have a traceback or leave a stray file."""
+    """Print the tally; no non-kill family may have a traceback or leave a stray file.
+
+    The tally is what the suite's other tests recorded in this session: alone, there is nothing
+    to judge, and that is a failure, not a pass."""
+    assert FAMILIES, "no case of the fault suite ran in this session: run test_figures with the suite"
     summary = {k: dict(v) for k, v in sorted(FAMILIES.items())}
     print(json.dumps(summary, indent=2, sort_keys=True))
     faults.dump(FIGURES, {"families": summary, "cases": CASES})

@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from contextvars import ContextVar
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path  # noqa: TC003 (typer resolves annotations at runtime)
 from typing import TYPE_CHECKING, Annotated, Any
@@ -19,17 +17,27 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from pyiceberg import exceptions as _pe
 
+from icemor import cli_health
+from icemor.cli_app import (
+    OPTIONS,
+    Engine,
+    JsonOpt,
+    Options,
+    app,
+    cli_options,
+    open_catalog,
+    open_table,
+    parse_pairs,
+    spark_session,
+)
 from icemor.exceptions import NO_ROOM_ERRNOS, IcemorError, InvalidArgumentError, os_reason
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
     import pyarrow as pa
-    from pyiceberg.catalog import Catalog
-    from pyspark.sql import SparkSession
 
     from icemor.scan import Scan
-    from icemor.table import Table
 
 __all__ = ["app", "main"]
 
@@ -52,52 +60,11 @@ _USER_ERRORS: tuple[type[Exception], ...] = (
     *_PYICEBERG_USER_ERRORS,
 )
 
-app = typer.Typer(
-    name="icemor",
-    help="Apache Iceberg row-level deletes (merge-on-read) for Python and PySpark.\n\n"
-    "With no --catalog, tables live in the embedded SQLite catalog under $ICEMOR_HOME (default ~/.icemor).",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
-
-
-class Engine(StrEnum):
-    local = "local"
-    spark = "spark"
-
 
 class OutputFormat(StrEnum):
     parquet = "parquet"
     csv = "csv"
     jsonl = "jsonl"
-
-
-@dataclass
-class Options:
-    """The global options of one CLI invocation (click's context object, not module state)."""
-
-    catalog_name: str | None = None
-    engine: Engine = Engine.local
-    debug: bool = False
-    spark_master: str | None = None
-    spark_conf: tuple[str, ...] = ()
-    spark_progress: Any = None
-    """The poller showing Spark jobs' progress (:func:`_watch_spark`), stopped when the run ends."""
-
-
-# The options of the running invocation: set by run() for its duration, so nothing leaks from
-# one invocation to the next (tests call run() many times in one process).
-_OPTIONS: ContextVar[Options] = ContextVar("icemor_cli_options")
-
-
-def _options() -> Options:
-    opts = _OPTIONS.get(None)
-    if opts is None:  # the app invoked without run() (e.g. typer's test runner)
-        opts = Options()
-        _OPTIONS.set(opts)
-    return opts
 
 
 def _show_version(value: bool) -> None:
@@ -134,7 +101,7 @@ def _global(
         typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit."),
     ] = False,
 ) -> None:
-    opts = _options()
+    opts = cli_options()
     opts.catalog_name = catalog
     opts.engine = engine
     opts.debug = debug
@@ -149,29 +116,6 @@ def _fail(message: str) -> None:
 
 def _note(text: str) -> None:
     typer.echo(f"icemor: note: {text}", err=True)
-
-
-def _catalog() -> Catalog:
-    from icemor.catalog import load_catalog
-
-    return load_catalog(_options().catalog_name)
-
-
-def _table(identifier: str) -> Table:
-    from icemor.table import Table
-
-    return Table.load(identifier, catalog=_catalog())
-
-
-def _kv(pairs: list[str] | None, what: str) -> dict[str, str]:
-    out = {}
-    for pair in pairs or ():
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            msg = f"{what} must be k=v, got {pair!r}"
-            raise InvalidArgumentError(msg)
-        out[key.strip()] = value.strip()
-    return out
 
 
 @app.command("create-table")
@@ -206,8 +150,8 @@ def create_table(
     from icemor.catalog import table_locations
     from icemor.ops.create import create_table as _create
 
-    props = _kv(prop, "--property")
-    catalog = _catalog()
+    props = parse_pairs(prop, "--property")
+    catalog = open_catalog()
     created = _create(
         catalog,
         table,
@@ -265,7 +209,7 @@ def alter(
     columns required, set the identifier fields. Data files are not rewritten."""
     from icemor.ops.alter import SchemaChange
 
-    change = SchemaChange(_table(table))  # what Table.update_schema() returns
+    change = SchemaChange(open_table(table))  # what Table.update_schema() returns
     steps = 0
     for item in add_column or ():
         change.add_column(*_pair(item, "--add-column", "name:type"))
@@ -300,7 +244,7 @@ def append(
     """
     from icemor.progress import enabled
 
-    t = _table(table)
+    t = open_table(table)
     if not enabled():
         rows = t.append_files(files, note=_note)
     else:
@@ -323,7 +267,7 @@ def add_files(
     Their schema is checked against the table's (as pyiceberg's add_files). The table then
     references the files where they are: keep them there; drop-table --purge deletes them.
     """
-    rows = _table(table).add_files(files)
+    rows = open_table(table).add_files(files)
     typer.echo(f"added {len(files)} files ({rows} rows) to {table}")
 
 
@@ -354,7 +298,7 @@ def _scan(
     fields: tuple[str, ...] = ("*",)
     if columns:
         fields = tuple(c.strip() for c in columns.split(",") if c.strip())
-    return _table(table).scan(
+    return open_table(table).scan(
         row_filter=where,
         selected_fields=fields,
         snapshot_id=snapshot_id,
@@ -363,42 +307,6 @@ def _scan(
         metadata_columns=metadata_columns,
         include_deleted=include_deleted,
     )
-
-
-def _spark() -> SparkSession:
-    """The SparkSession for ``--engine spark``: the active one, or one from --spark-master/--spark-conf."""
-    from icemor.engines.spark import session
-
-    opts = _options()
-    spark = session(
-        master=opts.spark_master, conf=_kv(list(opts.spark_conf), "--spark-conf"), quiet=not opts.debug
-    )
-    _watch_spark(spark, opts)
-    return spark
-
-
-def _watch_spark(spark: SparkSession, opts: Options) -> None:
-    """While the command runs, a bar of the running Spark jobs' tasks (from Spark's status
-    tracker) when stdout and stderr are terminals."""
-    from icemor.progress import Bar, enabled
-
-    if opts.spark_progress is not None or not enabled():
-        return
-    from icemor.engines.spark.progress import JobStatus, SparkProgress
-
-    shown: list[Bar] = []
-
-    def report(status: JobStatus | None) -> None:
-        if status is None:
-            if shown:
-                shown.pop().stop()
-            return
-        if not shown:
-            shown.append(Bar(status.label, "tasks"))
-            shown[0].start()
-        shown[0].update(status.done, status.total, label=status.label)
-
-    opts.spark_progress = SparkProgress(spark, report).start()
 
 
 def _check_output(output: Path | None, fmt: OutputFormat | None, *, overwrite: bool) -> str | None:
@@ -465,7 +373,7 @@ def _spark_batches(scan: Scan) -> Iterator[pa.RecordBatch]:
     makes every column nullable: a Parquet writer of the table's schema refuses that)."""
     from icemor.engines.spark import iter_arrow
 
-    yield from iter_arrow(scan.to_spark(_spark()), schema=scan.arrow_schema)
+    yield from iter_arrow(scan.to_spark(spark_session()), schema=scan.arrow_schema)
 
 
 @app.command()
@@ -514,12 +422,11 @@ def scan(
     """
     fmt_name = _check_output(output, fmt, overwrite=overwrite)
     s = _scan(table, where, columns, snapshot_id, as_of_timestamp, ref, metadata_columns, include_deleted)
-    spark = _options().engine == Engine.spark
+    spark = cli_options().engine == Engine.spark
     batches = _spark_batches(s) if spark else s.to_arrow_batch_reader()
     _emit(batches, s.arrow_schema, output, fmt_name, limit=limit, overwrite=overwrite, title=table)
 
 
-_JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output: one JSON document.")]
 _JsonlOpt = Annotated[
     bool, typer.Option("--jsonl", help="JSON Lines: one JSON object a line, for streaming.")
 ]
@@ -535,8 +442,8 @@ def count(
 ) -> None:
     """Print the number of live rows (deletes applied)."""
     s = _scan(table, where, None, snapshot_id, as_of_timestamp, ref)
-    if _options().engine == Engine.spark:
-        typer.echo(str(s.to_spark(_spark()).count()))
+    if cli_options().engine == Engine.spark:
+        typer.echo(str(s.to_spark(spark_session()).count()))
     else:
         typer.echo(str(s.count()))
 
@@ -544,7 +451,7 @@ def count(
 @app.command()
 def files(
     table: Annotated[str, typer.Argument(help="namespace.table")],
-    as_json: _JsonOpt = False,
+    as_json: JsonOpt = False,
     where: _WhereOpt = None,
     snapshot_id: _SnapshotOpt = None,
     as_of_timestamp: _AsOfOpt = None,
@@ -621,7 +528,7 @@ def changes(
     fmt_name = _check_output(output, fmt, overwrite=overwrite)
     fields = tuple(c.strip() for c in columns.split(",") if c.strip()) if columns else ("*",)
     keys = [k.strip() for k in key.split(",") if k.strip()] if key else None
-    feed = _table(table).changes(
+    feed = open_table(table).changes(
         from_snapshot,
         to_snapshot,
         start_timestamp=_epoch_ms(from_timestamp, "--from-timestamp") if from_timestamp else None,
@@ -631,11 +538,11 @@ def changes(
         net=net,
         key=keys,
     )
-    if _options().engine == Engine.spark:
+    if cli_options().engine == Engine.spark:
         from icemor.engines.spark import iter_arrow
 
         # a partition at a time; Spark makes the table's columns nullable: back to the feed's schema
-        batches: Any = iter_arrow(feed.to_spark(_spark()), schema=feed.arrow_schema)
+        batches: Any = iter_arrow(feed.to_spark(spark_session()), schema=feed.arrow_schema)
     else:
         batches = feed.to_arrow_batch_reader()
     _emit(batches, feed.arrow_schema, output, fmt_name, limit=limit, overwrite=overwrite, title=table)
@@ -654,8 +561,8 @@ def delete(
     """Delete rows as merge-on-read: position-delete files, one commit (prints the metrics)."""
     if (where is None) == (not all_rows):
         _fail("give exactly one of --where EXPR and --all")
-    t = _table(table)
-    spark = _spark() if _options().engine == Engine.spark else None
+    t = open_table(table)
+    spark = spark_session() if cli_options().engine == Engine.spark else None
     with _progress("deleting", "files") as progress:
         m = t.delete(where, spark=spark, progress=progress)
     if m.snapshot_id is None:
@@ -713,7 +620,7 @@ def apply_changes(
     for f in changes:
         if not f.is_file():
             _fail(f"no such file: {f}" if not f.exists() else f"{f} is not a file")
-    t = _table(table)
+    t = open_table(table)
     options: dict[str, Any] = {
         "key": keys,
         "op_column": op_column,
@@ -722,12 +629,12 @@ def apply_changes(
         "app_id": app_id,
         "batch_id": batch_id,
     }
-    if _options().engine == Engine.spark:
+    if cli_options().engine == Engine.spark:
         from icemor.engines.spark.changes import staged_parquet
 
         # executors on other hosts cannot read the driver's files: staged in the warehouse
         paths = [str(f.resolve()) for f in changes]
-        with staged_parquet(_spark(), t.io, t.metadata.location, paths) as df:
+        with staged_parquet(spark_session(), t.io, t.metadata.location, paths) as df:
             m = t.apply_changes(df, **options)
     else:
         # one unit of work: the bar shows that it runs and for how long (Spark jobs: their tasks)
@@ -770,8 +677,8 @@ def update(
         if column.strip() in assignments:
             _fail(f"column {column.strip()!r} is SET twice")
         assignments[column.strip()] = value.strip()
-    t = _table(table)
-    spark = _spark() if _options().engine == Engine.spark else None
+    t = open_table(table)
+    spark = spark_session() if cli_options().engine == Engine.spark else None
     with _progress("updating", "files") as progress:
         m = t.update(assignments, where, spark=spark, progress=progress)
     if m.snapshot_id is None:
@@ -815,8 +722,8 @@ def merge(
         _fail("--on needs at least one key column")
     if matched == Matched.ignore and not_matched == NotMatched.ignore:
         _fail("--matched ignore with --not-matched ignore does nothing")
-    t = _table(table)
-    spark = _spark() if _options().engine == Engine.spark else None
+    t = open_table(table)
+    spark = spark_session() if cli_options().engine == Engine.spark else None
     builder = t.merge([str(p) for p in source], on=keys, spark=spark, note=_note)
     if matched == Matched.update:
         builder = builder.when_matched_update_all()
@@ -837,12 +744,12 @@ def merge(
 
 
 @app.command()
-def namespaces(as_json: _JsonOpt = False) -> None:
+def namespaces(as_json: JsonOpt = False) -> None:
     """List the catalog's namespaces (nested ones dotted), one a line."""
     from icemor.catalog import list_namespaces
     from icemor.output import print_names
 
-    print_names(list_namespaces(_catalog()), as_json=as_json)
+    print_names(list_namespaces(open_catalog()), as_json=as_json)
 
 
 @app.command()
@@ -850,50 +757,48 @@ def tables(
     namespace: Annotated[
         str | None, typer.Argument(help="List this namespace's tables (default: every namespace).")
     ] = None,
-    as_json: _JsonOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """List tables as namespace.table, one a line."""
     from icemor.catalog import list_tables
     from icemor.output import print_names
 
-    print_names(list_tables(_catalog(), namespace), as_json=as_json)
+    print_names(list_tables(open_catalog(), namespace), as_json=as_json)
 
 
 @app.command()
-def describe(
-    table: Annotated[str, typer.Argument(help="namespace.table")], as_json: _JsonOpt = False
-) -> None:
+def describe(table: Annotated[str, typer.Argument(help="namespace.table")], as_json: JsonOpt = False) -> None:
     """Show a table: schema with field ids, partition specs, sort order, properties, format
     version, current snapshot, refs and location."""
     from icemor.output import print_description
 
-    print_description(_table(table).describe(), as_json=as_json)
+    print_description(open_table(table).describe(), as_json=as_json)
 
 
 @app.command()
 def snapshots(
     table: Annotated[str, typer.Argument(help="namespace.table")],
-    as_json: _JsonOpt = False,
+    as_json: JsonOpt = False,
     jsonl: _JsonlOpt = False,
 ) -> None:
     """List every snapshot: id (for --snapshot-id), parent, time (ms for --as-of-timestamp),
     operation, row/data-file/delete-file counts, and the branches and tags at it."""
     from icemor.output import print_snapshots
 
-    print_snapshots(_table(table).snapshots(), title=f"{table}: snapshots", as_json=as_json, jsonl=jsonl)
+    print_snapshots(open_table(table).snapshots(), title=f"{table}: snapshots", as_json=as_json, jsonl=jsonl)
 
 
 @app.command()
 def history(
     table: Annotated[str, typer.Argument(help="namespace.table")],
-    as_json: _JsonOpt = False,
+    as_json: JsonOpt = False,
     jsonl: _JsonlOpt = False,
 ) -> None:
     """List each change of the current snapshot, oldest first: time, snapshot id, parent,
     operation, whether it is an ancestor of the current snapshot, and refs."""
     from icemor.output import print_history
 
-    print_history(_table(table).history(), title=f"{table}: history", as_json=as_json, jsonl=jsonl)
+    print_history(open_table(table).history(), title=f"{table}: history", as_json=as_json, jsonl=jsonl)
 
 
 @app.command()
@@ -902,7 +807,7 @@ def upgrade(
     format_version: Annotated[int, typer.Option("--format-version", help="The new format version: 3.")],
 ) -> None:
     """Upgrade a table's format version (v2 -> v3: deletion vectors from then on)."""
-    t = _table(table)
+    t = open_table(table)
     before = t.upgrade(format_version=format_version)
     if before == format_version:
         typer.echo(f"{table} is already format-version {format_version}")
@@ -925,7 +830,7 @@ def drop_table(
     """Remove a table from the catalog; its files stay unless --purge is given."""
     from icemor.ops.drop import drop_table as _drop
 
-    _drop(_catalog(), table, purge=purge)
+    _drop(open_catalog(), table, purge=purge)
     typer.echo(f"dropped {table}" + (" and deleted its files" if purge else " (its files are kept)"))
 
 
@@ -985,8 +890,8 @@ def compact(
             "--delete-ratio-threshold, --delete-file-threshold, --target-file-size-bytes and --where "
             "go with --data-files"
         )
-    t = _table(table)
-    spark = _spark() if _options().engine == Engine.spark else None
+    t = open_table(table)
+    spark = spark_session() if cli_options().engine == Engine.spark else None
     if equality_to_position:
         m = t.maintenance.rewrite_equality_deletes(spark=spark)
         if m.snapshot_id is None:
@@ -1080,7 +985,7 @@ def expire(
 ) -> None:
     """Expire snapshots, then delete the files no remaining snapshot, branch or tag reaches."""
     cutoff = _epoch_ms(older_than, "--older-than") if older_than is not None else None
-    t = _table(table)
+    t = open_table(table)
     with _progress("deleting", "files") as progress:
         m = t.maintenance.expire_snapshots(cutoff, retain_last, dry_run=dry_run, progress=progress)
     would = "would " if dry_run else ""
@@ -1141,7 +1046,7 @@ def demo(
 def _run(fn: Callable[[Options], Any]) -> int:
     """Run the app; usage errors are click's (exit 2), ours become one line on stderr (exit 2)."""
     opts = Options()
-    token = _OPTIONS.set(opts)
+    token = OPTIONS.set(opts)
     try:
         fn(opts)
     except SystemExit as e:
@@ -1175,7 +1080,7 @@ def _run(fn: Callable[[Options], Any]) -> int:
     finally:
         if opts.spark_progress is not None:
             opts.spark_progress.stop()
-        _OPTIONS.reset(token)
+        OPTIONS.reset(token)
     return 0
 
 
@@ -1243,8 +1148,9 @@ def run(argv: list[str] | None = None) -> int:
         return _run(lambda _: app(args=argv, prog_name="icemor"))
 
 
-# the table-health commands (inspect, check, optimize) register themselves on `app`
-import icemor.cli_health  # noqa: E402, F401
+# the table-health commands, listed last by `icemor --help`
+for _command in cli_health.COMMANDS:
+    app.command()(_command)
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
-"""``icemor inspect``, ``icemor check`` and ``icemor optimize``: registered on :data:`icemor.cli.app`.
+"""``icemor inspect``, ``icemor check`` and ``icemor optimize``, with their printing.
 
 Kept apart from ``cli.py`` so the table-health commands and their printing live together;
-``cli.py`` imports this module once, at its end.
+``cli.py`` registers :data:`COMMANDS` on the app. Both take what they share from ``cli_app``.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from icemor.cli import Engine, _JsonOpt, _options, _spark, _table, app
+from icemor.cli_app import Engine, JsonOpt, cli_options, open_table, spark_session
 
 if TYPE_CHECKING:
     from icemor.maintenance.health import HealthReport, PartitionHealth
     from icemor.maintenance.optimize import OptimizeResult
 
-__all__: list[str] = []
+__all__ = ["COMMANDS", "check", "inspect", "optimize", "print_report"]
 
 _TableArg = Annotated[str, typer.Argument(help="namespace.table")]
 _SnapshotOpt = Annotated[
@@ -26,11 +26,10 @@ _SnapshotOpt = Annotated[
 ]
 
 
-@app.command()
 def inspect(
     table: _TableArg,
     snapshot_id: _SnapshotOpt = None,
-    as_json: _JsonOpt = False,
+    as_json: JsonOpt = False,
     html: Annotated[
         Path | None, typer.Option("--html", help="Also write a self-contained HTML page with plots.")
     ] = None,
@@ -40,7 +39,7 @@ def inspect(
 ) -> None:
     """Health report: files, deletes by kind, deleted rows, read amplification, dangling deletes,
     a score from 0 to 100 and the maintenance command that would help (docs/health.md)."""
-    report = _table(table).inspect(snapshot_id=snapshot_id, exact=exact)
+    report = open_table(table).inspect(snapshot_id=snapshot_id, exact=exact)
     if html is not None:
         from icemor.report_html import write_html
 
@@ -119,11 +118,10 @@ def print_report(report: HealthReport) -> None:
         console.print(f"recommendation: {r.action} ({r.reason}):\n  {r.command}", highlight=False)
 
 
-@app.command()
-def check(table: _TableArg, snapshot_id: _SnapshotOpt = None, as_json: _JsonOpt = False) -> None:
+def check(table: _TableArg, snapshot_id: _SnapshotOpt = None, as_json: JsonOpt = False) -> None:
     """Integrity check of the delete layer: reports every finding by name; exit 0 when there is no
     error (warnings allowed), 1 when there is one (docs/health.md lists the names)."""
-    report = _table(table).check(snapshot_id=snapshot_id)
+    report = open_table(table).check(snapshot_id=snapshot_id)
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:
@@ -138,7 +136,6 @@ def check(table: _TableArg, snapshot_id: _SnapshotOpt = None, as_json: _JsonOpt 
         raise typer.Exit(code=1)
 
 
-@app.command()
 def optimize(
     table: _TableArg,
     dry_run: Annotated[
@@ -160,9 +157,9 @@ def optimize(
     from icemor.optimize.* table properties (docs/health.md)."""
     import time
 
-    chosen = engine or _options().engine
-    spark = _spark() if chosen == Engine.spark else None
-    t = _table(table)
+    chosen = engine or cli_options().engine
+    spark = spark_session() if chosen == Engine.spark else None
+    t = open_table(table)
     round_no = 0
     while True:
         round_no += 1
@@ -194,3 +191,7 @@ def _print_optimize(result: OptimizeResult, round_no: int | None) -> None:
         f"{head}{plan.table_name}: score {plan.score_before} -> {result.score_after} "
         f"(expected {plan.score_expected}) in {result.seconds:.3f} s"
     )
+
+
+COMMANDS = (inspect, check, optimize)
+"""The commands ``cli.py`` registers on the app, in this order."""

@@ -29,7 +29,6 @@ __all__ = [
     "print_snapshots",
     "print_table",
     "stream_batches",
-    "work_progress",
     "write_batches",
 ]
 
@@ -458,23 +457,3 @@ def append_progress(files: Sequence[Path]) -> Iterator[Callable[[int], None]]:
     ) as bar:
         task = bar.add_task("append", total=total)
         yield lambda n: bar.advance(task, n)
-
-
-@contextlib.contextmanager
-def work_progress(label: str, unit: str) -> Iterator[Callable[[int, int], None]]:
-    """A rich progress bar (on stderr) whose total is learned as the work goes; yields
-    ``update(done, total)``. Before the first update it shows the label alone (planning)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn(label),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn(unit),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    ) as bar:
-        task = bar.add_task(label, total=None)
-        yield lambda done, total: bar.update(task, completed=done, total=total)

@@ -705,11 +705,6 @@ class MergeBuilder:
         from icemor.ops.merge import merge_rows, read_source
 
         t = self._table
-        engine = None
-        if self._spark is not None:
-            from icemor.ops.merge import SparkMerge
-
-            engine = SparkMerge(self._spark)
         from icemor.ops.inputs import TableRows
 
         convert = TableRows(t.schema(), table=t.name, strict=False)
@@ -725,7 +720,7 @@ class MergeBuilder:
             source_alias=source_alias,
             target_alias=target_alias,
             run=t._runner(self._spark, progress),
-            engine=engine,
+            spark=self._spark,
         )
         t.refresh()
         if (text := convert.summary()) is not None:

@@ -1,4 +1,4 @@
-"""Borrowed internals stay in their compat modules (issue #24): ``tools/check_borrowed.py``.
+"""Borrowed internals stay in their compat modules: ``tools/check_borrowed.py``.
 
 ``make lint`` runs the tool on ``src/icemor``; these tests prove it finds each kind of borrowing
 (the ones that were outside the compat modules before: ``planning/manifest_reader.py``'s Avro reader,

@@ -1,6 +1,6 @@
 """Appends commit through ``icemor.commit.append``: a lost swap is retried (``commit.retry.*``).
 
-Before issue #24 ``ops/append.py`` committed with pyiceberg's transaction once: a commit that
+Before every commit went through ``icemor.commit``, ``ops/append.py`` committed with pyiceberg's transaction once: a commit that
 lost against a concurrent writer failed the append.
 """
 

@@ -1,4 +1,4 @@
-"""Every catalog commit goes through icemor.commit (issue #24): ``tools/check_commit_path.py``.
+"""Every catalog commit goes through icemor.commit: ``tools/check_commit_path.py``.
 
 ``make lint`` runs the tool on ``src/icemor``; these tests prove it finds each kind of commit
 (the calls that were outside ``commit/`` before: ``ops/append.py``'s transaction,

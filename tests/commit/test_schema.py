@@ -1,6 +1,6 @@
 """Metadata-only commits (``icemor.commit.schema``): one retry policy (``commit.retry.*``), one cleanup.
 
-Before issue #24 ``ops/apply_changes.py`` added the unpartitioned spec in its own loop of 3
+Before every commit went through ``icemor.commit``, ``ops/apply_changes.py`` added the unpartitioned spec in its own loop of 3
 tries whatever ``commit.retry.num-retries`` said, and set the identifier fields through
 pyiceberg's ``update_schema`` (no retry at all).
 """

@@ -1,4 +1,4 @@
-"""Format version 3 commits (issue #26): icemor creates v3 tables and appends to them; Iceberg Java
+"""Format version 3 commits: icemor creates v3 tables and appends to them; Iceberg Java
 reads the metadata, manifests and manifest lists it writes, and agrees on row lineage."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Change files on the driver, handed to Spark executors that cannot see the driver's disk (issue #25).
+"""Change files on the driver, handed to Spark executors that cannot see the driver's disk.
 
 ``icemor --engine spark apply-changes TABLE --changes FILE`` once gave Spark the driver-local
 path of FILE, which executors on other hosts cannot read. The files are now staged in the

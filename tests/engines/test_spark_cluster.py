@@ -1,4 +1,4 @@
-"""The Spark write path on a cluster whose executors are separate processes (issue #25).
+"""The Spark write path on a cluster whose executors are separate processes.
 
 Every other Spark test runs on ``local[*]``, where the executors share the driver's JVM, process
 tree and temp directory. Here a subprocess (this process already has its ``local[*]`` oracle

@@ -1,4 +1,4 @@
-"""``icemor.engines.spark.session``'s driver heap (issue #28): a documented share of the machine.
+"""``icemor.engines.spark.session``'s driver heap: a documented share of the machine.
 
 No JVM here: the value :func:`session` gives Spark is computed, and given only when no
 ``spark.driver.memory`` is configured (the Spark 4 suite checks it on a started JVM:

@@ -117,7 +117,7 @@ def test_parse_sql_refuses_aggregates(text: str) -> None:
         parse_sql(text)
 
 
-# ---- the function allow-list (issue #27) ---------------------------------------------------
+# ---- the function allow-list ----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -193,7 +193,7 @@ def test_every_allowed_function_exists_in_duckdb() -> None:
     assert ALLOWED_FUNCTIONS - {r[0] for r in rows} == set()
 
 
-# ---- size limits (issue #27) ---------------------------------------------------------------
+# ---- size limits ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -154,7 +154,7 @@ def _commit(table: Table, files: list[DataFile]) -> Table:
 
 
 def test_three_million_pandas_rows_over_30_days_make_30_files(catalog: SqlCatalog, ns: str) -> None:
-    # issue #28: 3 M rows appended in 1 Mi-row batches became 90 files (a file per batch and day)
+    # 3 M rows appended in 1 Mi-row batches once became 90 files (a file per batch and day)
     df = _pandas_days(3_000_000, 30)
     table = _day_table(catalog, ns, "t")
     writer = data_writer.TableDataWriter(table.metadata, table.io)
@@ -296,7 +296,7 @@ def test_java_reads_the_files_and_an_update_adds_one_data_and_delete_file_per_pa
         ids = pq.read_table(path.removeprefix("file:"), columns=["id"]).column("id")
         assert (count, low, high) == (len(ids), pc.min(ids).as_py(), pc.max(ids).as_py())
 
-    # issue #28's acceptance: an UPDATE of ~2,500 rows over every day adds at most one data file
+    # an UPDATE of ~2,500 rows over every day adds at most one data file
     # and one delete file per touched partition (one data file per day before it)
     m = icemor.load_table(f"{ns}.t", catalog=catalog).update({"v": "v + 1"}, where="id % 119 = 7")
     assert m.rows_updated == int((df["id"] % 119 == 7).sum()) == 2_521

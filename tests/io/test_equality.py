@@ -584,7 +584,7 @@ def test_property_against_python_model(
     assert got == model(keys, data)
 
 
-# --- long string keys: only the words that tell them apart are hashed (issue 31) --------------
+# --- long string keys: only the words that tell them apart are hashed -------------------------
 
 
 def notes(ids: Any) -> list[str]:

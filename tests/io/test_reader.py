@@ -908,7 +908,7 @@ def test_decoding_on_the_reading_thread_reads_the_same_rows(tmp_path: Path) -> N
     assert ids(threaded) == [100 + p for p in range(50) if p not in {0, 7, 19, 20, 49}]
 
 
-# --- the equality verdict stored on disk (icemor.io.verdicts, issue 31) ----------------------
+# --- the equality verdict stored on disk (icemor.io.verdicts) ---------------------------------
 
 
 @pytest.fixture

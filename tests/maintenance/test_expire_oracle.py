@@ -251,7 +251,7 @@ def test_v3_dry_run_finds_replaced_deletion_vector_puffins(
 def test_v3_expiry_deletes_what_only_expired_snapshots_reach(
     oracle: IcebergJava, catalog: SqlCatalog, ns: str
 ) -> None:
-    """On v3 (icemor commits v3 metadata since issue #26): Java's and icemor's DVs replaced over
+    """On v3: Java's and icemor's DVs replaced over
     three DELETEs; expiry deletes exactly the files Java says only the expired snapshots reach
     (a Puffin file still holding a live DV of another data file stays), and the table then
     reads the same rows in Java and icemor, at its one snapshot."""

@@ -1,5 +1,5 @@
 """Orphan removal never deletes another table's files: not those of a table nested in this one's
-location, nor (when this table is the nested one) those of the table around it (issue #27)."""
+location, nor (when this table is the nested one) those of the table around it."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def _files(root: Path) -> set[Path]:
     return {p for p in root.rglob("*") if p.is_file()}
 
 
-def test_the_reproduction_of_issue_27_loses_no_data(
+def test_a_table_named_into_another_tables_data_folder_loses_no_data(
     home: Path, parquet: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """create-table "db.t/data" once put a table in db.t's data folder; expiring db.t with
@@ -97,7 +97,7 @@ def test_a_table_created_inside_another_keeps_its_files(
 def test_a_table_registered_before_the_one_around_it_keeps_its_files(
     home: Path, parquet: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The layout of the issue, made the other way round: the inner table first, at the outer's
+    """The same layout made the other way round: the inner table first, at the outer's
     ``data/`` folder, where the outer then writes its data files."""
     catalog = icemor.load_catalog()
     root = f"{(home / 'warehouse').as_uri()}/db/t"

@@ -1,4 +1,4 @@
-"""create-table refuses a location inside another table's, at it, or around it (issue #27): the
+"""create-table refuses a location inside another table's, at it, or around it: the
 outer table's orphan removal would take the inner one's files for orphans. Nothing is left behind."""
 
 from __future__ import annotations

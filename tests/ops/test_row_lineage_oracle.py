@@ -1,4 +1,4 @@
-"""v3 row lineage (issue #26): ``_row_id`` and ``_last_updated_sequence_number``, judged by Iceberg Java.
+"""v3 row lineage: ``_row_id`` and ``_last_updated_sequence_number``, judged by Iceberg Java.
 
 Java reads both columns of any v3 table (spec, "Row Lineage"): each test compares Java's values
 for every row with icemor's scan of them, after writes by Java or by icemor. Java's own writes

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 def test_new_rows_in_many_batches_make_one_file_per_partition(
     catalog: SqlCatalog, ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # issue #28: new rows were written every BATCH_ROWS rows, a file per flush and partition
+    # new rows were once written every BATCH_ROWS rows, a file per flush and partition
     monkeypatch.setattr(rowlevel, "BATCH_ROWS", 1_000, raising=False)
     schema = Schema(NestedField(1, "id", LongType(), required=True), NestedField(2, "p", LongType()))
     table = catalog.create_table(

@@ -1,4 +1,4 @@
-"""SQL hardening at the CLI, on the local engine and on Spark (icemor issue #27).
+"""SQL hardening at the CLI, on the local engine and on Spark.
 
 - Names that differ only in case (``id`` and ``ID``) in a MERGE source, CDC changes or the
   target table are refused with one line naming both: SQL names are case-insensitive (Spark's
@@ -76,7 +76,7 @@ def _colliding_source(path: Path) -> str:
     return str(path)
 
 
-# ---- defect 2: names that differ only in case ----------------------------------------------
+# ---- names that differ only in case ---------------------------------------------------------
 
 
 def test_merge_refuses_source_columns_differing_only_in_case(
@@ -155,7 +155,7 @@ def test_update_refuses_a_table_whose_columns_differ_only_in_case(
     assert _rows(home) == [(1, 10, "a"), (2, 20, "b")]
 
 
-# ---- defect 5: SQL text is no template -----------------------------------------------------
+# ---- SQL text is no template ----------------------------------------------------------------
 
 
 def test_local_update_stores_braces_as_written(
@@ -165,7 +165,7 @@ def test_local_update_stores_braces_as_written(
     assert _rows(home) == [(1, "a"), (2, "b"), (3, "{target}")]
 
 
-# ---- defect 6 and 7b at the CLI --------------------------------------------------------------
+# ---- functions outside the allow-list, subqueries: refused at the CLI -----------------------
 
 
 @pytest.mark.parametrize(

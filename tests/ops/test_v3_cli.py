@@ -1,4 +1,4 @@
-"""``create-table --format-version 3`` and ``upgrade`` from the CLI (issue #26): results and one-line refusals."""
+"""``create-table --format-version 3`` and ``upgrade`` from the CLI: results and one-line refusals."""
 
 from __future__ import annotations
 

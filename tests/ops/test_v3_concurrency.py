@@ -1,4 +1,4 @@
-"""A data file has at most one live deletion vector (issue #26): a DELETE that lost the race to another
+"""A data file has at most one live deletion vector: a DELETE that lost the race to another
 writer's DV for the same data file is refused, not committed as a second DV."""
 
 from __future__ import annotations

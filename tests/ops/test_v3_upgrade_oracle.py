@@ -1,4 +1,4 @@
-"""``icemor upgrade TABLE --format-version 3`` (issue #26): a v2 table with position deletes reads the
+"""``icemor upgrade TABLE --format-version 3``: a v2 table with position deletes reads the
 same before and after; the next write folds each data file's position deletes into a deletion vector,
 and Iceberg Java reads every step right."""
 

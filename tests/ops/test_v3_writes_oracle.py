@@ -1,4 +1,4 @@
-"""Deletion vectors from icemor's writers on format-version 3 tables (issue #26), judged by Iceberg Java.
+"""Deletion vectors from icemor's writers on format-version 3 tables, judged by Iceberg Java.
 
 Each test builds a v3 table with Iceberg Java, writes with icemor, and checks that Java reads exactly
 the rows a Python model of the operation expects, that the live delete files are Puffin DVs with at

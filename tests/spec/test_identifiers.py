@@ -1,4 +1,4 @@
-"""Table and namespace names: refused before anything is written, in one line (issue #27), and the
+"""Table and namespace names: refused before anything is written, in one line, and the
 location comparisons that keep tables from nesting."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ What counts as borrowed (``tools/check_borrowed.py`` refuses each outside this m
 
 - any ``_``-prefixed name or attribute of pyiceberg: ``_to_requested_schema``,
   ``_get_column_projection_values``, ``_pyarrow_to_schema_without_ids``,
-  ``_dataframe_to_data_files``, ``_check_pyarrow_schema_compatible``,
+  ``_check_pyarrow_schema_compatible``,
   ``_InclusiveMetricsEvaluator``, ``ManifestWriter._meta`` / ``._with_partition``,
   ``MetastoreCatalog._write_metadata``, ``UpdateSchema._commit``, ``DataFile._spec_id``;
 - pyiceberg's Avro layer (``pyiceberg.avro.*``: ``AvroFile`` with ``read_types`` /
@@ -59,14 +59,13 @@ from pyiceberg.table.snapshots import SnapshotSummaryCollector, Summary, update_
 from pyiceberg.typedef import IcebergBaseModel
 
 if TYPE_CHECKING:
-    import uuid
     from collections.abc import Callable, Iterable, Iterator, Mapping
 
     import pyarrow as pa
     import pyarrow.parquet as pq
     from pyiceberg.catalog import Catalog
     from pyiceberg.expressions import BooleanExpression
-    from pyiceberg.io import FileIO, InputFile, OutputFile
+    from pyiceberg.io import InputFile, OutputFile
     from pyiceberg.manifest import ManifestWriter
     from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.schema import Schema
@@ -106,7 +105,6 @@ __all__ = [
     "v3_data_file",
     "v3_fields",
     "v3_metadata_json",
-    "write_data_files",
 ]
 
 # (module, name) of every private attribute used below; the compat test imports each one.
@@ -116,7 +114,6 @@ BORROWED: tuple[tuple[str, str], ...] = (
     ("pyiceberg.io.pyarrow", "_pyarrow_to_schema_without_ids"),
     ("pyiceberg.expressions.visitors", "_InclusiveMetricsEvaluator"),
     ("pyiceberg.manifest", "ManifestWriter._meta"),
-    ("pyiceberg.io.pyarrow", "_dataframe_to_data_files"),
     ("pyiceberg.io.pyarrow", "_check_pyarrow_schema_compatible"),
     ("pyiceberg.manifest", "ManifestWriter._with_partition"),
     ("pyiceberg.catalog", "MetastoreCatalog._write_metadata"),
@@ -227,25 +224,6 @@ def arrow_schema_to_iceberg_without_ids(schema: pa.Schema, *, downcast_ns_timest
     """
     return _pyarrow_io._pyarrow_to_schema_without_ids(
         schema, downcast_ns_timestamp_to_us=downcast_ns_timestamp_to_us
-    )
-
-
-def write_data_files(
-    metadata: TableMetadata, data: pa.Table, io: FileIO, *, write_uuid: uuid.UUID, counter: Iterator[int]
-) -> list[DataFile]:
-    """Write ``data`` as Parquet data files of the table (partitioned, target-sized, with metrics).
-
-    Why: ``Table.append`` writes and commits in one call; icemor streams its input in bounded
-    chunks and commits every chunk's files in one snapshot, so it needs the writer alone.
-    """
-    return list(
-        _pyarrow_io._dataframe_to_data_files(
-            table_metadata=metadata,
-            df=data,
-            io=io,
-            write_uuid=write_uuid,
-            counter=counter,  # type: ignore[arg-type]
-        )
     )
 
 

@@ -1,29 +1,33 @@
-"""Write data files whose rows keep the order they were given, so each row's position is known.
+"""icemor's Parquet file writing: the two rolling writers every data and delete file goes through.
 
-pyiceberg's writer bin-packs and splits its input as it likes; a writer of changes must know,
-for each row it wrote, the file and position it went to (a row superseded later in the same
-batch is deleted by position, Flink's ``insertedRowMap``). Here the rows of one partition are
-written in the order given, rolled to a new file once the current one reaches the target size
-(measured on disk), and the files come back in that order: row ``i`` is in the file whose
-cumulative record count first exceeds ``i`` (:func:`file_positions`).
+Two, because two contracts need them; both write through :class:`ParquetOutput` and describe
+their files with :func:`icemor.spec.files.written_file`:
+
+- :func:`write_rolling` writes *ordered* output of one partition: pieces in the order given,
+  one file open at a time, files numbered ``{prefix}-00000``, ``-00001``, … without gaps, each
+  rolled once a piece brings it to the target size (on disk). A writer of changes must know, for
+  each row it wrote, the file and position it went to (a row superseded later in the same batch
+  is deleted by position, Flink's ``insertedRowMap``): row ``i`` is in the file whose cumulative
+  record count first exceeds ``i`` (:func:`file_positions`). The gap-free names are how
+  :func:`icemor.io.writers.remove_written` finds what a lost Spark task wrote without a listing.
+  Position deletes (:mod:`icemor.io.writers`), equality deletes
+  (:mod:`icemor.io.equality_writer`), CDC's data files and a compaction's rewrite of one
+  partition (:func:`write_data_files_in_order`) write through it.
+- :class:`TableDataWriter` writes rows whose positions nobody needs (appends, the new rows of
+  UPDATE and MERGE, compaction across specs) as Iceberg Java's fanout writer does: it partitions
+  them by the table's current spec and keeps one file per partition open across ``write`` calls
+  (batches pushed by the caller, not one iterable), named by the table's location provider; it
+  sizes row groups to land under the target and closes the largest open file when over its
+  memory budget. A streamed append makes one file per partition and target size, not one per
+  batch and partition.
 
 Metrics are the table's (``write.metadata.metrics.*``), computed from the Parquet footer by
 pyiceberg's statistics collector, as its own writer does.
-
-:func:`write_rolling` is icemor's one rolling-file writer: data files here, position deletes
-(:mod:`icemor.io.writers`) and equality deletes (:mod:`icemor.io.equality_writer`) all write
-through it, and describe what they wrote with :func:`icemor.spec.files.written_file`.
-
-:class:`TableDataWriter` writes rows whose positions nobody needs (appends, the new rows of
-UPDATE and MERGE, compaction across specs) as Iceberg Java does: it partitions them by the
-table's spec and keeps one rolling file per partition open across batches, so a streamed
-append makes one file per partition and target size, not one per batch and partition.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -44,7 +48,7 @@ from icemor.spec.v3_types import describe_unwritable
 
 if TYPE_CHECKING:
     import uuid
-    from collections.abc import Callable, Iterable, Iterator, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     import numpy.typing as npt
     from pyiceberg.io import InputFile, OutputStream
@@ -67,7 +71,6 @@ __all__ = [
     "write_data_files_in_order",
     "write_parquet_tables",
     "write_rolling",
-    "write_table_data_files",
 ]
 
 _T = TypeVar("_T")
@@ -256,11 +259,11 @@ def write_parquet_tables(
 class RecordingIO(FileIO):
     """A FileIO that records the path of every file opened for writing through it.
 
-    For writers that do not say what they wrote when they fail (pyiceberg's data writer and
-    snapshot producer): :meth:`discard` removes what they began. pyiceberg's writer threads
-    may go on after the caller saw the failure (an interrupt), so once discarded no new file
-    can be created through it: a file is either created before the removal, and removed, or
-    not at all.
+    For writers that do not say what they wrote when they fail (pyiceberg's snapshot producer,
+    whose manifests an append writes through it): :meth:`discard` removes what they began.
+    pyiceberg's threads may go on after the caller saw the failure (an interrupt), so once
+    discarded no new file can be created through it: a file is either created before the
+    removal, and removed, or not at all.
     """
 
     def __init__(self, io: FileIO) -> None:
@@ -360,60 +363,6 @@ class _RecordedOutput(OutputFile):
 
     def create(self, overwrite: bool = False) -> OutputStream:
         return self._owner._create(self._inner, overwrite)
-
-
-def write_table_data_files(
-    metadata: TableMetadata, data: pa.Table, io: FileIO, *, write_uuid: uuid.UUID, counter: Iterator[int]
-) -> list[DataFile]:
-    """pyiceberg's data writer (partitioned, target-sized), leaving nothing behind when it fails.
-
-    Raises:
-        WriteFailedError: A file could not be written (disk full, permission denied, ...); it
-            names the file last opened (pyiceberg writes on several threads and does not say
-            which failed). Every file this call began is removed.
-    """
-    recording = RecordingIO(io)
-    try:
-        with _quiet_failed_writer_stats():
-            return compat.write_data_files(metadata, data, recording, write_uuid=write_uuid, counter=counter)
-    except BaseException as e:
-        recording.discard()
-        if isinstance(e, OSError):
-            where = recording.paths[-1] if recording.paths else f"{metadata.location}/data"
-            raise WriteFailedError.of(where, e) from e
-        raise
-
-
-class _FailedWriterStats(logging.Filter):
-    """Drops pyiceberg's "statistics missing" warning while icemor's writes run.
-
-    pyiceberg closes a writer that failed (a full disk) and then warns that the half-written
-    file has no statistics: noise after the one-line error. Its writes on several threads make
-    a per-call filter impossible; the count of writes in flight decides.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.active = 0
-        self.lock = threading.Lock()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (self.active and str(record.msg).startswith("PyArrow statistics missing"))
-
-
-_STATS_FILTER = _FailedWriterStats()
-logging.getLogger("pyiceberg.io.pyarrow").addFilter(_STATS_FILTER)
-
-
-@contextlib.contextmanager
-def _quiet_failed_writer_stats() -> Iterator[None]:
-    with _STATS_FILTER.lock:
-        _STATS_FILTER.active += 1
-    try:
-        yield
-    finally:
-        with _STATS_FILTER.lock:
-            _STATS_FILTER.active -= 1
 
 
 def file_positions(

@@ -414,7 +414,7 @@ def _verdict_key(task: FileScanTask) -> tuple[Any, ...] | None:
 
 
 def _known_verdict(io: FileIO, task: FileScanTask, key: tuple[Any, ...]) -> npt.NDArray[np.int64] | None:
-    """The task's verdict from this process's cache, else from the on-disk store (issue 31).
+    """The task's verdict from this process's cache, else from the on-disk store (:mod:`icemor.io.verdicts`).
 
     A stored verdict was computed by another process: the equality delete files it stands for
     must still be there, whole, as a read that decodes them would find (one stat per file and

@@ -5,7 +5,7 @@ on immutable files: the data file (or its split) and the exact set of equality d
 that apply to it. The in-process cache (:data:`icemor.io.cache.DELETE_CACHE`) keeps it for the
 life of a process; this store keeps it across processes (a CLI call, a Spark executor's Python
 worker, a new job), so only the first read anywhere on a host pays the key-column scan and the
-probe (issue 31).
+probe.
 
 The store is a private cache, never part of the table: it lives outside the warehouse
 (``$ICEMOR_VERDICT_DIR``, else ``$ICEMOR_HOME/cache/equality-verdicts``, else

@@ -107,7 +107,7 @@ class RewriteUnit:
     files: tuple[PlannedFile, ...]
     options: ReadOptions
     target: DataFileTarget | None
-    """None: files of an older partition spec, whose rows pyiceberg's writer partitions anew."""
+    """None: files of an older partition spec, whose rows a ``TableDataWriter`` partitions anew."""
     metadata: TableMetadata
     """The table's metadata, with ``write.target-file-size-bytes`` as the rewrite's target."""
     write_uuid: str

@@ -1,5 +1,7 @@
-"""Table operations: create, append, add-files, drop, merge-on-read DELETE (no UPDATE/MERGE yet).
+"""Table operations: create, append and overwrite, add-files, alter, upgrade, drop, and the
+merge-on-read DELETE, UPDATE, MERGE and apply-changes (CDC).
 
-DELETE finds its target rows with a planning-layer scan, writes files through ``io/`` and
-commits through ``commit/``; the engines only schedule the per-file work.
+The row-level operations find their target rows with a planning-layer scan, write files
+through ``io/`` and commit through ``commit/``; the engines run the per-file work
+(``units.py``: the per-data-file delete unit and the executor change task).
 """

@@ -445,9 +445,10 @@ def merge_rows(
     source_alias: str = "s",
     target_alias: str = "t",
     run: Runner,
-    engine: MergeEngine | None = None,
+    spark: SparkSession | None = None,
 ) -> MergeMetrics:
-    """Run a MERGE as one merge-on-read snapshot (see the module docstring).
+    """Run a MERGE as one merge-on-read snapshot (see the module docstring): locally with DuckDB,
+    or on ``spark``'s executors when given.
 
     Raises:
         InvalidArgumentError: See :func:`plan_merge`; a duplicate match; NULL in a required column.
@@ -456,10 +457,9 @@ def merge_rows(
     started = time.monotonic()
     table = table.refresh()
     check_writable(table, mode_property=P.MERGE_MODE)
-    engine = engine or LocalMerge()
     frame: DataFrame | None = None
     if not isinstance(source, pa.Table):  # a Spark DataFrame
-        if not isinstance(engine, SparkMerge):
+        if spark is None:
             from icemor.engines.spark import collect_arrow
 
             source = collect_arrow(source)  # the local engine joins on the driver
@@ -470,8 +470,8 @@ def merge_rows(
             frame, source = source, arrow_schema(source).empty_table()
     assert isinstance(source, pa.Table)
     plan = plan_merge(table, source, on, clauses, source_alias=source_alias, target_alias=target_alias)
-    if isinstance(engine, SparkMerge):
-        return engine.execute(table, plan, frame, started)
+    if spark is not None:
+        return _merge_on_spark(table, plan, spark, frame, started)
     positions = Positions()
     pairs = Positions()  # every matched (file, pos), to catch a target row matched twice
     new_rows = NewRows(table, lineage=plan.job.options.row_id_column)
@@ -482,7 +482,7 @@ def merge_rows(
         # the batch streams are closed on error too: an open DuckDB result would refuse this
         # thread's next query
         if plan.job.snapshot is not None:
-            with closing(engine.matched(plan)) as batches:
+            with closing(_matched_locally(plan)) as batches:
                 for batch in batches:
                     clause = batch.column("__clause").to_numpy(zero_copy_only=False).astype(np.int64)
                     matched_src[batch.column("__src").to_numpy(zero_copy_only=False)] = True
@@ -503,7 +503,7 @@ def merge_rows(
                 pairs.finish(unique=DUPLICATE_MATCH)
         if plan.not_matched and not matched_src.all():
             unmatched = plan.source.filter(pa.array(~matched_src))
-            with closing(engine.inserted(plan, unmatched)) as batches:
+            with closing(_inserted_locally(plan, unmatched)) as batches:
                 for batch in batches:
                     counts["insert"] += batch.num_rows
                     new_rows.add(batch)
@@ -534,76 +534,62 @@ def merge_rows(
     )
 
 
-class MergeEngine:
-    """Runs a MergePlan's SQL: the matched pairs and the inserted rows, as Arrow batches."""
+def _matched_locally(plan: MergePlan) -> Generator[pa.RecordBatch, None, None]:
+    """The matched pairs with their clause and new row: a DuckDB hash join of the source against
+    the streamed local scan."""
+    from icemor.engines.local import read_batches
 
-    def matched(self, plan: MergePlan) -> Generator[pa.RecordBatch, None, None]:
-        raise NotImplementedError
-
-    def inserted(self, plan: MergePlan, unmatched: pa.Table) -> Generator[pa.RecordBatch, None, None]:
-        raise NotImplementedError
-
-
-class LocalMerge(MergeEngine):
-    """DuckDB: a hash join of the source against the streamed local scan."""
-
-    def matched(self, plan: MergePlan) -> Generator[pa.RecordBatch, None, None]:
-        from icemor.engines.local import read_batches
-
-        job = plan.job
-        target = pa.RecordBatchReader.from_batches(job.arrow_schema, read_batches(job))
-        s = session()
-        with s.inputs({"__target": target, "__source": plan.source}):
-            yield from s.reader(plan.matched_sql(DUCKDB))
-
-    def inserted(self, plan: MergePlan, unmatched: pa.Table) -> Generator[pa.RecordBatch, None, None]:
-        s = session()
-        with s.inputs({"__unmatched": unmatched}):
-            yield from s.reader(plan.insert_sql(DUCKDB))
+    job = plan.job
+    target = pa.RecordBatchReader.from_batches(job.arrow_schema, read_batches(job))
+    s = session()
+    with s.inputs({"__target": target, "__source": plan.source}):
+        yield from s.reader(plan.matched_sql(DUCKDB))
 
 
-class SparkMerge(MergeEngine):
-    """Spark: one plan joins the source with the target scan read on the executors; executor
-    tasks write the position deletes and the new rows (:func:`write_and_commit_on_spark`)."""
+def _inserted_locally(plan: MergePlan, unmatched: pa.Table) -> Generator[pa.RecordBatch, None, None]:
+    """The rows the NOT MATCHED clauses insert for the ``unmatched`` source rows (DuckDB)."""
+    s = session()
+    with s.inputs({"__unmatched": unmatched}):
+        yield from s.reader(plan.insert_sql(DUCKDB))
 
-    def __init__(self, spark: SparkSession) -> None:
-        self.spark = spark
 
-    def execute(
-        self, table: PyIcebergTable, plan: MergePlan, frame: DataFrame | None, started: float
-    ) -> MergeMetrics:
-        """Run ``plan`` with ``frame`` as the source (None: ``plan.source`` made a DataFrame)."""
-        from icemor.engines.spark.sql import arrow_to_dataframe, sql_dataframe
+def _merge_on_spark(
+    table: PyIcebergTable, plan: MergePlan, spark: SparkSession, frame: DataFrame | None, started: float
+) -> MergeMetrics:
+    """One Spark plan joins the source with the target scan read on the executors; executor tasks
+    write the position deletes and the new rows (:func:`write_and_commit_on_spark`). ``frame`` is
+    the source (None: ``plan.source`` made a DataFrame)."""
+    from icemor.engines.spark.sql import arrow_to_dataframe, sql_dataframe
 
-        if frame is None:
-            frame = arrow_to_dataframe(self.spark, plan.source.drop_columns(["__src_row"]))
-        with sql_dataframe(
-            self.spark,
-            lambda v: plan.changes_sql(SPARK, target=v["target"], source=v["source"]),
-            scans={"target": plan.job},
-            frames={"source": frame},
-        ) as changes:
-            done = write_and_commit_on_spark(
-                table,
-                plan.job,
-                changes,
-                isolation_property=P.MERGE_ISOLATION_LEVEL,
-                conflict_filter=plan.job.options.row_filter,
-                unique=DUPLICATE_MATCH if plan.matched else None,
-            )
-        result = done.result
-        if result.snapshot is None:
-            return MergeMetrics(0, 0, 0, 0, 0, 0, None, time.monotonic() - started)
-        return MergeMetrics(
-            rows_updated=done.updated,
-            rows_deleted=done.deleted,
-            rows_inserted=done.inserted,
-            data_files_added=result.data_files_added,
-            delete_files_added=result.delete_files_added,
-            data_files_removed=result.data_files_removed,
-            snapshot_id=result.snapshot.snapshot_id,
-            seconds=time.monotonic() - started,
+    if frame is None:
+        frame = arrow_to_dataframe(spark, plan.source.drop_columns(["__src_row"]))
+    with sql_dataframe(
+        spark,
+        lambda v: plan.changes_sql(SPARK, target=v["target"], source=v["source"]),
+        scans={"target": plan.job},
+        frames={"source": frame},
+    ) as changes:
+        done = write_and_commit_on_spark(
+            table,
+            plan.job,
+            changes,
+            isolation_property=P.MERGE_ISOLATION_LEVEL,
+            conflict_filter=plan.job.options.row_filter,
+            unique=DUPLICATE_MATCH if plan.matched else None,
         )
+    result = done.result
+    if result.snapshot is None:
+        return MergeMetrics(0, 0, 0, 0, 0, 0, None, time.monotonic() - started)
+    return MergeMetrics(
+        rows_updated=done.updated,
+        rows_deleted=done.deleted,
+        rows_inserted=done.inserted,
+        data_files_added=result.data_files_added,
+        delete_files_added=result.delete_files_added,
+        data_files_removed=result.data_files_removed,
+        snapshot_id=result.snapshot.snapshot_id,
+        seconds=time.monotonic() - started,
+    )
 
 
 def read_source(source: Any) -> pa.Table | DataFrame:

@@ -1,6 +1,6 @@
 """Split planned files into byte ranges and combine small ones into tasks (Iceberg's TableScanUtil).
 
-Seed 003 describes it: files are split at their ``split_offsets`` (Parquet row-group starts)
+As Iceberg Java plans them: files are split at their ``split_offsets`` (Parquet row-group starts)
 into pieces of about ``read.split.target-size``; pieces are bin-packed into tasks of that size
 where each piece weighs at least ``read.split.open-file-cost`` per file opened (data and
 delete files alike), looking back over ``read.split.planning-lookback`` open bins.

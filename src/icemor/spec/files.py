@@ -93,7 +93,7 @@ class WrittenFile:
     equality_ids: tuple[int, ...] = ()
     split_offsets: tuple[int, ...] | None = None
     nan_value_counts: dict[int, int] | None = None
-    """Data files written by pyiceberg's writer carry them; delete files have no float column."""
+    """Data files' footer metrics carry them; delete files have no float column."""
     file_format: str = "PARQUET"
     """``PUFFIN`` for a deletion vector."""
     content_offset: int | None = None

@@ -73,7 +73,7 @@ def default_driver_memory(total_bytes: int | None = None) -> str:
     1 GiB (Spark's own default) and at most 8 GiB, in MiB (``"6144m"`` on a 24 GiB machine).
 
     Why: Spark's 1 GiB default fails ``toPandas()``/``toArrow()`` of a few million rows with
-    OutOfMemory (issue #28); a quarter leaves the rest to the Python side and the executors.
+    OutOfMemory; a quarter leaves the rest to the Python side and the executors.
     """
     if total_bytes is None:
         try:

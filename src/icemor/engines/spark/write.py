@@ -92,18 +92,6 @@ class Staging:
         uri = "" if scheme == "file" else f"{scheme}://"
         return fs, markers, uri
 
-    def announced(self) -> list[str]:
-        """Every file a task of this write announced (whether or not it was written)."""
-        listing = self._listing()
-        if listing is None:
-            return []
-        fs, markers, _ = listing
-        out = []
-        for marker in markers:
-            with fs.open_input_stream(marker) as f:
-                out.append(f.read().decode())
-        return out
-
     def finish(self, keep: Iterable[str] = ()) -> list[str]:
         """Remove every announced file not in ``keep``, then the staging prefix; best effort.
 
