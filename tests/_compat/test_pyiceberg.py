@@ -150,6 +150,86 @@ def test_to_file_schema_adds_field_ids_nulls_and_microseconds() -> None:
     assert empty.num_rows == 0 and empty.column_names == ["id"]
 
 
+# ids: 1 id, 2 tags (list, element 5), 3 info (struct: 6 inner list, element 7), 4 attrs (map, 8 key,
+# 9 value); every element or value a struct of 10/11/12 x
+_ELEMENT = pa.struct([pa.field("x", pa.int64())])
+_NESTED_ARROW = pa.schema(
+    [
+        pa.field("id", pa.int64()),
+        pa.field("tags", pa.list_(_ELEMENT)),
+        pa.field("info", pa.struct([pa.field("inner", pa.list_(_ELEMENT))])),
+        pa.field("attrs", pa.map_(pa.string(), _ELEMENT)),
+    ]
+)
+# NULL list, empty list, list of a NULL struct, list of a struct, at the top and in a struct; the
+# same for a map; the NULLs in rows 1 and 4 are what pyiceberg's projection turned into [] / {}
+_NESTED_ROWS = [
+    {"id": 1, "tags": None, "info": {"inner": None}, "attrs": None},
+    {"id": 2, "tags": [], "info": {"inner": []}, "attrs": []},
+    {"id": 3, "tags": [None], "info": None, "attrs": [("k", None)]},
+    {"id": 4, "tags": None, "info": {"inner": [{"x": 4}]}, "attrs": None},
+    {"id": 5, "tags": [{"x": 5}, None], "info": {"inner": [None]}, "attrs": [("k", {"x": 5})]},
+]
+
+
+def _nested_schema() -> Schema:
+    from pyiceberg.types import ListType, MapType, StructType
+
+    def element(field_id: int) -> StructType:
+        return StructType(NestedField(field_id, "x", LongType(), required=False))
+
+    return Schema(
+        NestedField(1, "id", LongType(), required=False),
+        NestedField(2, "tags", ListType(5, element(10), element_required=False), required=False),
+        NestedField(
+            3,
+            "info",
+            StructType(
+                NestedField(6, "inner", ListType(7, element(11), element_required=False), required=False)
+            ),
+            required=False,
+        ),
+        NestedField(
+            4, "attrs", MapType(8, StringType(), 9, element(12), value_required=False), required=False
+        ),
+    )
+
+
+@pytest.mark.parametrize("sliced", [False, True])
+def test_projection_keeps_null_lists_and_maps_of_structs(sliced: bool) -> None:
+    """pyiceberg 0.12 rebuilds a list or map of structs without its validity (iceberg-python#3833):
+    a NULL one became [] / {} on read and on write; both of icemor's projections keep it NULL."""
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    schema = _nested_schema()
+    data = pa.Table.from_pylist(_NESTED_ROWS, schema=_NESTED_ARROW)
+    # a slice (offset 1) over a table with a row more before it: offsets of a slice need a copy
+    rows = _NESTED_ROWS
+    if sliced:
+        data = pa.Table.from_pylist([_NESTED_ROWS[-1], *_NESTED_ROWS], schema=_NESTED_ARROW).slice(1)
+    written = compat.to_file_schema(schema, schema, data, format_version=2)
+    assert written.to_pylist() == rows
+    batch = pa.Table.from_pylist(rows, schema=schema_to_pyarrow(schema)).to_batches()[0]
+    if sliced:
+        wider = pa.Table.from_pylist([rows[-1], *rows], schema=schema_to_pyarrow(schema))
+        batch = wider.combine_chunks().to_batches()[0].slice(1)
+    read = compat.to_requested_schema(
+        schema, schema, batch, downcast_ns_timestamp_to_us=True, missing_fields={}
+    )
+    assert read.to_pylist() == rows
+    # a projection that rebuilds the structs (a column not in the file is added) keeps them too
+    wider_schema = Schema(
+        *schema.fields[:1],
+        NestedField(13, "added", LongType(), required=False),
+        *schema.fields[1:],
+    )
+    read = compat.to_requested_schema(
+        wider_schema, schema, batch, downcast_ns_timestamp_to_us=True, missing_fields={}
+    )
+    assert read.column("tags").to_pylist() == [r["tags"] for r in rows]
+    assert read.column("attrs").to_pylist() == [r["attrs"] for r in rows]
+
+
 def test_delete_manifest_writes_equality_ids_as_list_of_int(tmp_path: Path) -> None:
     """The spec's ``list<int>``, which Iceberg Java requires (pyiceberg 0.12 declares ``list<long>``)."""
     from pyiceberg.avro.file import AvroFile

@@ -8,14 +8,15 @@ exactly one place; ``tests/_compat/test_pyiceberg.py`` checks each borrowed name
 What counts as borrowed (``tools/check_borrowed.py`` refuses each outside this module, in
 ``make lint``):
 
-- any ``_``-prefixed name or attribute of pyiceberg: ``_to_requested_schema``,
-  ``_get_column_projection_values``, ``_pyarrow_to_schema_without_ids``,
-  ``_check_pyarrow_schema_compatible``,
+- any ``_``-prefixed name or attribute of pyiceberg: ``_get_column_projection_values``,
+  ``_pyarrow_to_schema_without_ids``, ``_check_pyarrow_schema_compatible``,
   ``_InclusiveMetricsEvaluator``, ``ManifestWriter._meta`` / ``._with_partition``,
   ``MetastoreCatalog._write_metadata``, ``UpdateSchema._commit``, ``DataFile._spec_id``;
 - pyiceberg's Avro layer (``pyiceberg.avro.*``: ``AvroFile`` with ``read_types`` /
   ``read_enums``, the codec names);
-- names its ``Table`` API uses internally but does not offer users: ``MANIFEST_ENTRY_SCHEMAS``,
+- names its ``Table`` API uses internally but does not offer users: ``ArrowProjectionVisitor``
+  with ``ArrowAccessor`` and ``visit_with_partner`` (the projection of ``_to_requested_schema``,
+  subclassed to keep NULL lists and maps), ``MANIFEST_ENTRY_SCHEMAS``,
   ``DATA_FILE_TYPE`` (and reading ``DataFile`` fields by position), ``ManifestWriterV2``,
   ``write_manifest_list``, ``SnapshotSummaryCollector``, ``update_snapshot_summaries``,
   ``data_file_statistics_from_parquet_metadata``, ``compute_statistics_plan``,
@@ -109,7 +110,11 @@ __all__ = [
 
 # (module, name) of every private attribute used below; the compat test imports each one.
 BORROWED: tuple[tuple[str, str], ...] = (
-    ("pyiceberg.io.pyarrow", "_to_requested_schema"),
+    ("pyiceberg.io.pyarrow", "ArrowProjectionVisitor"),
+    ("pyiceberg.io.pyarrow", "ArrowProjectionVisitor.list"),
+    ("pyiceberg.io.pyarrow", "ArrowProjectionVisitor.map"),
+    ("pyiceberg.io.pyarrow", "ArrowAccessor"),
+    ("pyiceberg.schema", "visit_with_partner"),
     ("pyiceberg.io.pyarrow", "_get_column_projection_values"),
     ("pyiceberg.io.pyarrow", "_pyarrow_to_schema_without_ids"),
     ("pyiceberg.expressions.visitors", "_InclusiveMetricsEvaluator"),
@@ -142,6 +147,67 @@ BORROWED: tuple[tuple[str, str], ...] = (
 )
 
 
+class _NullKeepingProjection(_pyarrow_io.ArrowProjectionVisitor):
+    """pyiceberg's projection visitor, except that a NULL list or map stays NULL.
+
+    Why: pyiceberg 0.12 rebuilds a list whose elements are structs (and a map whose values
+    are structs) from its offsets alone, its workaround for apache/arrow#38809; the rebuilt
+    array has no validity bitmap, so every NULL ``array<struct<...>>`` / ``map<..., struct>``
+    became ``[]`` / ``{}``, on read and on write (apache/iceberg-python#3833, open). The Parquet
+    reader decodes those NULLs correctly; this puts the source array's NULLs back.
+    """
+
+    def list(
+        self, list_type: Any, list_array: pa.Array | None, value_array: pa.Array | None
+    ) -> pa.Array | None:
+        return _with_nulls_of(super().list(list_type, list_array, value_array), list_array)
+
+    def map(
+        self,
+        map_type: Any,
+        map_array: pa.Array | None,
+        key_result: pa.Array | None,
+        value_result: pa.Array | None,
+    ) -> pa.Array | None:
+        return _with_nulls_of(super().map(map_type, map_array, key_result, value_result), map_array)
+
+
+def _with_nulls_of(out: pa.Array | None, source: pa.Array | None) -> pa.Array | None:
+    """``out`` (a list or map array projected from ``source``) with ``source``'s NULL slots."""
+    import pyarrow as pa
+
+    if out is None or source is None or source.null_count == out.null_count:
+        return out  # nothing lost: pyiceberg only ever drops all of the NULLs, never moves them
+    if not isinstance(out, pa.ListArray | pa.LargeListArray | pa.MapArray):
+        return out  # fixed-size lists are cast, which keeps their NULLs
+    offsets = out.offsets
+    if offsets.offset:  # Arrow refuses a validity mask over sliced offsets: copy the few ints
+        offsets = pa.array(offsets.to_numpy(zero_copy_only=False), offsets.type)
+    mask = source.is_null()
+    if isinstance(out, pa.MapArray):
+        return pa.MapArray.from_arrays(offsets, out.keys, out.items, type=out.type, mask=mask)
+    return type(out).from_arrays(offsets, out.values, type=out.type, mask=mask)
+
+
+def _project(
+    requested: Schema,
+    file_schema: Schema,
+    batch: pa.RecordBatch,
+    **options: Any,
+) -> pa.RecordBatch:
+    """pyiceberg's ``_to_requested_schema`` with :class:`_NullKeepingProjection` as its visitor."""
+    import pyarrow as pa
+    from pyiceberg.schema import visit_with_partner
+
+    struct_array = visit_with_partner(
+        requested,
+        batch,
+        _NullKeepingProjection(file_schema, **options),
+        _pyarrow_io.ArrowAccessor(file_schema),
+    )
+    return pa.RecordBatch.from_struct_array(struct_array)
+
+
 def to_requested_schema(
     requested: Schema,
     file_schema: Schema,
@@ -154,9 +220,10 @@ def to_requested_schema(
 
     Why: pyiceberg's projection handles renames, added columns (nulls or initial defaults),
     type promotions and identity-partition constants exactly as its own reader does; there is
-    no public per-batch entry point.
+    no public per-batch entry point. Its visitor is used with NULL lists and maps kept
+    (:class:`_NullKeepingProjection`).
     """
-    return _pyarrow_io._to_requested_schema(
+    return _project(
         requested,
         file_schema,
         batch,
@@ -173,7 +240,8 @@ def to_file_schema(
 
     ``file_schema`` holds fields of ``table_schema`` (the same ids; names may be sanitized, or a
     subset). Columns get their field ids (``PARQUET:field_id``), order and Iceberg's Arrow
-    types; missing optional columns become NULL; ``timestamp[ns]`` becomes microseconds.
+    types; missing optional columns become NULL; ``timestamp[ns]`` becomes microseconds; NULL
+    lists and maps stay NULL (:class:`_NullKeepingProjection`).
 
     Why: pyiceberg's writer does this per write task with the same private projection; icemor
     writes its files itself (it must know each row's position) and needs the conversion alone.
@@ -190,7 +258,7 @@ def to_file_schema(
     parquet = _pyarrow_io.ParquetFormatModel()
     return pa.Table.from_batches(
         [
-            _pyarrow_io._to_requested_schema(
+            _project(
                 file_schema,
                 task_schema,
                 b,

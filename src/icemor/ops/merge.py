@@ -1,9 +1,10 @@
 """MERGE as merge-on-read: matched rows updated or deleted, unmatched source rows inserted, one snapshot.
 
 Semantics are Spark SQL's ``MERGE INTO``: clauses are tried in order and the first whose
-condition holds acts; a target row matched by more than one source row is an error (when a
-matched clause exists), never a silent duplicate; a source row matched by no target row goes to
-the ``WHEN NOT MATCHED`` clauses.
+condition holds acts; a target row matched by more than one source row is an error, never a
+silent duplicate, unless the matched clauses are exactly one unconditional ``DELETE`` (Spark's
+cardinality rule, :attr:`MergePlan.checks_cardinality`); a source row matched by no target row
+goes to the ``WHEN NOT MATCHED`` clauses.
 
 Locally, one DuckDB hash join of the source against the streamed merge-on-read scan of the
 target gives every matched pair with its clause and new row. The target is pruned first by the
@@ -129,6 +130,22 @@ class MergePlan:
     source_alias: str
     matched: list[_Clause]
     not_matched: list[_Clause]
+
+    @property
+    def checks_cardinality(self) -> bool:
+        """Whether a target row matched by two source rows is an error: Spark 3.5's rule
+        (``RewriteMergeIntoTable.shouldCheckCardinality``), on the MATCHED clauses alone.
+
+        Not when there is no MATCHED clause, nor when the MATCHED clauses are exactly one
+        ``DELETE`` without a condition (deleting a row twice deletes it once); in every other
+        case, even for pairs no clause acts on. A condition that is always true (``TRUE``,
+        ``1 = 1``) is still a condition, as Spark's analyzer sees it.
+        """
+        if not self.matched:
+            return False
+        return not (
+            len(self.matched) == 1 and self.matched[0].kind == "delete" and self.matched[0].condition is None
+        )
 
     def matched_sql(self, dialect: Dialect, target: str = "__target", source: str = "__source") -> str:
         """Every matched pair: ``__file, __pos, __src, __clause`` (-1: no clause acts) and new row."""
@@ -486,20 +503,18 @@ def merge_rows(
                 for batch in batches:
                     clause = batch.column("__clause").to_numpy(zero_copy_only=False).astype(np.int64)
                     matched_src[batch.column("__src").to_numpy(zero_copy_only=False)] = True
-                    if plan.matched:
+                    if plan.checks_cardinality:
                         pairs.add(batch.column("__file"), batch.column("__pos"))
                     acting = clause >= 0
                     if not acting.any():
                         continue
                     acted = batch.filter(pa.array(acting))
                     positions.add(acted.column("__file"), acted.column("__pos"))
-                    kind = kinds[clause[acting]]
-                    counts["delete"] += int((kind == "delete").sum())
-                    updates = kind == "update"
+                    updates = kinds[clause[acting]] == "update"
                     counts["update"] += int(updates.sum())
                     if updates.any():
                         new_rows.add(acted.filter(pa.array(updates)))
-            if plan.matched:
+            if plan.checks_cardinality:
                 pairs.finish(unique=DUPLICATE_MATCH)
         if plan.not_matched and not matched_src.all():
             unmatched = plan.source.filter(pa.array(~matched_src))
@@ -508,6 +523,8 @@ def merge_rows(
                     counts["insert"] += batch.num_rows
                     new_rows.add(batch)
         found = positions.finish()
+        # each target row once: without the cardinality check one may be deleted by several pairs
+        counts["delete"] = sum(len(p) for p in found.values()) - counts["update"]
     except BaseException:
         new_rows.abort()
         raise
@@ -575,7 +592,7 @@ def _merge_on_spark(
             changes,
             isolation_property=P.MERGE_ISOLATION_LEVEL,
             conflict_filter=plan.job.options.row_filter,
-            unique=DUPLICATE_MATCH if plan.matched else None,
+            unique=DUPLICATE_MATCH if plan.checks_cardinality else None,
         )
     result = done.result
     if result.snapshot is None:

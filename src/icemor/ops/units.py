@@ -504,7 +504,7 @@ class _ChangeTask:
         self.required = [f.name for f in schema.fields if f.required]
         self.results: list[UnitResult] = []
         self.data: list[WrittenFile] = []
-        self.counts = {"deleted": 0, "updated": 0, "inserted": 0}
+        self.counts = {"removed": 0, "updated": 0, "inserted": 0}
         self.open: dict[str, tuple[list[npt.NDArray[np.int64]], list[npt.NDArray[np.int64]]]] = {}
         """Data file -> (every matched position, the positions to delete), until the file is complete."""
         self.grouped: dict[str, list[tuple[PlannedFile, npt.NDArray[np.int64]]]] = defaultdict(list)
@@ -522,9 +522,7 @@ class _ChangeTask:
         old = batch.column(names.index(CHANGE_OLD)) if CHANGE_OLD in names else located
         old = pc.fill_null(pc.and_(old, located), False)
         n_new = pc.sum(new).as_py() or 0
-        n_updated = pc.sum(pc.and_(old, new)).as_py() or 0
-        self.counts["updated"] += n_updated
-        self.counts["deleted"] += (pc.sum(old).as_py() or 0) - n_updated
+        self.counts["updated"] += pc.sum(pc.and_(old, new)).as_py() or 0
         self.counts["inserted"] += n_new - (pc.sum(pc.and_(new, located)).as_py() or 0)
         self._positions(batch.filter(located), old.filter(located))
         if n_new:
@@ -554,6 +552,9 @@ class _ChangeTask:
             if len(sorted_unique(every)) != len(every):
                 raise InvalidArgumentError(self.change.unique)
         positions = sorted_unique(np.concatenate(deleted)) if deleted else np.zeros(0, np.int64)
+        # rows, not pairs: without ``unique`` (a MERGE whose only MATCHED clause is an
+        # unconditional DELETE) one row may come several times and is deleted once
+        self.counts["removed"] += len(positions)
         if not len(positions):
             return
         unit = self.change.units.get(path)
@@ -608,7 +609,7 @@ class _ChangeTask:
         return ChangeResult(
             tuple(self.results),
             tuple(self.data),
-            self.counts["deleted"],
+            self.counts["removed"] - self.counts["updated"],
             self.counts["updated"],
             self.counts["inserted"],
         )

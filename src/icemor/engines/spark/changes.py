@@ -45,14 +45,15 @@ def read_parquet_in_order(spark: SparkSession, paths: Sequence[str]) -> DataFram
     Raises:
         InvalidArgumentError: A file named as Spark's listing skips it (it would read as empty).
     """
-    from icemor.engines.spark.native import listing_skips
+    from icemor.engines.spark.native import listing_skips, parquet_reader
     from icemor.exceptions import InvalidArgumentError
 
     for p in paths:
         if listing_skips(p):
             msg = f"{p}: Spark skips files named like this (hidden or temporary); rename it"
             raise InvalidArgumentError(msg)
-    frames = [spark.read.parquet(p) for p in paths]
+    # proleptic dates as the local engine reads the same files (pyarrow), not Spark's refusal
+    frames = [parquet_reader(spark).parquet(p) for p in paths]
     out = frames[0]
     for df in frames[1:]:
         out = out.unionByName(df)

@@ -94,12 +94,13 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
     from pyiceberg.expressions import BooleanExpression
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
+    from pyspark.sql.types import StructType
 
     from icemor.planning.scan_job import ScanJob
     from icemor.spec.tasks import PlannedFile
 
-__all__ = ["listing_skips", "native_dataframe", "native_ineligibility", "spark_file_path"]
+__all__ = ["listing_skips", "native_dataframe", "native_ineligibility", "parquet_reader", "spark_file_path"]
 
 _FP, _POS = "__icemor_fp", "__icemor_pos"
 # The column Spark's Parquet reader fills with each row's position when the read schema names it.
@@ -118,6 +119,20 @@ _PLAIN_PATH = re.compile(r"^[A-Za-z0-9._/=:+-]+$")
 # Spark normalises -0.0 to 0.0 in joins, Java's Double.equals does not).
 _EQ_TYPES = (IntegerType, LongType, StringType, DateType, DecimalType, BooleanType)
 _FILTER_TYPES = (IntegerType, LongType, StringType, DateType, DecimalType, BooleanType, FloatType, DoubleType)
+
+
+# Per-read options of Spark's Parquet source: values are proleptic Gregorian, as the Iceberg spec
+# (and every writer without Spark's legacy-calendar footer keys) stores them. Spark's default
+# (EXCEPTION) refuses dates before 1582-10-15 and timestamps before 1900 in such files; a file whose
+# footer says Spark wrote it in the legacy calendar is still rebased (the footer wins over these).
+REBASE_OPTIONS = {"datetimeRebaseMode": "CORRECTED", "int96RebaseMode": "CORRECTED"}
+
+
+def parquet_reader(spark: SparkSession, schema: StructType | None = None) -> DataFrameReader:
+    """``spark.read`` for Parquet files icemor reads: calendar options set on this read only
+    (:data:`REBASE_OPTIONS`; the session's settings stay the user's), ``schema`` if given."""
+    reader = spark.read.options(**REBASE_OPTIONS)
+    return reader if schema is None else reader.schema(schema)
 
 
 def spark_file_path(path: str) -> str | None:
@@ -309,10 +324,10 @@ def _build(
         links = linked if live is not None else None  # only files with position deletes are linked
         if links is not None:
             ordinal = st.StructField(_ORDINAL, st.IntegerType(), True)  # nullable: the guard stays
-            reader = spark.read.schema(st.StructType([*read_schema.fields, ordinal]))
+            reader = parquet_reader(spark, st.StructType([*read_schema.fields, ordinal]))
             df = reader.option("basePath", links.base).parquet(*(links.dirs[p] for p in paths))
         else:
-            df = spark.read.schema(read_schema).parquet(*paths)
+            df = parquet_reader(spark, read_schema).parquet(*paths)
         cond = live if where is None else where if live is None else where & live
         if cond is not None:
             df = df.where(cond)
@@ -405,7 +420,7 @@ def _equality_keys(spark: SparkSession, ids: tuple[int, ...], paths: list[str], 
     return _cached(
         spark,
         ("keys", ids, tuple(sorted(paths))),
-        lambda: spark.read.schema(key_schema).parquet(*paths).distinct(),
+        lambda: parquet_reader(spark, key_schema).parquet(*paths).distinct(),
     )
 
 
