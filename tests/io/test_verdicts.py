@@ -408,3 +408,33 @@ def test_cache_bytes_setting(
     assert [verdict_store() for _ in range(3)] == [None, None, None]
     (warning,) = warnings_of(caplog)
     assert "ICEMOR_VERDICT_CACHE_BYTES" in warning
+
+
+def _hammer(root: str, seed: int) -> list[str]:
+    """Save, load and trim one small store from a child process; what it loaded that was wrong."""
+    store = VerdictStore(Path(root), 3 * 1024)
+    rng = np.random.default_rng(seed)
+    wrong = []
+    for i in range(150):
+        k = int(rng.integers(0, 6))
+        positions = np.arange(k, 10 * (k + 1) + k, k + 1, dtype=np.int64)  # one array per key
+        if rng.random() < 0.5:
+            store.save((k,), positions, 1000)
+        got = store.load((k,), 1000)
+        if got is not None and got.tolist() != positions.tolist():
+            wrong.append(f"key {k}: {got.tolist()}")
+        if i % 25 == 0:
+            store.trim()
+    return wrong
+
+
+def test_processes_sharing_a_store_never_read_a_wrong_entry(tmp_path: Path) -> None:
+    """As Spark executors' Python workers on one host do: unique temporary names, atomic renames."""
+    import multiprocessing
+
+    root = tmp_path / "store"
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        results = pool.starmap(_hammer, [(str(root), seed) for seed in range(4)])
+    assert [w for r in results for w in r] == []
+    assert entries(root)  # they did store
+    assert not [p for p in root.glob("*/*") if p.name.endswith(".tmp")]
