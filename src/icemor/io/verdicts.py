@@ -186,7 +186,12 @@ class VerdictStore:
             if self.refused is not None:
                 return
             self.refused = why
-        _log.warning("equality verdict store %s is not used by this process: %s", self.root, why)
+        _log.warning(
+            "equality verdict store %s is not used by this process: %s (make it a directory only "
+            "you can write, or set ICEMOR_VERDICT_DIR to one; ICEMOR_VERDICT_CACHE=0 turns it off)",
+            self.root,
+            why,
+        )
 
     def _open_root(self, *, create: bool) -> int | None:
         """A descriptor of the root, checked private; None when absent (and not created) or refused."""
