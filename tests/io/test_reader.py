@@ -1211,3 +1211,27 @@ def test_verdict_store_can_be_turned_off(
     eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [101])})
     assert 101 not in ids(read(whole(ten_rows, [eq])))
     assert not verdict_dir.exists()
+
+
+def test_no_store_through_a_fileio_that_gives_no_modification_time(
+    tmp_path: Path, ten_rows: DataFileRef, verdict_dir: Path
+) -> None:
+    """Without the data file's time an in-place rewrite could not be told apart: nothing stored."""
+    from pyiceberg.io import FileIO
+
+    class Plain(FileIO):
+        def new_input(self, location: str) -> Any:
+            return IO.new_input(location)
+
+        def new_output(self, location: str) -> Any:
+            return IO.new_output(location)
+
+        def delete(self, location: Any) -> None:
+            IO.delete(location)
+
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [101])})
+    task = whole(ten_rows, [eq])
+    rows = pa.Table.from_batches(list(read_task(Plain(), task, options()))).to_pylist()
+    assert ids(rows) == [i for i in range(100, 110) if i != 101]
+    assert count_task(Plain(), task, options()) == 9
+    assert not verdict_dir.exists()
