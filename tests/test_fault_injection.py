@@ -9,6 +9,12 @@ and one ``icemor: error:`` line on stderr: no traceback, no wrong values.
 
 Cases run in-process (``run``) with icemor's delete cache cleared, restoring the file after
 each; the long-filter tests, where a native crash is the failure, run the CLI in a subprocess.
+
+Every case runs twice, once with the equality verdict store off and once with a warm store
+(``icemor.io.verdicts``, filled by reading the intact tables first, kept warm by restoring
+each file with its modification time): a fresh process with verdicts on disk must notice
+the same damage, not answer from the store. The session's store is never used here, so the
+outcome does not depend on which tests ran before.
 """
 
 from __future__ import annotations
@@ -159,18 +165,50 @@ def tables(oracle: IcebergJava, catalog: SqlCatalog) -> dict[str, tuple[list[tup
     return out
 
 
+def _warm(
+    tables: dict[str, tuple[list[tuple[object, ...]], list[str]]],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    store: Path,
+) -> None:
+    """Scan every intact table, so the store holds their equality verdicts."""
+    for name, (expected, _) in tables.items():
+        out = tmp_path / f"warm-{name}.parquet"
+
+        def intact(_: str, out: Path = out, expected: list[tuple[object, ...]] = expected) -> bool:
+            return _rows(out) == expected
+
+        assert _outcome(["scan", name, "--output", str(out)], capsys, intact)[0] == "right"
+    assert [p for p in store.glob("*/*") if p.is_file()], "nothing stored: the warm runs are not warm"
+    # a fresh process reads the equality-deleted table from the store: no equality set decoded
+    v2 = next(n for n in tables if n.endswith(".v2"))
+    n = len(tables[v2][0])
+    assert _outcome(["count", v2, "--where", "id >= 0"], capsys, lambda s: s.strip() == str(n))[0] == "right"
+    assert DELETE_CACHE.loads["equality-set"] == 0
+
+
+@pytest.mark.parametrize("store", ["store off", "warm store"])
 def test_every_damaged_file_gives_the_right_rows_or_one_clean_error(
     tables: dict[str, tuple[list[tuple[object, ...]], list[str]]],
     catalog: SqlCatalog,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    store: str,
 ) -> None:
+    monkeypatch.delenv("ICEMOR_VERDICT_CACHE_BYTES", raising=False)
+    if store == "store off":
+        monkeypatch.setenv("ICEMOR_VERDICT_CACHE", "0")
+    else:
+        monkeypatch.delenv("ICEMOR_VERDICT_CACHE", raising=False)
+        monkeypatch.setenv("ICEMOR_VERDICT_DIR", str(tmp_path / "verdicts"))
+        _warm(tables, capsys, tmp_path, tmp_path / "verdicts")
     results: list[tuple[str, str, str, str, str, str]] = []
     for name, (expected, _) in tables.items():
         for kind, path in sorted(_targets(catalog, name).items()):
             for fault, damage in FAULTS.items():
                 backup = tmp_path / "backup"
-                shutil.copyfile(path, backup)
+                shutil.copy2(path, backup)  # with its modification time: the store stays warm
                 damage(kind, path)
                 try:
                     out = tmp_path / f"out-{len(results)}.parquet"
@@ -195,11 +233,13 @@ def test_every_damaged_file_gives_the_right_rows_or_one_clean_error(
                             outcome, detail = "BAD", "a number/rows although the file is damaged"
                         results.append((name, kind, fault, command, outcome, detail))
                 finally:
-                    shutil.copyfile(backup, path)
-    # the restored table reads intact again
+                    shutil.copy2(backup, path)
+    # the restored table reads intact again (from the store, when it is warm)
     for name, (expected, _) in tables.items():
         n = len(expected)
         assert _outcome(["count", name], capsys, lambda s, n=n: s.strip() == str(n))[0] == "right"
+        if store == "warm store":
+            assert DELETE_CACHE.loads["equality-set"] == 0
 
     tried = len(results)
     clean = sum(r[4] == "clean error" for r in results)
@@ -207,7 +247,8 @@ def test_every_damaged_file_gives_the_right_rows_or_one_clean_error(
     bad = [r for r in results if r[4] == "BAD"]
     with capsys.disabled():
         print(
-            f"\nfault injection: {tried} tried, {clean} clean errors, {right} right results, {len(bad)} bad"
+            f"\nfault injection ({store}): {tried} tried, {clean} clean errors, {right} right results, "
+            f"{len(bad)} bad"
         )
         for r in results:
             print("  ", " | ".join(r[:5]), "|", r[5][:160])

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import os
 import re
 import struct
 import zlib
 from decimal import Decimal
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,6 +39,7 @@ from pyiceberg.types import DecimalType, IntegerType, LongType, NestedField, Str
 from pyroaring import BitMap64
 
 from icemor.exceptions import CorruptFileError, MissingFileError
+from icemor.io import verdicts
 from icemor.io.cache import DELETE_CACHE
 from icemor.io.reader import (
     BATCH_BYTES,
@@ -53,7 +56,6 @@ from icemor.spec.tasks import FileScanTask
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from pathlib import Path
 
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.types import IcebergType
@@ -916,15 +918,37 @@ def verdict_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     directory = tmp_path / "verdicts"
     monkeypatch.setenv("ICEMOR_VERDICT_DIR", str(directory))
     monkeypatch.delenv("ICEMOR_VERDICT_CACHE", raising=False)
+    monkeypatch.delenv("ICEMOR_VERDICT_CACHE_BYTES", raising=False)
+    new_process(monkeypatch)
     return directory
 
 
+def new_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a new process starts with: no verdict or stat in memory, no store refused yet."""
+    DELETE_CACHE.clear()
+    monkeypatch.setattr(verdicts, "_STORES", {})
+    monkeypatch.setattr(verdicts, "_WARNED", set())
+
+
 def stored(directory: Path) -> list[Path]:
-    return sorted(directory.glob("*/*.npy"))
+    return sorted(p for p in directory.glob("*/*") if p.is_file() and not p.name.startswith("."))
 
 
 def no_probe(*_: Any, **__: Any) -> Any:
     raise AssertionError("equality deletes probed again")
+
+
+def stored_keys(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    """The keys the store is asked to save under, as they are saved."""
+    keys: list[tuple[Any, ...]] = []
+    real = verdicts.VerdictStore.save
+
+    def save(self: verdicts.VerdictStore, key: tuple[Any, ...], *args: Any) -> None:
+        keys.append(key)
+        real(self, key, *args)
+
+    monkeypatch.setattr(verdicts.VerdictStore, "save", save)
+    return keys
 
 
 def test_stored_verdict_serves_a_new_process(
@@ -935,10 +959,12 @@ def test_stored_verdict_serves_a_new_process(
     live = [r["id"] for r in numbered_table(10).to_pylist() if r["category"] != "b"]
     assert ids(read(task)) == live
     assert len(stored(verdict_dir)) == 1
-    DELETE_CACHE.clear()  # what a new process starts with
+    new_process(monkeypatch)
     monkeypatch.setattr("icemor.io.reader.equality_delete_sets", no_probe)
     assert ids(read(task)) == live
     assert verdict(task) == [i for i, r in enumerate(numbered_table(10).to_pylist()) if r["category"] == "b"]
+    new_process(monkeypatch)
+    assert count_task(IO, task, options()) == len(live)  # a count uses it too
     # another delete file set is another entry: it is probed
     other = equality_delete_file(tmp_path, "eq2.parquet", {"category": (pa.string(), 2, ["a"])})
     with pytest.raises(AssertionError, match="probed again"):
@@ -947,13 +973,13 @@ def test_stored_verdict_serves_a_new_process(
 
 @pytest.mark.parametrize("fault", ["deleted", "truncated"])
 def test_stored_verdict_still_needs_its_delete_files(
-    tmp_path: Path, ten_rows: DataFileRef, verdict_dir: Path, fault: str
+    tmp_path: Path, ten_rows: DataFileRef, verdict_dir: Path, fault: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [101])})
     task = whole(ten_rows, [eq])
     assert 101 not in ids(read(task))
     assert stored(verdict_dir)
-    DELETE_CACHE.clear()
+    new_process(monkeypatch)
     path = eq.path.removeprefix("file://")
     if fault == "deleted":
         os.remove(path)
@@ -966,22 +992,216 @@ def test_stored_verdict_still_needs_its_delete_files(
             list(read_task(IO, task, options()))
 
 
+def test_count_of_a_stored_verdict_stats_the_data_file_once(
+    tmp_path: Path, ten_rows: DataFileRef, verdict_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store key's modification time comes from the stat the count makes anyway."""
+
+    class CountingFS:
+        def __init__(self, fs: Any) -> None:
+            self.fs, self.infos = fs, []
+
+        def get_file_info(self, path: str) -> Any:
+            self.infos.append(path)
+            return self.fs.get_file_info(path)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.fs, name)
+
+    io = PyArrowFileIO()
+    fs = CountingFS(io.fs_by_scheme("file", None))
+    io.fs_by_scheme = lambda *_: fs  # type: ignore[method-assign]
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [101, 105])})
+    task = whole(ten_rows, [eq])
+    assert count_task(io, task, options()) == 8  # probed, stored
+    new_process(monkeypatch)
+    monkeypatch.setattr("icemor.io.reader.equality_delete_sets", no_probe)
+    fs.infos.clear()
+    assert count_task(io, task, options()) == 8
+    assert fs.infos.count(ten_rows.path) == 1
+    assert fs.infos.count(eq.path) == 1
+
+
+def expected_reads(task: FileScanTask, monkeypatch: pytest.MonkeyPatch) -> tuple[list[dict[str, Any]], int]:
+    """The rows and count of ``task`` with the store off: what the files say."""
+    with monkeypatch.context() as m:
+        m.setenv("ICEMOR_VERDICT_CACHE", "0")
+        DELETE_CACHE.clear()
+        rows = read(task, options(pos_column=True))
+        DELETE_CACHE.clear()
+        count = count_task(IO, task, options())
+        DELETE_CACHE.clear()
+        return rows, count
+
+
+def test_every_damaged_stored_verdict_reads_the_right_rows(
+    tmp_path: Path, ten_rows: DataFileRef, verdict_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each byte of the entry flipped in turn, and the entry cut at every length: the rows are
+    those the files give with the store off, or an error; never other rows."""
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"category": (pa.string(), 2, ["b"])})
+    pos = position_delete_file(tmp_path, "pos.parquet", [(ten_rows.path, 0)])
+    task = whole(ten_rows, [pos, eq])
+    rows, count = expected_reads(task, monkeypatch)
+    assert [r["_pos"] for r in rows] == [2, 3, 5, 6, 8, 9]
+    read(task)
+    (entry,) = stored(verdict_dir)
+    intact = entry.read_bytes()
+    damaged = [intact[:n] for n in range(len(intact))]
+    for i in range(len(intact)):
+        data = bytearray(intact)
+        data[i] ^= 0xFF
+        damaged.append(bytes(data))
+        data[i] ^= 0xFE  # one bit only
+        damaged.append(bytes(data))
+    outcomes: list[str] = []
+    for data in damaged:
+        for what in ("scan", "count"):
+            new_process(monkeypatch)
+            entry.write_bytes(data)
+            try:
+                got = (
+                    read(task, options(pos_column=True))
+                    if what == "scan"
+                    else count_task(IO, task, options())
+                )
+            except (CorruptFileError, MissingFileError) as e:
+                outcomes.append(f"error: {e}")
+                continue
+            outcomes.append("right" if got == (rows if what == "scan" else count) else f"WRONG {what}: {got}")
+    assert [o for o in outcomes if o != "right"] == []
+    assert len(outcomes) == 2 * 3 * len(intact)
+    new_process(monkeypatch)
+    monkeypatch.setattr("icemor.io.reader.equality_delete_sets", no_probe)
+    assert read(task, options(pos_column=True)) == rows  # and the last probe stored it anew
+
+
+@pytest.mark.parametrize("how", ["0777", "owned by another user"])
+def test_entries_planted_where_others_can_write_are_not_trusted(
+    tmp_path: Path,
+    ten_rows: DataFileRef,
+    verdict_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    how: str,
+) -> None:
+    """A well-formed entry saying "nothing deleted", planted by whoever can write the directory,
+    brought the deleted rows back (7,000 rows instead of 6,000)."""
+    if how != "0777" and os.geteuid() != 0:
+        pytest.skip("chown to another uid needs root")
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [101, 104, 107])})
+    task = whole(ten_rows, [eq])
+    rows, count = expected_reads(task, monkeypatch)
+    keys = stored_keys(monkeypatch)
+    assert read(task, options(pos_column=True)) == rows
+    (key,) = keys
+    store = verdicts.verdict_store()
+    assert store is not None
+    store.save(key, np.zeros(0, dtype=np.int64), 10)  # the planted entry
+    if how == "0777":
+        verdict_dir.chmod(0o777)
+    else:
+        os.chown(verdict_dir, 65534, 65534)
+    caplog.set_level(logging.WARNING, logger="icemor.io.verdicts")
+    new_process(monkeypatch)
+    assert read(task, options(pos_column=True)) == rows
+    DELETE_CACHE.clear()
+    assert count_task(IO, task, options()) == count
+    assert len([r for r in caplog.records if r.name == "icemor.io.verdicts"]) == 1  # once a process
+
+
+def test_data_file_rewritten_in_place_does_not_reuse_its_verdict(
+    tmp_path: Path, verdict_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same path, size and row count (add-files of a rewritten file): another verdict."""
+    schema = pa.schema([field("id", pa.int64(), 1, nullable=False)])
+
+    def plain(values: list[int]) -> bytes:
+        path = tmp_path / "staging.parquet"
+        pq.write_table(
+            pa.table({"id": values}, schema=schema),
+            path,
+            compression="NONE",
+            use_dictionary=False,
+            write_statistics=False,
+        )
+        return path.read_bytes()
+
+    before, after = plain(list(range(100, 110))), plain(list(range(200, 210))[::-1])
+    assert len(before) == len(after) and before != after
+    path = tmp_path / "data.parquet"
+    path.write_bytes(before)
+    ref = data_ref(str(path))
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [101, 203])})
+    task = whole(ref, [eq])
+    id_only = options(Schema(ID), schema=Schema(ID))
+    assert ids(read(task, id_only)) == [i for i in range(100, 110) if i != 101]
+    assert stored(verdict_dir)
+    new_process(monkeypatch)
+    with open(path, "r+b") as f:  # in place: same inode, path, size and rows
+        f.write(after)
+    later = path.stat().st_mtime_ns + 5_000_000_000
+    os.utime(path, ns=(later, later))
+    assert data_ref(str(path)) == ref
+    expected = [i for i in range(209, 199, -1) if i != 203]
+    assert ids(read(task, id_only)) == expected
+    new_process(monkeypatch)
+    assert count_task(IO, task, id_only) == len(expected)
+
+
+def test_reads_work_without_a_home_directory(
+    tmp_path: Path, ten_rows: DataFileRef, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every scan of an equality-deleted table raised "Could not determine home directory"."""
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    for name in ("ICEMOR_VERDICT_DIR", "ICEMOR_HOME", "ICEMOR_VERDICT_CACHE", "HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    new_process(monkeypatch)
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [101])})
+    task = whole(ten_rows, [eq])
+    assert ids(read(task)) == [i for i in range(100, 110) if i != 101]
+    new_process(monkeypatch)
+    assert count_task(IO, task, options()) == 9
+
+
+@pytest.mark.parametrize("setting", ["256MiB", "1.5 GB", "lots", "-1"])
+def test_reads_work_whatever_the_cache_size_setting(
+    tmp_path: Path, ten_rows: DataFileRef, verdict_dir: Path, monkeypatch: pytest.MonkeyPatch, setting: str
+) -> None:
+    """``ICEMOR_VERDICT_CACHE_BYTES=256MiB`` was a ValueError on every scan."""
+    monkeypatch.setenv("ICEMOR_VERDICT_CACHE_BYTES", setting)
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [101])})
+    task = whole(ten_rows, [eq])
+    assert ids(read(task)) == [i for i in range(100, 110) if i != 101]
+    new_process(monkeypatch)
+    assert count_task(IO, task, options()) == 9
+    assert bool(stored(verdict_dir)) == (setting in {"256MiB", "1.5 GB"})  # a size, or the store off
+
+
 def test_unusable_stored_verdict_is_dropped_and_probed(
-    tmp_path: Path, ten_rows: DataFileRef, verdict_dir: Path
+    tmp_path: Path, ten_rows: DataFileRef, verdict_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [103, 104])})
     task = whole(ten_rows, [eq])
     live = [100 + i for i in range(10) if i not in (3, 4)]
+    keys = stored_keys(monkeypatch)
     assert ids(read(task)) == live
     (entry,) = stored(verdict_dir)
-    for bad in (b"not a numpy file", None):
-        DELETE_CACHE.clear()
-        if bad is None:  # a well-formed array naming a row the file does not have
-            np.save(entry, np.array([3, 10], dtype=np.int32), allow_pickle=False)
-        else:
-            entry.write_bytes(bad)
+    key = keys[0]
+    _, _, key_bytes = verdicts._locate(key)
+    checksummed_but_past_the_end = verdicts._encode(key_bytes, np.array([3, 10], dtype=np.int64), 10)
+    for bad in (b"", b"not a verdict", checksummed_but_past_the_end):
+        new_process(monkeypatch)
+        entry.write_bytes(bad)
         assert ids(read(task)) == live  # probed again, not trusted
-        assert [int(p) for p in np.load(entry)] == [3, 4]  # and stored anew
+        store = verdicts.verdict_store()
+        assert store is not None
+        again = store.load(key, 10)
+        assert again is not None and again.tolist() == [3, 4]  # and stored anew
 
 
 def test_verdict_store_can_be_turned_off(
@@ -990,4 +1210,28 @@ def test_verdict_store_can_be_turned_off(
     monkeypatch.setenv("ICEMOR_VERDICT_CACHE", "0")
     eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [101])})
     assert 101 not in ids(read(whole(ten_rows, [eq])))
+    assert not verdict_dir.exists()
+
+
+def test_no_store_through_a_fileio_that_gives_no_modification_time(
+    tmp_path: Path, ten_rows: DataFileRef, verdict_dir: Path
+) -> None:
+    """Without the data file's time an in-place rewrite could not be told apart: nothing stored."""
+    from pyiceberg.io import FileIO
+
+    class Plain(FileIO):
+        def new_input(self, location: str) -> Any:
+            return IO.new_input(location)
+
+        def new_output(self, location: str) -> Any:
+            return IO.new_output(location)
+
+        def delete(self, location: Any) -> None:
+            IO.delete(location)
+
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [101])})
+    task = whole(ten_rows, [eq])
+    rows = pa.Table.from_batches(list(read_task(Plain(), task, options()))).to_pylist()
+    assert ids(rows) == [i for i in range(100, 110) if i != 101]
+    assert count_task(Plain(), task, options()) == 9
     assert not verdict_dir.exists()

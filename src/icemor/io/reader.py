@@ -15,6 +15,7 @@ process or a new one, apply them as positions and read no key columns; see
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
@@ -23,16 +24,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+from pyarrow.fs import FileType
 from pyiceberg.expressions import AlwaysTrue, And, Not, Or
 from pyiceberg.expressions.visitors import bind, translate_column_names
-from pyiceberg.io.pyarrow import pyarrow_to_schema
+from pyiceberg.io.pyarrow import PyArrowFileIO, pyarrow_to_schema
 from pyiceberg.manifest import DataFile
 from pyiceberg.schema import Schema, prune_columns
 from pyiceberg.typedef import Record
 from pyiceberg.types import ListType, MapType
 
 from icemor._compat.pyiceberg import partition_constants, to_requested_schema
-from icemor.exceptions import CorruptFileError, UnsupportedFeatureError
+from icemor.exceptions import CorruptFileError, MissingFileError, UnsupportedFeatureError
 from icemor.io.cache import DELETE_CACHE
 from icemor.io.columns import equality_key_columns, top_level_names
 from icemor.io.deletes import deleted_positions, equality_delete_sets, open_parquet, reaching
@@ -413,56 +415,117 @@ def _verdict_key(task: FileScanTask) -> tuple[Any, ...] | None:
     return (f.path, f.file_size_in_bytes, f.record_count, split, tuple(eq))
 
 
-def _known_verdict(io: FileIO, task: FileScanTask, key: tuple[Any, ...]) -> npt.NDArray[np.int64] | None:
-    """The task's verdict from this process's cache, else from the on-disk store (:mod:`icemor.io.verdicts`).
+def _known_verdict(
+    io: FileIO,
+    task: FileScanTask,
+    key: tuple[Any, ...],
+    *,
+    stat_data: bool = True,
+    data_mtime: int | None = None,
+) -> tuple[npt.NDArray[np.int64] | None, tuple[Any, ...] | None]:
+    """(the task's verdict or None, the on-disk key to store a new one under or None).
 
-    A stored verdict was computed by another process: the equality delete files it stands for
-    must still be there, whole, as a read that decodes them would find (one stat per file and
-    process), so a lost or truncated delete file is an error here too, as in Iceberg Java.
+    The verdict comes from this process's cache, else from the on-disk store. A
+    stored one was computed by another process, so its key names the modification time of
+    every file it depends on (:func:`_stored_key`): a data file rewritten in place at the same
+    path, size and row count is another key. ``stat_data=False``: the caller has just stat'ed
+    the data file (a count does) and passes its ``data_mtime``: no second stat.
     """
     verdict: npt.NDArray[np.int64] | None = DELETE_CACHE.peek(VERDICT, key)
-    if verdict is None and (store := verdict_store()) is not None:
-        verdict = store.load(key, task.data_file.record_count)
-        if verdict is not None:
-            for d in task.delete_files:
-                if d.content == FileContent.EQUALITY_DELETES:
+    if verdict is not None:
+        return verdict, None
+    store = verdict_store()
+    if store is None:
+        return None, None
+    if stat_data:
+        try:
+            data_mtime = _check_present(io, task.data_file)
+        except (MissingFileError, CorruptFileError):
+            return None, None  # the read reports it, as it does without the store
+    stored_key = _stored_key(io, task, key, data_mtime)
+    if stored_key is None:
+        return None, None
+    verdict = store.load(stored_key, task.data_file.record_count)
+    if verdict is None:
+        return None, stored_key
+    DELETE_CACHE.put(VERDICT, key, verdict, verdict.nbytes + 64)
+    return verdict, None
 
-                    def check(d: DeleteFileRef = d) -> tuple[bool, int]:
-                        _check_present(io, d, "equality delete file")
-                        return True, 64
 
-                    DELETE_CACHE.get_or_load("present", (d.path, d.file_size_in_bytes), check)
-            DELETE_CACHE.put(VERDICT, key, verdict, verdict.nbytes + 64)
-    return verdict
+def _stored_key(
+    io: FileIO, task: FileScanTask, key: tuple[Any, ...], data_mtime: int | None
+) -> tuple[Any, ...] | None:
+    """``key`` plus the modification time of the data file and of each equality delete file.
+
+    None when one is unknown (a FileIO that does not tell): nothing is then stored or loaded.
+    The equality delete files are stat'ed once per process, before they are decoded (or
+    instead of it, when a stored verdict stands for them): a lost or truncated one fails here
+    as when it is decoded, so a stored verdict never hides it.
+
+    Raises:
+        MissingFileError: An equality delete file does not exist.
+        CorruptFileError: Its size differs from its manifest entry's.
+    """
+    if data_mtime is None:
+        return None
+    stamps = []
+    for d in task.delete_files:
+        if d.content == FileContent.EQUALITY_DELETES:
+
+            def stat(d: DeleteFileRef = d) -> tuple[int | None, int]:
+                return _check_present(io, d, "equality delete file"), 64
+
+            stamps.append((d.path, DELETE_CACHE.get_or_load("stamp", (d.path, d.file_size_in_bytes), stat)))
+    if any(mtime is None for _, mtime in stamps):
+        return None
+    return (*key, data_mtime, tuple(sorted(stamps)))
+
+
+_Known: TypeAlias = "tuple[npt.NDArray[np.int64] | None, tuple[Any, ...] | None]"
 
 
 def _equality_state(
-    io: FileIO, task: FileScanTask, opts: ReadOptions, positions: npt.NDArray[np.int64]
-) -> tuple[npt.NDArray[np.int64], list[tuple[tuple[int, ...], Any]], tuple[Any, ...] | None]:
-    """(positions, equality sets to probe, verdict key to record under or None).
+    io: FileIO,
+    task: FileScanTask,
+    opts: ReadOptions,
+    positions: npt.NDArray[np.int64],
+    known: _Known | None = None,
+) -> tuple[
+    npt.NDArray[np.int64],
+    list[tuple[tuple[int, ...], Any]],
+    tuple[tuple[Any, ...], tuple[Any, ...] | None] | None,
+]:
+    """(positions, equality sets to probe, (verdict key, on-disk key or None) to record under, or None).
 
     A cached verdict turns the task's equality deletes into positions: the read then needs
     no key columns and no probe (a 72-character string key is most of a narrow read's cost).
+    ``known``: :func:`_known_verdict`'s answer when the caller already has it.
     """
     key = _verdict_key(task)
     if key is None:
         return positions, [], None
-    verdict = _known_verdict(io, task, key)
+    verdict, stored_key = _known_verdict(io, task, key) if known is None else known
     if verdict is not None:
         return _union(positions, verdict), [], None
     eq_sets = equality_delete_sets(io, task.delete_files, opts.field_types, opts.field_parents)
-    return positions, eq_sets, key
+    return positions, eq_sets, (key, stored_key)
 
 
 def read_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
     """Yield the live rows of one task (or all rows with ``_deleted`` when include_deleted)."""
+    return _read_task(io, task, opts)
+
+
+def _read_task(
+    io: FileIO, task: FileScanTask, opts: ReadOptions, known: _Known | None = None
+) -> Iterator[pa.RecordBatch]:
     positions = deleted_positions(io, task.data_file.path, task.delete_files)
-    positions, eq_sets, verdict_key = _equality_state(io, task, opts, positions)
+    positions, eq_sets, record = _equality_state(io, task, opts, positions, known)
     eq_ids = {fid for ids, _ in eq_sets for fid in ids}
     plan = _plan_file(io, task, opts, eq_ids)
     out_schema = opts.arrow_schema
     # the verdict is recorded only when every row of the task was probed
-    eq_hits: list[npt.NDArray[np.int64]] | None = [] if verdict_key is not None else None
+    eq_hits: list[npt.NDArray[np.int64]] | None = [] if record is not None else None
     try:
         for rg in plan.row_groups:
             first = plan.rg_first_row[rg]
@@ -482,12 +545,13 @@ def read_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> Iterator[pa.
                 first += n
                 if out is not None and out.num_rows:
                     yield out
-        if eq_hits is not None and verdict_key is not None:
+        if eq_hits is not None and record is not None:
             # sorted and unique by construction (np.unique cost 15-25 ms per 100k positions)
             verdict = np.concatenate(eq_hits) if eq_hits else np.zeros(0, dtype=np.int64)
+            verdict_key, stored_key = record
             DELETE_CACHE.put(VERDICT, verdict_key, verdict, verdict.nbytes + 64)
-            if (store := verdict_store()) is not None:
-                store.save(verdict_key, verdict, task.data_file.record_count)
+            if stored_key is not None and (store := verdict_store()) is not None:
+                store.save(stored_key, verdict, task.data_file.record_count)
     finally:
         plan.pf.close()
 
@@ -745,21 +809,35 @@ def _filter_mask(batch: pa.RecordBatch, expr: ArrowFilter) -> npt.NDArray[np.boo
     return mask
 
 
-def _check_present(io: FileIO, data_file: DataFileRef | DeleteFileRef, what: str = "data file") -> None:
+def _check_present(io: FileIO, data_file: DataFileRef | DeleteFileRef, what: str = "data file") -> int | None:
     """One stat: the file exists and has the size its manifest entry records.
+
+    Returns:
+        Its modification time in nanoseconds, None when the FileIO does not tell (pyiceberg's
+        PyArrowFileIO does, for local files, S3, GCS, ADLS and HDFS, from the same stat).
 
     Raises:
         MissingFileError: The file does not exist or cannot be reached.
         CorruptFileError: Its size differs from the manifest's ``file_size_in_bytes``.
     """
-    with reaching(what, data_file.path):
-        size = len(io.new_input(data_file.path))
+    path = data_file.path
+    mtime: int | None = None
+    with reaching(what, path):
+        if isinstance(io, PyArrowFileIO):
+            scheme, netloc, fs_path = PyArrowFileIO.parse_location(path, io.properties)
+            info = io.fs_by_scheme(scheme, netloc).get_file_info(fs_path)
+            if info.type != FileType.File:
+                raise FileNotFoundError(errno.ENOENT, "no such file", path)
+            size, mtime = int(info.size), info.mtime_ns
+        else:
+            size = len(io.new_input(path))
     if size != data_file.file_size_in_bytes:
         msg = (
-            f"{what} {data_file.path} is {size} bytes, its manifest entry says "
+            f"{what} {path} is {size} bytes, its manifest entry says "
             f"{data_file.file_size_in_bytes}: truncated or replaced"
         )
         raise CorruptFileError(msg)
+    return mtime
 
 
 def count_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> int:
@@ -767,18 +845,22 @@ def count_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> int:
 
     Without reading, the count still checks (one stat) that the data file exists with its
     recorded size: Iceberg Java's ``count(*)`` reads files that have deletes, so a missing or
-    truncated file fails there, and it must not give a number here either.
+    truncated file fails there, and it must not give a number here either. The same stat
+    gives the modification time the verdict store's key needs.
     """
     key = _verdict_key(task)
-    verdict = None if key is None else _known_verdict(io, task, key)
-    no_probe = key is None or verdict is not None  # no equality deletes, or their verdict is known
-    if no_probe and isinstance(opts.row_filter, AlwaysTrue) and task.is_whole_file:
-        _check_present(io, task.data_file)
-        positions = deleted_positions(io, task.data_file.path, task.delete_files)
-        if verdict is not None:
-            positions = _union(positions, verdict)
-        n = task.data_file.record_count
-        return n - int(np.count_nonzero(positions < n))
+    known: _Known | None = None
+    if isinstance(opts.row_filter, AlwaysTrue) and task.is_whole_file:
+        mtime = _check_present(io, task.data_file)
+        if key is not None:
+            known = _known_verdict(io, task, key, stat_data=False, data_mtime=mtime)
+        verdict = None if known is None else known[0]
+        if key is None or verdict is not None:  # no equality deletes, or their verdict is known
+            positions = deleted_positions(io, task.data_file.path, task.delete_files)
+            if verdict is not None:
+                positions = _union(positions, verdict)
+            n = task.data_file.record_count
+            return n - int(np.count_nonzero(positions < n))
     # no columns, no metadata columns: every other option (field parents!) stays as the scan's
     narrow = replace(
         opts,
@@ -789,4 +871,4 @@ def count_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> int:
         row_id_column=False,
         last_updated_column=False,
     )
-    return sum(b.num_rows for b in read_task(io, task, narrow))
+    return sum(b.num_rows for b in _read_task(io, task, narrow, known))
