@@ -233,3 +233,36 @@ def test_replaying_the_spark_engines_changes_gives_each_ranges_end(
                 feed = pa.table({n: [] for n in [*ARROW.names, "_change_type"]})
             assert replay(rows_at(table, a), feed) == rows_at(table, b), (a, b, net, feed.to_pylist())
     catalog.drop_table(table.name)
+
+
+def test_reversed_or_equal_timestamps_are_refused_as_java_refuses_them(
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Java's changelog scan refuses a start-timestamp that is not before the end-timestamp
+    (IllegalArgumentException); icemor refuses the same ranges in one line (CLI exit 2), as it
+    refuses reversed snapshot ids, where it returned 0 rows before. An ordered range answers."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import IllegalArgumentException
+
+    name = f"{ns}.ts_range"
+    oracle.create_table(name, "id BIGINT, v STRING", merge_on_read=False)
+    oracle.sql(f"INSERT INTO {oracle.qualified(name)} VALUES (1, 'a')")
+    oracle.sql(f"INSERT INTO {oracle.qualified(name)} VALUES (2, 'b')")
+    first, second = (s.timestampMillis() for s in oracle.snapshots(name))
+    table = icemor.load_table(name, catalog=catalog)
+
+    def java(start: int, end: int) -> int:
+        options = f", options => map('start-timestamp', '{start}', 'end-timestamp', '{end}')"
+        return len(java_changelog(oracle, name, options))
+
+    assert java(first, second) == table.changes(start_timestamp=first, end_timestamp=second).count() == 1
+    for start, end in ((second, first), (first, first), (4_070_908_800_000, 946_684_800_000)):
+        with pytest.raises((IllegalArgumentException, Py4JJavaError), match="greater than"):
+            java(start, end)
+        with pytest.raises(icemor.exceptions.InvalidArgumentError, match="is not before"):
+            table.changes(start_timestamp=start, end_timestamp=end)
+    capsys.readouterr()
+    argv = ["changes", name, "--from-timestamp", "2099-01-01", "--to-timestamp", "2000-01-01"]
+    assert run(argv) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and "2099-01-01" in err[0] and "is not before" in err[0], err

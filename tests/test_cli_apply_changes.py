@@ -67,7 +67,7 @@ def test_order_by_and_exactly_once(table: str, tmp_path: Path, capsys: pytest.Ca
         ([("X", 1, "a")], [], "unknown op 'X' in column 'op' (1 rows)"),
         ([("I", 1, "a")], ["--op-column", "kind"], "the changes have no op column 'kind'"),
         ([("I", 1, "a")], ["--key", "v"], "key column 'v' is optional"),
-        ([("I", None, "a")], [], "key column 'id' is NULL in 1 change rows"),
+        ([("I", None, "a")], [], "key column 'id' is NULL in row 0 of the changes (1 row(s) in all)"),
     ],
 )
 def test_errors_are_one_line_and_commit_nothing(

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table as PyIcebergTable
 
     from icemor.table import Table
 
@@ -117,6 +118,10 @@ def create_table(
 
     cat = _catalog(catalog)
     schema, data = schema_of(schema_or_data, what="the data")
+
+    def append(created: PyIcebergTable) -> None:
+        Table(created, cat).append(data, note=note)
+
     created = _create(
         cat,
         identifier,
@@ -126,14 +131,7 @@ def create_table(
         format_version=format_version,
         properties=dict(properties or {}),
         tables=lambda: table_locations(cat, strict=False),
+        what="the data" if data is not None else None,
+        then=append if data is not None else None,  # undone (nothing left) if the append fails
     )
-    table = Table(created, cat)
-    if data is not None:
-        try:
-            table.append(data, note=note)
-        except BaseException:
-            from icemor.ops.drop import drop_table as _drop
-
-            _drop(cat, identifier, purge=True)
-            raise
-    return table
+    return Table(created, cat)

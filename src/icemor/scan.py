@@ -46,15 +46,30 @@ class _Exports:
         return frame
 
     def to_duckdb(self, connection: duckdb.DuckDBPyConnection, name: str) -> duckdb.DuckDBPyRelation:
-        """Register the rows as the view ``name`` on a DuckDB connection, streamed: DuckDB pulls
-        the batches as it runs a query (the stream can be read once: query it once, or
-        materialise it with ``CREATE TABLE t AS SELECT * FROM name``).
+        """Register the rows as the view ``name`` on a DuckDB connection, streamed and re-readable:
+        each query DuckDB runs on it reads the scan afresh (same snapshot), pulling batches as
+        it goes, so memory stays bounded as for :meth:`to_arrow_batch_reader` and nothing is
+        held between queries; each query pays a read. To read once and query many times, copy
+        it into DuckDB: ``CREATE TABLE t AS SELECT * FROM name``.
 
         Returns:
             The relation of the view.
         """
-        connection.register(name, self.to_arrow_batch_reader())
+        connection.register(name, _Rescannable(self))
         return connection.table(name)
+
+
+class _Rescannable:
+    """An Arrow stream source (``__arrow_c_stream__``) that opens a new stream of the scan at each
+    call: DuckDB asks for one per scan of a registered object (and for its schema), where a
+    registered RecordBatchReader answers one query only. Opening a stream reads nothing until
+    DuckDB pulls a batch."""
+
+    def __init__(self, scan: _Exports) -> None:
+        self._scan = scan
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        return self._scan.to_arrow_batch_reader().__arrow_c_stream__(requested_schema)
 
 
 class Scan(_Exports):

@@ -241,7 +241,7 @@ def _assert_untouched(t: Table, snapshots: int, files: set[Path]) -> None:
         (_changes([("I", 1, "a"), (None, 2, "b")]), {}, "op column 'op' is NULL in 1 rows"),
         (_changes([("I", 1, "a")], ("kind", "id", "v")), {}, "no op column 'op'"),
         (_changes([("I", "a")], ("op", "v")), {}, "no key column 'id'"),
-        (_changes([("I", None, "a")]), {}, "key column 'id' is NULL in 1 change rows"),
+        (_changes([("I", None, "a")]), {}, "key column 'id' is NULL in row 0 of the changes"),
         (_changes([("I", 1, 5)]), {}, "do not fit the schema"),
         (_changes([("I", 1, "a", 0)], ("op", "id", "v", "extra")), {}, "do not fit the schema"),
         (_changes([("I", 1, "a"), ("U", 1, "b")]), {"order_by": "lsn"}, "no order column 'lsn'"),
@@ -266,6 +266,57 @@ def test_bad_input_commits_nothing_and_leaves_no_file(
         t.apply_changes(changes, **kwargs)
     assert "\n" not in str(info.value)
     _assert_untouched(t, snapshots, files)
+
+
+@pytest.mark.parametrize("kind", ["pandas", "arrow"])
+def test_an_empty_batch_commits_nothing(catalog: SqlCatalog, ns: str, kind: str) -> None:
+    """An empty pandas frame has untyped (Arrow null) object columns, the op column too, and
+    float64 for columns made of []: nothing to apply, so nothing is committed (it failed with
+    "op column 'op' is null")."""
+    import pandas as pd
+
+    t = _table(catalog, ns)
+    t.apply_changes(_changes([("I", 1, "a")]), key=["id"])
+    snapshots, files = len(t.snapshots()), _files(t)
+    empty: Any = (
+        pd.DataFrame({"op": pd.Series([], dtype=object), "id": pd.Series([], dtype="int64"), "v": []})
+        if kind == "pandas"  # op: object (Arrow's null type); v: [] is float64 to pandas
+        else _changes([])
+    )
+    m = t.apply_changes(empty, key=["id"])
+    assert (m.snapshot_id, m.changes, m.rows_written, m.equality_deletes, m.skipped) == (None, 0, 0, 0, False)
+    _assert_untouched(t, snapshots, files)
+    assert _rows(t) == [(1, "a")]
+
+
+@pytest.mark.parametrize("kind", ["pandas", "arrow"])
+def test_a_null_key_is_named_with_its_row(catalog: SqlCatalog, ns: str, kind: str) -> None:
+    """pandas turns an int column holding None into floats: the message still says the key is
+    NULL and where, not that a double does not fit the long column."""
+    import pandas as pd
+
+    t = _table(catalog, ns)
+    rows = [("I", 1, "a"), ("U", 4, "b"), ("D", None, "c"), ("U", None, "d")]
+    changes: Any = (
+        pd.DataFrame({"op": [r[0] for r in rows], "id": [r[1] for r in rows], "v": [r[2] for r in rows]})
+        if kind == "pandas"
+        else _changes(rows)
+    )
+    if kind == "pandas":
+        assert str(changes["id"].dtype) == "float64"  # what the message must see through
+    with pytest.raises(InvalidArgumentError) as info:
+        t.apply_changes(changes, key=["id"])
+    text = str(info.value)
+    assert "key column 'id' is NULL in row 2" in text and "2 row(s)" in text, text
+    assert "double" not in text and "\n" not in text
+    assert t.refresh().snapshots() == []
+
+
+def test_a_null_key_of_an_update_before_is_ignored(catalog: SqlCatalog, ns: str) -> None:
+    """update_before rows are ignored, NULL key or not, by the early check as by the batch's."""
+    t = _table(catalog, ns)
+    t.apply_changes(_changes([("-U", None, "x"), ("I", 1, "a")]), key=["id"])
+    assert _rows(t) == [(1, "a")]
 
 
 def test_bad_row_after_good_ones_leaves_no_file(catalog: SqlCatalog, ns: str) -> None:

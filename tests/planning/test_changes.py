@@ -323,6 +323,11 @@ def test_range_errors(catalog: SqlCatalog, ns: str) -> None:
     ts = {s.snapshot_id: s.timestamp_ms for s in table.snapshots()}
     assert table.changes(start_timestamp=ts[first]).to_arrow().column("id").to_pylist() == [2]
     assert table.changes(end_timestamp=ts[first]).to_arrow().column("id").to_pylist() == [1]
+    # a start not before the end is refused, as reversed snapshot ids are (Java refuses it too:
+    # tests/test_changes_oracle.py), not an empty feed
+    for start, end in ((ts[second], ts[first]), (ts[first], ts[first])):
+        with pytest.raises(InvalidArgumentError, match="is not before the end"):
+            table.changes(start_timestamp=start, end_timestamp=end)
 
 
 def test_expired_history_is_an_error_naming_the_oldest_readable_snapshot(

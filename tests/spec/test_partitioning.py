@@ -189,3 +189,20 @@ def test_duplicate_partition_name_rejected(text: str) -> None:
 def test_redundant_time_partitions_rejected(text: str) -> None:
     with pytest.raises(InvalidArgumentError):
         fields(text)
+
+
+def test_partition_label_of_a_dropped_source_column_shows_the_stored_value() -> None:
+    """Old specs may partition by a column the current schema dropped: its human form is gone
+    with its type, so the stored value shows as it is (and a day of a live column as a date)."""
+    from pyiceberg.partitioning import PartitionSpec
+
+    from icemor.spec.partitioning import partition_label
+
+    spec = PartitionSpec(
+        PartitionField(source_id=9, field_id=1000, transform=DayTransform(), name="gone_day"),
+        PartitionField(source_id=1, field_id=1001, transform=DayTransform(), name="ts_day"),
+    )
+    schema = Schema(NestedField(1, "ts", TimestampType()))
+    assert partition_label(spec, schema, (19844, 19844)) == "gone_day=19844/ts_day=2024-05-01"
+    assert partition_label(spec, schema, (None, None)) == "gone_day=null/ts_day=null"
+    assert partition_label(PartitionSpec(), schema, ()) == ""

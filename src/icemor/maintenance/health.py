@@ -28,6 +28,7 @@ from icemor.planning.planner import plan_files
 from icemor.planning.scan_job import resolve_snapshot
 from icemor.spec.describe import summary_int
 from icemor.spec.files import FileContent
+from icemor.spec.partitioning import partition_label
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -612,7 +613,7 @@ def _partition_label(metadata: TableMetadata, spec_id: int, values: tuple[Any, .
     spec = metadata.specs().get(spec_id)
     if spec is None or not spec.fields:
         return ""
-    return "/".join(f"{pf.name}={v}" for pf, v in zip(spec.fields, values, strict=False))
+    return partition_label(spec, metadata.schema(), values)
 
 
 def _history(metadata: TableMetadata, snapshot: Snapshot | None) -> tuple[SnapshotPoint, ...]:

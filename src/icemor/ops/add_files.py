@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from pyiceberg.exceptions import CommitFailedException
 
+from icemor._compat.pyiceberg import check_arrow_schema_compatible
 from icemor.commit.append import commit_add_files
 from icemor.exceptions import CommitFailedError, InvalidArgumentError
 from icemor.ops.append import schema_mismatch_message
@@ -41,22 +42,34 @@ def add_files(table: PyIcebergTable, files: Sequence[Path | str]) -> int:
         return 0
     uris = []
     rows = 0
+    name = ".".join(table.name())
+    checked: set[pa.Schema] = set()
     for f in files:
         uri, local = _uri(f)
-        if local is not None:
-            if not local.is_file():
-                msg = f"no such file: {f}" if not local.exists() else f"{f} is not a file"
-                raise InvalidArgumentError(msg)
-            try:
-                rows += pq.read_metadata(local).num_rows
-            except (OSError, pa.ArrowInvalid) as e:
-                msg = f"cannot read Parquet file {f}: {e}"
-                raise InvalidArgumentError(msg) from e
+        if local is not None and not local.is_file():
+            msg = f"no such file: {f}" if not local.exists() else f"{f} is not a file"
+            raise InvalidArgumentError(msg)
+        try:
+            if local is not None:
+                footer = pq.read_metadata(local)
+            else:
+                with table.io.new_input(uri).open() as stream:
+                    footer = pq.read_metadata(stream)
+        except (OSError, pa.ArrowInvalid) as e:
+            msg = f"cannot read Parquet file {f}: {str(e).splitlines()[0]}"
+            raise InvalidArgumentError(msg) from e
+        rows += footer.num_rows
+        # each file's schema from its footer, checked once per distinct schema and in order, so
+        # the first file that does not fit is named (pyiceberg checks them all in threads and
+        # prints its comparison table per file)
+        schema = footer.schema.to_arrow_schema()
+        if schema not in checked:
+            _check_schema(table, schema, f"{f}", name)
+            checked.add(schema)
         uris.append(uri)
     if len(set(uris)) != len(uris):
         msg = "a file is given more than once"
         raise InvalidArgumentError(msg)
-    name = ".".join(table.name())
     try:
         # pyiceberg prints its schema-mismatch table to stdout too; the error keeps it.
         with contextlib.redirect_stdout(io.StringIO()):
@@ -75,6 +88,17 @@ def add_files(table: PyIcebergTable, files: Sequence[Path | str]) -> int:
         msg = f"cannot read a file to add to {name}: {str(e).splitlines()[0]}"
         raise InvalidArgumentError(msg) from e
     return rows
+
+
+def _check_schema(table: PyIcebergTable, schema: pa.Schema, file: str, name: str) -> None:
+    """Refuse a file whose schema pyiceberg's ``add_files`` would refuse, in one line naming it."""
+    try:
+        check_arrow_schema_compatible(
+            table.metadata.schema(), schema, format_version=table.metadata.format_version
+        )
+    except ValueError as e:
+        msg = f"the files do not match the schema of {name}: {file} differs: {schema_mismatch_message(e)}"
+        raise InvalidArgumentError(msg) from e
 
 
 def _uri(f: Path | str) -> tuple[str, Path | None]:

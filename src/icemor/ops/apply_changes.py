@@ -225,8 +225,13 @@ def prepare_changes(
     order_by: str | None,
     allow_nullable_key: bool,
     sequence_column: str | None = None,
+    rows: pa.Table | None = None,
 ) -> ChangeContext:
     """Check the table, the key and the changes' schema; decide how the batch is written.
+
+    ``rows``, when the caller holds them (the local engine), are checked for NULL keys before the
+    column types are: a NULL makes pandas turn an integer column into floats, and the type
+    mismatch would hide the NULL.
 
     Raises:
         InvalidArgumentError: A v1 or copy-on-write table, a bad key (unknown, nested, float,
@@ -283,7 +288,8 @@ def prepare_changes(
     op_type = schema.field(op_column).type
     if pa.types.is_dictionary(op_type):
         op_type = op_type.value_type
-    strings = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)
+    strings = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view, pa.types.is_null)
+    # Arrow's null type: an empty pandas batch (or an op column of NULLs, refused per row)
     if not any(is_string(op_type) for is_string in strings):
         msg = f"op column {op_column!r} is {op_type}: it must hold strings ({_OP_HELP})"
         raise InvalidArgumentError(msg)
@@ -293,6 +299,8 @@ def prepare_changes(
     if missing := [k for k in key if k not in columns]:
         msg = f"the changes have no key column {missing[0]!r}"
         raise InvalidArgumentError(msg)
+    if rows is not None:
+        _check_null_keys(rows, key, op_column, allow_nullable_key, {f.name for f in fields if f.required})
     dropped = [op_column]
     if order_by is not None and order_by not in top:
         dropped.append(order_by)
@@ -335,6 +343,38 @@ def prepare_changes(
         ),
         compression=props.get(P.PARQUET_COMPRESSION, P.PARQUET_COMPRESSION_DEFAULT),
     )
+
+
+def _check_null_keys(
+    rows: pa.Table, key: Sequence[str], op_column: str, allow_nullable_key: bool, required: set[str]
+) -> None:
+    """Refuse a NULL key (unless allowed) in a row that is not an update-before (those are
+    ignored), naming the column and the first such row (numbered from 0, in input order)."""
+    ignored = None
+    for k in key:
+        column = rows.column(k)
+        if not column.null_count or (allow_nullable_key and k not in required):
+            continue
+        if ignored is None:
+            ignored = _update_before_rows(rows.column(op_column))
+        bad = pc.and_(pc.is_null(column), pc.invert(ignored))
+        count = pc.sum(bad).as_py() or 0
+        if count:
+            row = pc.index(bad, True).as_py()
+            hint = "" if k in required else " (allow_nullable_key / --allow-nullable-key accepts them)"
+            msg = f"key column {k!r} is NULL in row {row} of the changes ({count} row(s) in all){hint}"
+            raise InvalidArgumentError(msg)
+
+
+def _update_before_rows(op: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Where ``op`` is an update-before spelling (``-U``, ``update_before``; case and blanks aside)."""
+    if pa.types.is_null(op.type):
+        return pa.chunked_array([pc.fill_null(pa.nulls(len(op), pa.bool_()), False)])
+    if pa.types.is_dictionary(op.type):
+        op = op.cast(op.type.value_type)
+    spellings = pa.array([s for s, code in _OPS.items() if code == UPDATE_BEFORE])
+    normalized = pc.utf8_lower(pc.utf8_trim_whitespace(op.cast(pa.string())))
+    return pc.fill_null(pc.is_in(normalized, value_set=spellings), False)
 
 
 def _check_fits(metadata: TableMetadata, schema: pa.Schema, dropped: Sequence[str], name: str) -> None:
@@ -427,6 +467,10 @@ def apply_changes(
     if app_id is not None and _already_committed(table, app_id, batch_id):
         return _skipped(started)
     rows = read_arrow(changes, what="the changes")
+    if rows.num_rows == 0:
+        # nothing to apply; an empty pandas frame's dtypes say nothing (object -> Arrow's null
+        # type, [] -> float64): only the names are checked, and nothing is committed
+        rows = pa.table({name: pa.nulls(0) for name in rows.column_names})
     ctx = prepare_changes(
         table,
         rows.schema,
@@ -434,6 +478,7 @@ def apply_changes(
         op_column=op_column,
         order_by=order_by,
         allow_nullable_key=allow_nullable_key,
+        rows=rows,
     )
     start = table.metadata.current_snapshot()
     result = change_unit(table.io, ctx, rows, 0)
@@ -797,6 +842,8 @@ def _op_codes(ctx: ChangeContext, column: pa.ChunkedArray) -> npt.NDArray[np.int
     arr = column.combine_chunks()
     if pa.types.is_dictionary(arr.type):
         arr = arr.cast(arr.type.value_type)
+    if not len(arr):  # an empty batch (an empty pandas frame's op column has Arrow's null type)
+        return np.zeros(0, dtype=np.int8)
     if arr.null_count:
         msg = f"op column {ctx.op_column!r} is NULL in {arr.null_count} rows ({_OP_HELP})"
         raise InvalidArgumentError(msg)

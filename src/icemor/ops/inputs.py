@@ -26,6 +26,7 @@ __all__ = [
     "TableRows",
     "check_distinct_names",
     "input_batches",
+    "new_table_schema",
     "open_parquet",
     "read_arrow",
     "schema_of",
@@ -210,6 +211,79 @@ def _plain(t: pa.DataType) -> pa.DataType:
     return t
 
 
+# Iceberg's decimals hold at most 38 digits (Spark's DecimalType.MAX_PRECISION too)
+_MAX_DECIMAL_PRECISION = 38
+
+
+def new_table_schema(schema: pa.Schema, *, what: str) -> pa.Schema:
+    """The Arrow schema a table created from input columns of ``schema`` takes: for each column,
+    the type that :class:`TableRows` then converts the same input to, so that create and append
+    follow one set of rules (docs/semantics.md, "Input rows").
+
+    - zoned timestamps in any zone -> ``timestamptz`` (UTC, the same instant);
+    - ``decimal32/64/256(p, s)`` with ``p <= 38`` -> ``decimal(p, s)``; more digits are refused;
+    - ``uint8/16`` -> ``int``, ``uint32/64`` -> ``long`` (``uint64`` values beyond a long are
+      refused when rows are written);
+    - ``time32`` -> ``time``, ``date64`` -> ``date``;
+    - dictionary-encoded columns -> their value type;
+    - durations and intervals are refused (Iceberg has no such type); so are empty column names
+      and names equal ignoring case (SQL cannot tell them apart), at any depth.
+
+    Raises:
+        InvalidArgumentError: One of the refusals above, naming the column.
+    """
+    return pa.schema(_new_table_fields(list(schema), what=what, path=""), metadata=schema.metadata)
+
+
+def _new_table_fields(fields: list[pa.Field], *, what: str, path: str) -> list[pa.Field]:
+    for i, f in enumerate(fields):
+        if not f.name:
+            where = f"column {i + 1}" + (f" of struct {path!r}" if path else "")
+            msg = f"{where} of {what} has an empty name: Iceberg columns need a name; rename it"
+            raise InvalidArgumentError(msg)
+    check_distinct_names([f.name for f in fields], what=f"struct {path!r} of {what}" if path else what)
+    return [f.with_type(_new_table_type(f.type, what=what, path=f"{path}{f.name}")) for f in fields]
+
+
+def _new_table_type(t: pa.DataType, *, what: str, path: str) -> pa.DataType:
+    types = pa.types
+    if types.is_dictionary(t):
+        return _new_table_type(t.value_type, what=what, path=path)
+    if types.is_timestamp(t) and t.tz is not None:
+        return pa.timestamp(t.unit, tz="UTC")
+    if types.is_unsigned_integer(t):
+        return pa.int32() if t.bit_width < 32 else pa.int64()
+    if types.is_time32(t):
+        return pa.time64("us")
+    if types.is_date64(t):
+        return pa.date32()
+    if types.is_decimal(t):
+        if t.precision > _MAX_DECIMAL_PRECISION:
+            msg = (
+                f"column {path!r} of {what} is {t}: Iceberg decimals hold at most "
+                f"{_MAX_DECIMAL_PRECISION} digits"
+            )
+            raise InvalidArgumentError(msg)
+        return pa.decimal128(t.precision, t.scale)
+    if types.is_duration(t) or types.is_interval(t):
+        msg = (
+            f"column {path!r} of {what} is {t}: Iceberg has no duration or interval type; store it "
+            "as a number (e.g. a long of microseconds) or a string"
+        )
+        raise InvalidArgumentError(msg)
+    if types.is_struct(t):
+        fields = _new_table_fields(list(t), what=what, path=f"{path}.")
+        return pa.struct(fields)
+    if types.is_map(t):
+        key = t.key_field.with_type(_new_table_type(t.key_type, what=what, path=f"{path}.key"))
+        item = t.item_field.with_type(_new_table_type(t.item_type, what=what, path=f"{path}.value"))
+        return pa.map_(key, item, keys_sorted=t.keys_sorted)
+    if types.is_list(t) or types.is_large_list(t) or types.is_fixed_size_list(t) or types.is_list_view(t):
+        element = t.value_field.with_type(_new_table_type(t.value_type, what=what, path=f"{path}.element"))
+        return pa.large_list(element) if types.is_large_list(t) else pa.list_(element)
+    return t
+
+
 class InputRows:
     """An input streamed as record batches: ``schemas`` are known before any row is read (the
     Parquet files'), checked first; ``batches`` yields ``(what, batch)``, ``what`` naming the
@@ -373,6 +447,9 @@ class TableRows:
                     try:
                         arr = self._column(arr, target, count=count)
                         f = f.with_type(arr.type)
+                    except _OutOfRange as e:  # the type converts, these values do not
+                        msg = f"cannot write {what} to {self.table}: {e}"
+                        raise InvalidArgumentError(msg) from None
                     except _Mismatch:
                         pass  # the operation's own check names it
                 arrays.append(arr)
@@ -418,6 +495,13 @@ class TableRows:
             converted = _convert_array(arr, target.type)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
             raise _Mismatch(self._mismatch(target.name, source)) from e
+        except _Overflow as e:
+            field = self.schema.find_field(target.name)
+            text = (
+                f"column {target.name!r} is {source} and {e.count} value(s) exceed the table's "
+                f"{field.field_type} (at most {e.limit}), the first {e.value}"
+            )
+            raise _OutOfRange(text) from None
         if converted is None:
             raise _Mismatch(self._mismatch(target.name, source))
         out, lost = converted
@@ -434,6 +518,10 @@ class _Mismatch(Exception):
     """A column whose type cannot be written to its table column (the message says both)."""
 
 
+class _OutOfRange(_Mismatch):
+    """A column whose type converts but some of whose values do not fit (unsigned integers)."""
+
+
 def _floor_to_micros(arr: pa.Array, target: pa.DataType) -> tuple[pa.Array, int]:
     """``timestamp[ns]`` values as ``target`` microseconds, rounded down; and how many lost digits."""
     import numpy as np
@@ -445,6 +533,25 @@ def _floor_to_micros(arr: pa.Array, target: pa.DataType) -> tuple[pa.Array, int]
     lost = int(np.count_nonzero(rest[valid])) if len(values) else 0
     out = pa.array(micros, pa.int64(), mask=None if valid.all() else ~valid)
     return out.cast(target), lost
+
+
+class _Overflow(Exception):
+    """Unsigned values beyond the table's signed integer type (a type that fits otherwise)."""
+
+    def __init__(self, count: int, value: int, limit: int) -> None:
+        super().__init__(count, value, limit)
+        self.count, self.value, self.limit = count, value, limit
+
+
+def _check_unsigned_fits(arr: pa.Array, target: pa.DataType) -> None:
+    """Raise :class:`_Overflow` when an unsigned value of ``arr`` exceeds ``target``'s maximum."""
+    import pyarrow.compute as pc
+
+    limit = (1 << (target.bit_width - 1)) - 1
+    over = pc.fill_null(pc.greater(arr, pa.scalar(limit, arr.type)), False)
+    count = pc.sum(over).as_py() or 0
+    if count:
+        raise _Overflow(count, arr[pc.index(over, True).as_py()].as_py(), limit)
 
 
 def _convert_array(arr: pa.Array, target: pa.DataType) -> tuple[pa.Array, int] | None:
@@ -463,11 +570,13 @@ def _convert_array(arr: pa.Array, target: pa.DataType) -> tuple[pa.Array, int] |
             return _floor_to_micros(arr, target)
         return arr.cast(target), 0
     if t.is_integer(source) and t.is_integer(target):
-        signed_fits = t.is_signed_integer(source) and source.bit_width <= target.bit_width
-        unsigned_fits = t.is_unsigned_integer(source) and source.bit_width < target.bit_width
-        return (
-            (arr.cast(target), 0) if t.is_signed_integer(target) and (signed_fits or unsigned_fits) else None
-        )
+        if not t.is_signed_integer(target):
+            return None
+        if t.is_signed_integer(source):
+            return (arr.cast(target), 0) if source.bit_width <= target.bit_width else None
+        if source.bit_width >= target.bit_width:  # uint32 -> int, uint64 -> long: values may not fit
+            _check_unsigned_fits(arr, target)
+        return arr.cast(target), 0
     if t.is_integer(source) and t.is_float64(target):
         return arr.cast(target, safe=False), 0  # as Spark's insert: a long beyond 2^53 rounds
     if t.is_floating(source) and t.is_floating(target):

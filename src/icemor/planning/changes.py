@@ -41,6 +41,7 @@ from icemor.io.changes import (
 )
 from icemor.planning.manifest_reader import read_manifest_list
 from icemor.planning.planner import plan_files
+from icemor.spec.describe import iso_time
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -133,7 +134,8 @@ def snapshot_range(
 
     Raises:
         InvalidArgumentError: Both an id and a timestamp for one bound; a start that is not an
-            ancestor of the end; a start after the end.
+            ancestor of the end; a start after the end; a start timestamp not before the end
+            timestamp (as Java's changelog scan).
         NoSuchSnapshotError: An unknown snapshot, or a range reaching into expired history.
     """
     if start_snapshot_id is not None and start_timestamp is not None:
@@ -141,6 +143,15 @@ def snapshot_range(
         raise InvalidArgumentError(msg)
     if end_snapshot_id is not None and end_timestamp is not None:
         msg = "give end_snapshot_id or end_timestamp, not both"
+        raise InvalidArgumentError(msg)
+    if start_timestamp is not None and end_timestamp is not None and start_timestamp >= end_timestamp:
+        # as Java's changelog scan (start-timestamp must be before end-timestamp), and as
+        # reversed snapshot ids are refused: not an empty feed
+        msg = (
+            f"the start timestamp {iso_time(start_timestamp)} ({start_timestamp} ms) is not before the end "
+            f"timestamp {iso_time(end_timestamp)} ({end_timestamp} ms): the feed runs from start "
+            "(exclusive) to end (inclusive)"
+        )
         raise InvalidArgumentError(msg)
     current = metadata.current_snapshot()
     if end_snapshot_id is not None:

@@ -21,6 +21,7 @@ from icemor.io.deletes import fully_deleted
 from icemor.io.reader import ReadOptions
 from icemor.planning.planner import all_field_parents, all_field_types, plan_files
 from icemor.planning.tasks import SplitOptions, plan_tasks
+from icemor.spec.describe import iso_time
 from icemor.spec.metadata_columns import LINEAGE_COLUMNS, METADATA_COLUMNS
 
 if TYPE_CHECKING:
@@ -230,15 +231,28 @@ def resolve_snapshot(
     elif snapshot_id is not None:
         snapshot = metadata.snapshot_by_id(snapshot_id)
         if snapshot is None:
-            msg = f"snapshot {snapshot_id} does not exist"
+            msg = (
+                f"snapshot {snapshot_id} does not exist: it was expired, or never existed; "
+                f"{_oldest_readable(metadata, by_time=False)}"
+            )
             raise NoSuchSnapshotError(msg)
     else:
         assert as_of_timestamp is not None
         older = [e for e in metadata.snapshot_log if e.timestamp_ms <= as_of_timestamp]
+        when = f"{iso_time(as_of_timestamp)} ({as_of_timestamp} ms)"
         if not older:
-            msg = f"no snapshot is older than timestamp {as_of_timestamp} ms"
+            msg = (
+                f"no snapshot is older than {when}: the older ones were expired, or the table had "
+                f"none yet; {_oldest_readable(metadata, by_time=True)}"
+            )
             raise NoSuchSnapshotError(msg)
         snapshot = metadata.snapshot_by_id(older[-1].snapshot_id)
+        if snapshot is None:
+            msg = (
+                f"snapshot {older[-1].snapshot_id}, current at {when}, was expired; "
+                f"{_oldest_readable(metadata, by_time=True)}"
+            )
+            raise NoSuchSnapshotError(msg)
     if snapshot is None:
         msg = "the requested snapshot is no longer in the table metadata"
         raise NoSuchSnapshotError(msg)
@@ -247,3 +261,20 @@ def resolve_snapshot(
             if s.schema_id == snapshot.schema_id:
                 return snapshot, s
     return snapshot, current_schema
+
+
+def _oldest_readable(metadata: TableMetadata, *, by_time: bool) -> str:
+    """The phrase naming the oldest snapshot a read can still select: of the snapshot log (what
+    ``as_of_timestamp`` resolves with) ``by_time``, else of every snapshot in the metadata."""
+    if by_time:
+        logged = (metadata.snapshot_by_id(e.snapshot_id) for e in metadata.snapshot_log)
+        candidates = [s for s in logged if s is not None]
+    else:
+        candidates = list(metadata.snapshots)
+    if not candidates:
+        return "the table has no snapshot to read"
+    oldest = min(candidates, key=lambda s: s.timestamp_ms)
+    return (
+        f"the oldest snapshot still readable is {oldest.snapshot_id}, committed at "
+        f"{iso_time(oldest.timestamp_ms)} ({oldest.timestamp_ms} ms)"
+    )

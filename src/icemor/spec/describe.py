@@ -24,6 +24,7 @@ __all__ = [
     "TableDescription",
     "describe",
     "history",
+    "iso_time",
     "snapshots",
     "summary_int",
 ]
@@ -132,6 +133,13 @@ def describe(metadata: TableMetadata, name: str) -> TableDescription:
             ref_name: f"{ref.snapshot_ref_type.value} {ref.snapshot_id}" for ref_name, ref in _refs(metadata)
         },
     )
+
+
+def iso_time(ms: int) -> str:
+    """A commit time (ms since the epoch) as ISO-8601 UTC to the millisecond, as messages show it."""
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def summary_int(summary: Mapping[str, str], key: str) -> int | None:

@@ -22,10 +22,11 @@ from icemor.exceptions import InvalidArgumentError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from typing import Any
 
     from pyiceberg.schema import Schema
 
-__all__ = ["parse_partition_spec", "split_partition_fields"]
+__all__ = ["parse_partition_spec", "partition_label", "split_partition_fields"]
 
 _CALL = re.compile(r"^\s*(\w+)\s*\(\s*(?:(\d+)\s*,\s*)?([\w.]+)\s*\)\s*$")
 _NAME = re.compile(r"^\s*([\w.]+)\s*$")
@@ -116,3 +117,23 @@ def parse_partition_spec(fields: Sequence[str], schema: Schema) -> PartitionSpec
             PartitionField(source_id=source.field_id, field_id=1000 + i, transform=transform, name=name)
         )
     return PartitionSpec(*parts)
+
+
+def partition_label(spec: PartitionSpec, schema: Schema, values: Sequence[Any]) -> str:
+    """A partition as people read it: ``field=value/...`` with each value as its transform's
+    human string (``ts_day=2024-05-01``, ``ts_hour=2024-05-01-10``, a date or timestamp
+    identity as ISO, binary as base64, NULL as ``null``): the directory names of
+    ``PartitionSpec.partition_to_path`` (what ``icemor files`` shows in the data file paths),
+    without their URL escaping. Empty for an unpartitioned spec.
+
+    A field whose source column was dropped from ``schema`` shows its stored value as it is.
+    """
+    parts = []
+    for pf, value in zip(spec.fields, values, strict=False):
+        try:
+            source = schema.find_field(pf.source_id).field_type
+            text = pf.transform.to_human_string(pf.transform.result_type(source), value)
+        except ValueError:  # the source column was dropped: its type, and the human form, are gone
+            text = "null" if value is None else str(value)
+        parts.append(f"{pf.name}={text}")
+    return "/".join(parts)
