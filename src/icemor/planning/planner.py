@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -10,7 +11,8 @@ from pyiceberg.expressions.visitors import expression_evaluator, inclusive_proje
 from pyiceberg.manifest import ManifestContent
 from pyiceberg.schema import Schema, index_by_id
 from pyiceberg.transforms import VoidTransform
-from pyiceberg.types import PrimitiveType, StructType
+from pyiceberg.typedef import Record
+from pyiceberg.types import PrimitiveType, StructType, UUIDType
 
 from icemor._compat.pyiceberg import inclusive_metrics_evaluator
 from icemor.planning.delete_index import DeleteFileIndex
@@ -67,10 +69,15 @@ def plan_files(
     }
     partition_evaluators: dict[int, Callable[[DataFile], bool]] = {}
     for spec_id, spec in specs.items():
+        partition_type = spec.partition_type(schema)
         evaluator = expression_evaluator(
-            Schema(*spec.partition_type(schema).fields), partition_filters[spec_id], case_sensitive
+            Schema(*partition_type.fields), partition_filters[spec_id], case_sensitive
         )
-        partition_evaluators[spec_id] = lambda f, ev=evaluator: ev(f.partition)  # type: ignore[misc]
+        uuids = [i for i, f in enumerate(partition_type.fields) if isinstance(f.field_type, UUIDType)]
+        if uuids:  # manifests give a UUID, pyiceberg's literals hold its bytes: compare bytes
+            partition_evaluators[spec_id] = lambda f, ev=evaluator, at=uuids: ev(_uuid_bytes(f.partition, at))  # type: ignore[misc]
+        else:
+            partition_evaluators[spec_id] = lambda f, ev=evaluator: ev(f.partition)  # type: ignore[misc]
     metrics_eval = inclusive_metrics_evaluator(schema, row_filter, case_sensitive=case_sensitive)
 
     selected: list[ManifestFile] = [m for m in manifests if keep_manifest[m.partition_spec_id](m)]
@@ -134,6 +141,14 @@ def all_field_parents(metadata: TableMetadata) -> dict[int, tuple[int, ...]]:
     for schema in metadata.schemas:
         walk(schema.as_struct(), ())
     return parents
+
+
+def _uuid_bytes(partition: Record, at: list[int]) -> Record:
+    values = [partition[i] for i in range(len(partition))]
+    for i in at:
+        if isinstance(values[i], uuid.UUID):
+            values[i] = values[i].bytes
+    return Record(*values)
 
 
 def _is_unpartitioned(spec: PartitionSpec) -> bool:
