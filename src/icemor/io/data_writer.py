@@ -161,8 +161,20 @@ def parquet_metrics(
     f: ParquetOutput, schema: Schema, metrics_properties: Mapping[str, str]
 ) -> dict[str, Any]:
     """The metrics of a closed file (pyiceberg's serialized statistics), by the metrics modes of
-    ``metrics_properties`` (``write.metadata.metrics.*``)."""
-    return compat.parquet_statistics(f.metadata, schema, metrics_properties)
+    ``metrics_properties`` (``write.metadata.metrics.*``).
+
+    Raises:
+        UnsupportedFeatureError: A date or timestamp after year 9999, which Iceberg allows but
+            pyiceberg's statistics (Python's ``datetime``) cannot hold.
+    """
+    try:
+        return compat.parquet_statistics(f.metadata, schema, metrics_properties)
+    except OverflowError as e:
+        msg = (
+            f"cannot write data file {f.location}: a date or timestamp after 9999-12-31 (or before "
+            f"0001-01-01), which icemor's column statistics cannot hold ({e})"
+        )
+        raise UnsupportedFeatureError(msg) from e
 
 
 def write_data_files_in_order(
