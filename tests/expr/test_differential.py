@@ -55,6 +55,7 @@ pytestmark = pytest.mark.oracle
 SEED = int(os.environ.get("ICEMOR_DIFF_SEED") or secrets.randbelow(2**31))
 TEXTS = int(os.environ.get("ICEMOR_DIFF_CASES", "500"))
 OBJECTS = max(TEXTS // 2, 1)
+LOCAL_DELETES = min(150, TEXTS)  # local DELETE (each commits on a table of its own): a sample
 SPARK_SCANS = min(100, TEXTS)  # Spark engine scan + count (a third pyiceberg expressions)
 SPARK_SECONDS = 200.0  # Spark-engine scans stop here (pytest-timeout's 300 s would break py4j)
 SPARK_DELETES = min(30, TEXTS)  # Spark engine DELETE (a third pyiceberg expressions)
@@ -371,18 +372,23 @@ def test_spark_accepts_every_generated_condition(world: World) -> None:
 
 @pytest.mark.parametrize("form", ["text", "pyiceberg"])
 def test_local_scan_count_delete(world: World, catalog: SqlCatalog, form: str) -> None:
-    """Every case on the local engine: scan, count, DELETE."""
+    """Every case on the local engine: scan and count; DELETE (a commit each) on a sample."""
     started = time.monotonic()
     base = icemor.load_table(world.name, catalog=catalog)
     twins = _Twins(catalog, world, "local")
     ops = (f"local scan ({form})", f"local count ({form})", f"local DELETE ({form})")
+    cases = _runnable(world, form)
+    deleted = {
+        c.number for c in _sample(world, cases, LOCAL_DELETES if form == "text" else LOCAL_DELETES // 2, form)
+    }
     try:
-        for case in _runnable(world, form):
+        for case in cases:
             cond = _condition(case)
             _check(world, ops[0], case,
                    lambda cond=cond: _ids(base.scan(row_filter=cond, selected_fields=("id",)).to_arrow()))  # fmt: skip
             _check(world, ops[1], case, lambda cond=cond: base.scan(row_filter=cond).count())
-            _check(world, ops[2], case, lambda case=case: _delete_and_read(catalog, world, twins, case))
+            if case.number in deleted:
+                _check(world, ops[2], case, lambda case=case: _delete_and_read(catalog, world, twins, case))
     finally:
         twins.close()
     world.seconds[f"local ({form})"] = time.monotonic() - started
@@ -555,9 +561,15 @@ def test_java_reads_and_deletes_agree_with_its_projection(
     world.seconds["java"] = time.monotonic() - started
     for op in ("Java filtered read", "Java DELETE"):
         found = world.differences.pop(op, [])
-        known = [d for d in found if _java_float_pruning(world, d) or _java_uuid_order(world, d)]
+        known = [
+            d
+            for d in found
+            if _java_float_pruning(world, d)
+            or _java_uuid_order(world, d)
+            or _java_nested_null_metrics(world, d)
+        ]
         world.differences[op] = [d for d in found if d not in known]
-        world.stats[f"{op}: Java's NaN/-0.0/uuid pruning"] = len(known)
+        world.stats[f"{op}: Java's NaN/-0.0/uuid/nested-NULL pruning"] = len(known)
     _assert_none(world, ("Java filtered read", "Java DELETE"))
 
 
@@ -565,17 +577,23 @@ _UUID = re.compile(r"'([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{
 
 
 def _java_uuid_order(world: World, d: Difference) -> bool:
-    """Whether every row Java missed has a uuid on the other side of the sign bit from a uuid
-    literal of the condition: Java's pruning orders uuids as signed numbers (``UUID.compareTo``),
-    Spark SQL compares their text (unsigned)."""
+    """Whether the condition compares the uuid column with a uuid literal and every row Java missed
+    has a uuid: Java prunes uuid files by comparing them as signed numbers (``UUID.compareTo``),
+    while its bounds and Spark SQL order them as text (unsigned), so even equality can be pruned."""
     if d.error or d.note or d.extra or not d.missing or d.case.text is None:
         return False
-    top = {int(u[0], 16) >= 8 for u in _UUID.findall(d.case.text)}
-    if len(top) != 1:  # literals on both sides of the sign bit: not told apart here
+    if not _UUID.search(d.case.text):
         return False
-    (literal_top,) = top
-    rows = [world.live[i]["u"] for i in d.missing]
-    return all(u is not None and (int(u[0], 16) >= 8) != literal_top for u in rows)
+    return all(world.live[i]["u"] is not None for i in d.missing)
+
+
+def _java_nested_null_metrics(world: World, d: Difference) -> bool:
+    """Whether every row Java missed has the struct ``st`` NULL: Java 1.10 writes a double field
+    under a NULL struct as neither a value nor a NULL (value count 0, null count 0), so it prunes
+    the file for ``st.c IS NULL`` (icemor does not trust such metrics: planning/planner.py)."""
+    if d.error or d.note or d.extra or not d.missing or "st" not in d.case.columns:
+        return False
+    return all(world.live[i]["st"] is None for i in d.missing)
 
 
 def _java_float_pruning(world: World, d: Difference) -> bool:

@@ -7,7 +7,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.expressions.visitors import expression_evaluator, inclusive_projection, manifest_evaluator
+from pyiceberg.expressions.visitors import (
+    bind,
+    expression_evaluator,
+    extract_field_ids,
+    inclusive_projection,
+    manifest_evaluator,
+)
 from pyiceberg.manifest import ManifestContent
 from pyiceberg.schema import Schema, index_by_id
 from pyiceberg.transforms import VoidTransform
@@ -79,6 +85,8 @@ def plan_files(
         else:
             partition_evaluators[spec_id] = lambda f, ev=evaluator: ev(f.partition)  # type: ignore[misc]
     metrics_eval = inclusive_metrics_evaluator(schema, row_filter, case_sensitive=case_sensitive)
+    parents = all_field_parents(metadata)
+    nested = [fid for fid in _filter_ids(schema, row_filter, case_sensitive) if fid in parents]
 
     selected: list[ManifestFile] = [m for m in manifests if keep_manifest[m.partition_spec_id](m)]
     if sum(not manifest_entries_cached(m) for m in selected) <= 1:
@@ -96,7 +104,7 @@ def plan_files(
             if not part_ok(entry.data_file):
                 continue
             if manifest.content == ManifestContent.DATA and entry.content == FileContent.DATA:
-                if metrics_eval(entry.data_file):
+                if metrics_eval(entry.data_file) or _unsound_nested_metrics(entry.data_file, nested):
                     data_entries.append(entry)
             elif entry.content != FileContent.DATA:
                 delete_entries.append(entry)
@@ -125,6 +133,25 @@ def plan_files(
         )
         planned.append(PlannedFile(entry.to_data_ref(), deletes))
     return planned
+
+
+def _filter_ids(schema: Schema, row_filter: BooleanExpression, case_sensitive: bool) -> set[int]:
+    if isinstance(row_filter, AlwaysTrue):
+        return set()
+    return extract_field_ids(bind(schema, row_filter, case_sensitive=case_sensitive))
+
+
+def _unsound_nested_metrics(f: DataFile, nested: list[int]) -> bool:
+    """Whether a data file's metrics of a field inside a struct cannot be right.
+
+    Such a field has one value (NULL included) per row. Iceberg Java 1.10 writes a double or float
+    field under a NULL struct as neither a value nor a NULL (value count 0, null count 0), so its
+    own planning skips the file for ``st.c IS NULL``, which every such row satisfies; icemor does
+    not prune a file by metrics that do not add up.
+    """
+    if not nested or not f.value_counts:
+        return False
+    return any((n := f.value_counts.get(fid)) is not None and n != f.record_count for fid in nested)
 
 
 def all_field_parents(metadata: TableMetadata) -> dict[int, tuple[int, ...]]:
