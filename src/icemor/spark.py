@@ -143,7 +143,7 @@ def sql(
         return table.delete(plan.where, spark=spark)
     if isinstance(plan, Update):
         return table.update(plan.set, plan.where, spark=spark)
-    source = _source(spark, plan.source_table, plan.source_query, plan.source_columns)
+    source = _source(spark, plan.source_table, plan.source_query)
     builder = table.merge(
         source, plan.on, source_alias=plan.source_alias, target_alias=plan.target_alias, spark=spark
     )
@@ -162,9 +162,7 @@ def sql(
     return builder.execute()
 
 
-def _source(
-    spark: SparkSession, table: str | None, query: str | None, columns: Sequence[str] | None
-) -> DataFrame:
+def _source(spark: SparkSession, table: str | None, query: str | None) -> DataFrame:
     """The MERGE source as a DataFrame; Spark's refusal of it (an unknown view, a query that does
     not parse or resolve) as one line. Its schema is resolved here, on Connect sessions too."""
     from icemor.exceptions import InvalidArgumentError
@@ -172,8 +170,6 @@ def _source(
     what = f"the MERGE source {table}" if table is not None else "the MERGE source query"
     try:
         df = spark.table(table) if table is not None else spark.sql(query or "")
-        if columns is not None:
-            df = df.toDF(*columns)
         df.columns  # noqa: B018  (analysis: a Connect session resolves names lazily)
     except Exception as e:
         if not {"AnalysisException", "ParseException"} & {c.__name__ for c in type(e).__mro__}:
