@@ -97,8 +97,9 @@ class Statement:
     target: str
     """The target's name as icemor's catalog names it (``db.t``)."""
     tree: exp.Expr = field(repr=False, compare=False)
-    text: str = field(repr=False, default="")
-    tokens: tuple[Token, ...] = field(repr=False, compare=False, default=())
+    text: str = field(repr=False)
+    """The statement as written: conditions and values are taken from it."""
+    tokens: tuple[Token, ...] = field(repr=False, compare=False)
 
     def translate(self, columns: Collection[str]) -> Merge | Update | Delete:
         """The builder's arguments. ``columns``: the target table's top-level column names (an
