@@ -110,7 +110,8 @@ def sql(
     The statement is parsed in Spark's dialect (sqlglot) and run by the builders, on ``spark``'s
     executors: ``MERGE`` by :meth:`icemor.table.Table.merge` (each ``WHEN`` clause in the order
     written), ``UPDATE`` by :meth:`~icemor.table.Table.update`, ``DELETE`` by
-    :meth:`~icemor.table.Table.delete`; conditions and values are Spark SQL (docs/sql.md). The
+    :meth:`~icemor.table.Table.delete`; conditions and values go to them as written (the subset
+    of docs/sql.md, Spark SQL's meaning). The
     target is a table of icemor's catalog (``catalog``: a name or catalog, default the embedded
     one); a MERGE source is a table or view Spark knows (``spark.table``) or a ``(query)`` run
     by Spark, never collected.
