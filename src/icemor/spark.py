@@ -1,5 +1,6 @@
-"""``icemor.spark.session()``: the active SparkSession, or a new one set up for icemor; and
-``icemor.spark.cdc_sink()``: exactly-once change ingestion from Structured Streaming.
+"""``icemor.spark.session()``: the active SparkSession, or a new one set up for icemor;
+``icemor.spark.cdc_sink()``: exactly-once change ingestion from Structured Streaming; and
+``icemor.spark.sql()``: Spark SQL's ``MERGE INTO``, ``UPDATE`` and ``DELETE FROM`` on icemor tables.
 
 A thin, lazy front for :mod:`icemor.engines.spark`; importing this module does not import
 pyspark, calling :func:`session` does.
@@ -12,11 +13,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
+    from pyiceberg.catalog import Catalog
     from pyspark.sql import DataFrame, SparkSession
 
     from icemor.ops.apply_changes import ChangeMetrics
+    from icemor.ops.delete import DeleteMetrics
+    from icemor.ops.merge import MergeMetrics
+    from icemor.ops.update import UpdateMetrics
 
-__all__ = ["cdc_sink", "session"]
+__all__ = ["cdc_sink", "session", "sql"]
 
 
 def session(
@@ -95,3 +100,82 @@ def cdc_sink(
             progress(batch_id, metrics)
 
     return process
+
+
+def sql(
+    spark: SparkSession, text: str, *, catalog: Catalog | str | None = None
+) -> MergeMetrics | UpdateMetrics | DeleteMetrics:
+    """Run one Spark SQL ``MERGE INTO``, ``UPDATE`` or ``DELETE FROM`` statement on an icemor table.
+
+    The statement is parsed in Spark's dialect (sqlglot) and run by the builders, on ``spark``'s
+    executors: ``MERGE`` by :meth:`icemor.table.Table.merge` (each ``WHEN`` clause in the order
+    written), ``UPDATE`` by :meth:`~icemor.table.Table.update`, ``DELETE`` by
+    :meth:`~icemor.table.Table.delete`; conditions and values go to them as written (the subset
+    of docs/sql.md, Spark SQL's meaning). The
+    target is a table of icemor's catalog (``catalog``: a name or catalog, default the embedded
+    one); a MERGE source is a table or view Spark knows (``spark.table``) or a ``(query)`` run
+    by Spark, never collected.
+
+    Example::
+
+        icemor.spark.sql(spark, "MERGE INTO shop.orders t USING updates s ON t.id = s.id "
+                                "WHEN MATCHED AND s.op = 'D' THEN DELETE "
+                                "WHEN MATCHED THEN UPDATE SET * "
+                                "WHEN NOT MATCHED THEN INSERT *")
+
+    Returns:
+        The builder's metrics: :class:`~icemor.ops.merge.MergeMetrics`,
+        :class:`~icemor.ops.update.UpdateMetrics` or :class:`~icemor.ops.delete.DeleteMetrics`.
+
+    Raises:
+        InvalidArgumentError: Not one MERGE INTO, UPDATE or DELETE FROM statement; a form Spark
+            refuses (with Spark's reason) or icemor does not run (``WHEN NOT MATCHED BY SOURCE``,
+            a CTE, ``DELETE … USING``, …, named); an unknown source; whatever the builder refuses.
+        NoSuchTableError: The target is not in the catalog.
+        CommitConflictError: A concurrent commit conflicts; nothing is committed.
+    """
+    from icemor.expr.dml import Delete, Update, parse_statement
+    from icemor.table import Table
+
+    statement = parse_statement(text)
+    table = Table.load(statement.target, catalog=catalog)
+    plan = statement.translate([f.name for f in table.schema().fields])
+    if isinstance(plan, Delete):
+        return table.delete(plan.where, spark=spark)
+    if isinstance(plan, Update):
+        return table.update(plan.set, plan.where, spark=spark)
+    source = _source(spark, plan.source_table, plan.source_query)
+    builder = table.merge(
+        source, plan.on, source_alias=plan.source_alias, target_alias=plan.target_alias, spark=spark
+    )
+    for clause in plan.clauses:
+        if clause.kind == "delete":
+            builder.when_matched_delete(clause.condition)
+        elif clause.kind == "update":
+            if clause.values is None:
+                builder.when_matched_update_all(clause.condition)
+            else:
+                builder.when_matched_update(clause.values, clause.condition)
+        elif clause.values is None:
+            builder.when_not_matched_insert_all(clause.condition)
+        else:
+            builder.when_not_matched_insert(clause.values, clause.condition)
+    return builder.execute()
+
+
+def _source(spark: SparkSession, table: str | None, query: str | None) -> DataFrame:
+    """The MERGE source as a DataFrame; Spark's refusal of it (an unknown view, a query that does
+    not parse or resolve) as one line. Its schema is resolved here, on Connect sessions too."""
+    from icemor.exceptions import InvalidArgumentError
+
+    what = f"the MERGE source {table}" if table is not None else "the MERGE source query"
+    try:
+        df = spark.table(table) if table is not None else spark.sql(query or "")
+        df.columns  # noqa: B018  (analysis: a Connect session resolves names lazily)
+    except Exception as e:
+        if not {"AnalysisException", "ParseException"} & {c.__name__ for c in type(e).__mro__}:
+            raise
+        lines = str(e).strip().splitlines()
+        msg = f"{what}: {lines[0] if lines else type(e).__name__}"
+        raise InvalidArgumentError(msg) from e
+    return df
