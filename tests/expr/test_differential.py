@@ -56,15 +56,15 @@ SEED = int(os.environ.get("ICEMOR_DIFF_SEED") or secrets.randbelow(2**31))
 TEXTS = int(os.environ.get("ICEMOR_DIFF_CASES", "500"))
 OBJECTS = max(TEXTS // 2, 1)
 LOCAL_DELETES = min(150, TEXTS)  # local DELETE (each commits on a table of its own): a sample
-SPARK_SCANS = min(100, TEXTS)  # Spark engine scan + count (a third pyiceberg expressions)
+SPARK_SCANS = min(40, TEXTS)  # Spark engine scan + count (a third pyiceberg expressions)
 SPARK_SECONDS = 200.0  # Spark-engine scans stop here (pytest-timeout's 300 s would break py4j)
-SPARK_DELETES = min(30, TEXTS)  # Spark engine DELETE (a third pyiceberg expressions)
+SPARK_DELETES = min(15, TEXTS)  # Spark engine DELETE (a third pyiceberg expressions)
 SPARK_DELETE_SECONDS = 200.0
 JAVA_READS = min(60, TEXTS)  # Java's filtered read (pushdown, pruning) against its projection
 JAVA_DELETES = min(10, TEXTS)  # Java's own DELETE on a twin
 SHOWN = 8  # differing cases described in a failure message
 PER_QUERY = 120  # conditions per projection query
-SPARK_PER_JOB = 25  # Spark-engine scans per Spark job
+SPARK_PER_JOB = 10  # Spark-engine scans per Spark job
 BISECT_JOBS = 8  # Spark jobs to find which of a failed job's cases fail
 
 
