@@ -96,6 +96,7 @@ class RestStub:
         self.commits: list[str] = []
         """Each commit request's answer: ``"200"``, ``"403"``, ``"500 after commit"``, ``"late"``, ..."""
         self.staged_creates = 0
+        self.refused_stagings = 0
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
@@ -296,7 +297,7 @@ def _dispatch(
     identifier = (*namespace, parts[3])
     try:
         if method == "DELETE":
-            if query.get("purgeRequested") == ["true"]:
+            if [v.lower() for v in query.get("purgeRequested", [])] == ["true"]:
                 backing.purge_table(identifier)
             else:
                 backing.drop_table(identifier)
@@ -322,6 +323,7 @@ def _create(stub: RestStub, namespace: tuple[str, ...], body: bytes) -> tuple[in
     try:
         if request.stage_create:
             if not stub.staging:
+                stub.refused_stagings += 1
                 return _error(stub.staging_refusal, "Staged table creation is not implemented")
             stub.staged_creates += 1
             transaction = stub.backing.create_table_transaction(identifier, **args)
