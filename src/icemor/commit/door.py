@@ -275,11 +275,21 @@ def fail(outcome: Outcome, error: BaseException, what: str) -> NoReturn:
     _raise_refused(error, what)
 
 
+def _reload(table: PyIcebergTable, table_uuid: object) -> PyIcebergTable:
+    """The table as the catalog has it now; ``table`` follows it when it is still the same table
+    (pyiceberg's ``refresh`` raises a ValueError for another one)."""
+    fresh = table.catalog.load_table(table.name())
+    if fresh.metadata.table_uuid == table_uuid:
+        table.metadata, table.metadata_location = fresh.metadata, fresh.metadata_location
+        table.io, table.config = fresh.io, fresh.config
+    return fresh
+
+
 def _current(table: PyIcebergTable, what: str, table_uuid: object) -> TableMetadata:
     """The table's current metadata, refused when the table is gone or is another one now."""
     name = ".".join(table.name())
     try:
-        metadata = table.refresh().metadata
+        metadata = _reload(table, table_uuid).metadata
     except _NoSuchTable as e:
         msg = f"{what} failed: {name} no longer exists"
         raise CommitFailedError(msg) from e
@@ -302,14 +312,15 @@ def _landed(
     """
     for _ in status_checks(table.metadata.properties):
         try:
-            metadata = table.refresh().metadata
+            fresh = _reload(table, table_uuid)
         except Exception:  # the catalog cannot be read now: look again (Java's status checks)
             continue
+        metadata = fresh.metadata
         if metadata.table_uuid != table_uuid:
             return None
         if snapshot_id is not None and metadata.snapshot_by_id(snapshot_id) is not None:
             return metadata
-        known = {table.metadata_location, *(entry.metadata_file for entry in metadata.metadata_log)}
+        known = {fresh.metadata_location, *(entry.metadata_file for entry in metadata.metadata_log)}
         return metadata if any(p in known for p in metadata_paths) else None
     return None
 
@@ -372,26 +383,29 @@ def commit(
             AssertTableUUID(uuid=table_uuid),
             *(r for r in change.requirements if not isinstance(r, AssertTableUUID)),
         )
+        response: CommitTableResponse | None = None
         try:
             response = _swap(table, requirements, change.updates)
         except _Failed as failed:
-            if failed.outcome is Outcome.UNKNOWN:
-                after = _landed(table, table_uuid, snapshot_id, failed.metadata_paths)
-                if after is None:
-                    _raise_unknown(failed.error, what)
-            else:
+            if failed.outcome is not Outcome.UNKNOWN:
                 delete_quietly(table.io, change.written)  # the catalog refused: nothing references these
                 if failed.outcome is Outcome.LOST:
                     last = failed.error
                     continue
                 _raise_refused(failed.error, what)
-        else:
-            after = response.metadata
-            table.metadata = response.metadata
-            table.metadata_location = response.metadata_location
-        try:
+            try:
+                landed = _landed(table, table_uuid, snapshot_id, failed.metadata_paths)
+            except BaseException as e:  # (an interrupt while looking) it may have committed
+                _mark(e)
+                raise
+            if landed is None:
+                _raise_unknown(failed.error, what)
+        try:  # committed: whatever fails now (an interrupt), every file is the table's
+            if response is not None:
+                table.metadata, table.metadata_location = response.metadata, response.metadata_location
+            after = table.metadata
             delete_removed_metadata(table.io, base, after)
-        except BaseException as e:  # committed: whatever fails now, every file is the table's
+        except BaseException as e:
             _mark(e)
             raise
         return Committed(base, after, changed=True)
