@@ -1,7 +1,7 @@
 """Append data files as one snapshot, and register existing files (``add-files``).
 
 On v1/v2 tables pyiceberg's fast or merging append producer computes the snapshot (manifests,
-manifest list, summary) on each attempt's metadata, as snapshot id of the whole commit, and
+manifest list, summary) on each attempt's metadata, with the one snapshot id of the commit, and
 :func:`icemor.commit.door.commit` commits it; its manifests go through a ``RecordingIO`` so that
 a lost attempt's are removed. v3 tables append through :class:`RowDelta` (pyiceberg 0.12 writes
 v2 manifests only). An append conflicts with nothing, so there is nothing to validate.
