@@ -18,11 +18,10 @@ import pyarrow as pa
 from pyiceberg.exceptions import CommitFailedException
 
 from icemor.commit.append import commit_append
-from icemor.commit.swap import Outcome, failed_outcome, first_line, tracked_swaps
+from icemor.commit.door import first_line, may_have_committed
 from icemor.exceptions import (
     NO_ROOM_ERRNOS,
     CommitFailedError,
-    CommitStateUnknownError,
     IcemorError,
     InvalidArgumentError,
     WriteFailedError,
@@ -103,25 +102,19 @@ def append_data(
     name = ".".join(table.name())
     # every file this append writes (data files, manifests, manifest list) goes through it
     io = RecordingIO(table.io)
-    with tracked_swaps(table.catalog) as calls:
-        try:
-            rows, written, convert = write_rows(table, io, data, what="the data", progress=progress)
-            if written:
-                commit_append(table, io, written)
-        except BaseException as e:
-            outcome = failed_outcome(calls, e)
-            if outcome == Outcome.UNKNOWN:
-                # the catalog may have committed: every file may be the table's now
-                if isinstance(e, Exception) and not calls.committed:
-                    msg = f"append to {name} may or may not have happened: {first_line(e)}"
-                    raise CommitStateUnknownError(msg) from e
-                raise
-            # nothing was committed: the files written so far would be orphans
-            io.discard()
-            error = _user_error(e, name, io.paths)
-            if error is e:
-                raise
-            raise error from e
+    try:
+        rows, written, convert = write_rows(table, io, data, what="the data", progress=progress)
+        if written:
+            commit_append(table, io, written, what=f"the append to {name}")
+    except BaseException as e:
+        if may_have_committed(e):
+            raise  # the catalog may have committed: every file may be the table's now
+        # nothing was committed: the files written so far would be orphans
+        io.discard()
+        error = _user_error(e, name, io.paths)
+        if error is e:
+            raise
+        raise error from e
     if note is not None and (text := convert.summary()):
         note(text)
     return rows

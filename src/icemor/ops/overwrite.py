@@ -19,7 +19,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table.snapshots import Operation
 
 from icemor.commit.data_file_struct import from_data_file
-from icemor.commit.manifest_writer import delete_quietly
+from icemor.commit.files import delete_quietly
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
 from icemor.ops.append import write_rows
