@@ -227,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-rows", default=",".join(str(r) for r in MEMORY_ROWS))
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--skip", default="", help="comma-separated: java, memory, datasource")
+    parser.add_argument("--spark4-python", type=Path, default=SPARK4_PYTHON, help="PySpark 4.x's Python")
     parser.add_argument("--memory-child", nargs=2, metavar=("TABLE", "ROWS"), help=argparse.SUPPRESS)
     parser.add_argument(
         "--datasource-child", nargs=3, metavar=("TABLE", "ROWS", "RUNS"), help=argparse.SUPPRESS
@@ -278,12 +279,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{'OK' if ratio <= 1.2 else 'OVER'}"
         )
     if "datasource" not in skip:
-        if SPARK4_PYTHON.exists():
-            java_home = json.loads((REPO_ROOT / ".cache" / "oracle" / "oracle.env.json").read_text())[
-                "java_home"
-            ]
+        if args.spark4_python.exists():
+            env_file = REPO_ROOT / ".cache" / "oracle" / "oracle.env.json"
+            java_home = json.loads(env_file.read_text())["java_home"]
             r = _child(
-                str(SPARK4_PYTHON),
+                str(args.spark4_python),
                 ["--datasource-child", f"{NAMESPACE}.ds", str(args.rows), str(args.runs)],
                 home,
                 {"JAVA_HOME": java_home},
@@ -295,9 +295,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"= {r['datasource_s'] / r['function_s']:.2f}x"
             )
         else:
-            lines.append(
-                f"data source on PySpark 4.x: skipped ({SPARK4_PYTHON} does not exist: make test-spark4)"
-            )
+            missing = args.spark4_python
+            lines.append(f"data source on PySpark 4.x: skipped ({missing} does not exist: make test-spark4)")
     print("\n" + "\n".join(lines))
     return 0
 

@@ -124,6 +124,39 @@ def test_write_options_refused_in_one_line(options: dict[str, str], overwrite: b
     assert "\n" not in str(err.value)
 
 
+def test_uuid_text_becomes_uuids_in_sliced_lists_maps_and_structs() -> None:
+    """Spark holds a uuid as text: at any depth it becomes the table's 16-byte uuid, NULLs kept,
+    also in a slice and under a NULL list whose offsets still span values."""
+    from icemor.engines.spark.table_writes import _uuid_array
+
+    a, b, c = (f"{i:08x}-0000-4000-8000-00000000000{i}" for i in (1, 2, 3))
+    raw = {x: bytes.fromhex(x.replace("-", "")) for x in (a, b, c)}
+    # a NULL list over a non-empty segment: offsets [0, 1, 2, 3], validity [1, 0, 1]
+    lists = pa.ListArray.from_arrays(
+        pa.array([0, 1, 2, 3], pa.int32()), pa.array([a, "", c]), mask=pa.array([False, True, False])
+    )
+    out = _uuid_array(lists.slice(1), pa.list_(pa.uuid()))
+    assert [None if v is None else [u.bytes for u in v] for v in out.to_pylist()] == [None, [raw[c]]]
+    out = _uuid_array(lists, pa.list_(pa.uuid()))
+    assert [None if v is None else [u.bytes for u in v] for v in out.to_pylist()] == [
+        [raw[a]],
+        None,
+        [raw[c]],
+    ]
+    maps = pa.array([[("k", a)], None, [("x", b), ("y", None)]], pa.map_(pa.string(), pa.string()))
+    out = _uuid_array(maps.slice(1), pa.map_(pa.string(), pa.uuid()))
+    assert out.to_pylist()[0] is None
+    assert [(k, None if v is None else v.bytes) for k, v in out.to_pylist()[1]] == [
+        ("x", raw[b]),
+        ("y", None),
+    ]
+    structs = pa.array([{"u": a, "w": 1}, None, {"u": None, "w": 3}])
+    target = pa.struct([pa.field("u", pa.uuid()), pa.field("w", pa.int64())])
+    out = _uuid_array(structs.slice(1), target)
+    assert out.to_pylist() == [None, {"u": None, "w": 3}]
+    assert _uuid_array(structs, target).to_pylist()[0]["u"].bytes == raw[a]
+
+
 # ---------------------------------------------------------------------------------- the oracle
 
 # Every Spark type an Iceberg table holds (its Java reader's types in a comment where they differ)

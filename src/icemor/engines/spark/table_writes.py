@@ -34,7 +34,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import types as st
 
 from icemor.commit.data_file_struct import from_data_file
@@ -48,6 +50,7 @@ from icemor.io.uuids import is_uuid, uuid_from_strings
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Iterator, Mapping
 
+    import numpy.typing as npt
     from pyiceberg.io import FileIO
     from pyiceberg.table import Table as PyIcebergTable
     from pyiceberg.table.metadata import TableMetadata
@@ -199,21 +202,40 @@ def _uuid_array(arr: pa.Array, target: pa.DataType) -> pa.Array:
     if t.is_struct(source):
         names = {target.field(i).name: target.field(i).type for i in range(target.num_fields)}
         fields = [source.field(i) for i in range(source.num_fields)]
+        # flatten: a NULL struct's children are NULL too (Spark leaves '' under it)
+        flat = arr.flatten()
         children = [
-            _uuid_array(arr.field(i), names[f.name]) if f.name in names else arr.field(i)
+            _uuid_array(flat[i], names[f.name]) if f.name in names else arr.field(i)
             for i, f in enumerate(fields)
         ]
         out_fields = [f.with_type(c.type) for f, c in zip(fields, children, strict=True)]
         return pa.StructArray.from_arrays(children, fields=out_fields, mask=mask)
+    # a list or map: its values between the first and the last offset (``values`` ignores a
+    # slice, ``flatten`` drops what NULL lists hide and would shift the offsets)
+    offsets = arr.offsets
+    start, end = offsets[0].as_py(), offsets[-1].as_py()
+    rebased = pc.subtract(offsets, offsets[0])
+    values = arr.values.slice(start, end - start)
+    out_type = _uuid_type(source, target)
     if t.is_map(source):
-        keys = _uuid_array(arr.keys, target.key_type)
-        items = _uuid_array(arr.items, target.item_type)
-        return pa.MapArray.from_arrays(arr.offsets, keys, items, type=_uuid_type(source, target), mask=mask)
-    # a list: its values (flatten drops what nulls hide; offsets then count from the first)
-    values = _uuid_array(arr.flatten(), target.value_type)
-    offsets = pa.compute.subtract(arr.offsets, arr.offsets[0])
+        keys = _uuid_array(values.field(0), target.key_type)
+        items = _uuid_array(_hidden_as_null(values.field(1), arr, rebased), target.item_type)
+        return pa.MapArray.from_arrays(rebased, keys, items, type=out_type, mask=mask)
+    values = _hidden_as_null(values, arr, rebased)
     cls = pa.LargeListArray if t.is_large_list(source) else pa.ListArray
-    return cls.from_arrays(offsets, values, type=_uuid_type(source, target), mask=mask)
+    return cls.from_arrays(rebased, _uuid_array(values, target.value_type), type=out_type, mask=mask)
+
+
+def _hidden_as_null(values: pa.Array, lists: pa.Array, offsets: pa.Array) -> pa.Array:
+    """``values`` (of ``lists``, from its first offset) NULL where a NULL list spans them."""
+    if not lists.null_count:
+        return values
+    bounds: npt.NDArray[np.int64] = np.asarray(offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    counts = np.diff(bounds)
+    hidden = np.repeat(np.asarray(lists.is_null().to_numpy(zero_copy_only=False), dtype=bool), counts)
+    if not hidden.any():
+        return values
+    return pc.if_else(pa.array(hidden), pa.nulls(len(values), values.type), values)
 
 
 def _uuid_columns(schema: pa.Schema, table: pa.Schema) -> dict[str, pa.DataType]:
