@@ -71,6 +71,7 @@ bench: $(TEST_STAMP) $(ORACLE_ENV)
 	$(PY) benchmarks/bench_v3_delete.py
 	$(PY) benchmarks/bench_optimize.py
 	$(PY) benchmarks/bench_spark_memory.py
+	$(PY) benchmarks/bench_spark_append.py
 
 # The Spark engine on PySpark 4.x (tests_spark4/, docs/spark.md), in a venv of its own made once
 # (again only when pyproject.toml changes): `pip install -e .[spark]` with the newest 4.x (and the

@@ -1,6 +1,7 @@
 """``icemor.spark.session()``: the active SparkSession, or a new one set up for icemor;
 ``icemor.spark.cdc_sink()``: exactly-once change ingestion from Structured Streaming; and
-``icemor.spark.sql()``: Spark SQL's ``MERGE INTO``, ``UPDATE`` and ``DELETE FROM`` on icemor tables.
+``icemor.spark.sql()``: Spark SQL's ``MERGE INTO``, ``UPDATE`` and ``DELETE FROM`` on icemor tables;
+``icemor.spark.write()``: a DataFrame appended or overwritten on the executors.
 
 A thin, lazy front for :mod:`icemor.engines.spark`; importing this module does not import
 pyspark, calling :func:`session` does.
@@ -19,9 +20,10 @@ if TYPE_CHECKING:
     from icemor.ops.apply_changes import ChangeMetrics
     from icemor.ops.delete import DeleteMetrics
     from icemor.ops.merge import MergeMetrics
+    from icemor.ops.overwrite import OverwriteMetrics
     from icemor.ops.update import UpdateMetrics
 
-__all__ = ["cdc_sink", "session", "sql"]
+__all__ = ["cdc_sink", "session", "sql", "write"]
 
 
 def session(
@@ -179,3 +181,59 @@ def _source(spark: SparkSession, table: str | None, query: str | None) -> DataFr
         msg = f"{what}: {lines[0] if lines else type(e).__name__}"
         raise InvalidArgumentError(msg) from e
     return df
+
+
+def write(df: DataFrame, table: str, *, mode: str = "append", **options: Any) -> int | OverwriteMetrics:
+    """Write ``df`` to the table ``table`` on its session's executors (PySpark 3.5 and 4.x).
+
+    The function form of ``df.write.format("icemor").mode(mode).options(**options).save(table)``
+    (PySpark 4.x, :class:`icemor.engines.spark.table_writes.IcemorBatchWriter`), with the same
+    meaning: ``append`` adds the rows as one snapshot; ``overwrite`` replaces the rows matching
+    the condition (merge-on-read: their deletes and the new data files, one snapshot), every row
+    without one. Columns are matched by name and converted by the rules of ``table.append``.
+    Only the written files' metadata comes to the driver (docs/spark.md, "Writing DataFrames").
+
+    Example::
+
+        icemor.spark.write(updates, "shop.orders", mode="overwrite", where="day = '2024-05-01'")
+
+    Args:
+        df: The rows.
+        table: ``namespace.table``.
+        mode: ``append`` or ``overwrite``.
+        **options: ``where`` (or ``overwrite-where``): the overwrite's condition, SQL in the
+            scan's language (docs/sql.md); ``catalog``: a catalog name (default: icemor's
+            embedded catalog). Names are case-insensitive, ``_`` or ``-``.
+
+    Returns:
+        The rows appended (``append``, as ``table.append``), or the overwrite's metrics (as
+        ``table.overwrite``).
+
+    Raises:
+        InvalidArgumentError: An unknown mode or option, a bad condition, rows that do not fit
+            the table (named); nothing is committed and no file is left.
+        NoSuchTableError: No such table.
+    """
+    import logging
+
+    from icemor.engines.spark.table_writes import (
+        MODES,
+        dataframe_rows,
+        load_table,
+        removal_runner,
+        write_options,
+    )
+    from icemor.exceptions import InvalidArgumentError
+    from icemor.ops.append import append_data
+    from icemor.ops.overwrite import overwrite_rows
+
+    chosen = str(mode).strip().lower()
+    if chosen not in MODES:
+        msg = f"unknown write mode {mode!r}: use {' or '.join(repr(m) for m in MODES)}"
+        raise InvalidArgumentError(msg)
+    where, catalog = write_options(options, overwrite=chosen == "overwrite")
+    target = load_table(table, catalog)
+    note = logging.getLogger("icemor").warning
+    if chosen == "append":
+        return append_data(target, dataframe_rows(df), note=note)
+    return overwrite_rows(target, dataframe_rows(df), where, run=removal_runner(df, target), note=note)
