@@ -48,7 +48,7 @@ def batch(ids: range, k: str | None = None, v: int = 0) -> Model:
 
 
 @pytest.fixture(scope="module")
-def catalog(seaweed: SeaweedFS) -> Catalog:
+def rest_catalog(seaweed: SeaweedFS) -> Catalog:
     cat = icemor.load_catalog("sw", **seaweed.catalog_properties())
     cat.create_namespace_if_not_exists(NS)
     return cat
@@ -228,8 +228,8 @@ def scenario(seaweed: SeaweedFS, table: Table, model: Model, spark: SparkSession
 
 
 @pytest.mark.parametrize("version", [2, 3])
-def test_local_engine(seaweed: SeaweedFS, catalog: Catalog, version: int) -> None:
-    table, _ = new_table(catalog, f"local_v{version}", version)
+def test_local_engine(seaweed: SeaweedFS, rest_catalog: Catalog, version: int) -> None:
+    table, _ = new_table(rest_catalog, f"local_v{version}", version)
     model = batch(range(100))
     table.append(rows(model))
     check(seaweed, table, model, "append")
@@ -237,8 +237,8 @@ def test_local_engine(seaweed: SeaweedFS, catalog: Catalog, version: int) -> Non
 
 
 @pytest.mark.parametrize("version", [2, 3])
-def test_spark_engine(seaweed: SeaweedFS, catalog: Catalog, spark: SparkSession, version: int) -> None:
-    table, _ = new_table(catalog, f"spark_v{version}", version)
+def test_spark_engine(seaweed: SeaweedFS, rest_catalog: Catalog, spark: SparkSession, version: int) -> None:
+    table, _ = new_table(rest_catalog, f"spark_v{version}", version)
     model = batch(range(100))
     table.append(rows(model))
     check(seaweed, table, model, "append")
