@@ -16,9 +16,11 @@ INTEROP: dict[tuple[str, str, str], str] = {}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tier ``realservers`` and ``slow`` (minutes with a server: not `make test-fast`'s)."""
     for item in items:
         if "/realservers/" in str(item.path):
             item.add_marker(pytest.mark.realservers)
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
