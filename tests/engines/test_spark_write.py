@@ -492,3 +492,22 @@ def test_split_settings_come_back_when_the_job_fails() -> None:
     with pytest.raises(RuntimeError), _whole_files(session, [64 << 20]):
         raise RuntimeError
     assert session.conf.values == {"spark.sql.files.maxPartitionBytes": "1m"}
+
+
+def test_staging_lies_in_the_data_path() -> None:
+    """Markers go where the table's data files go (a table bucket takes those), hidden by ``_``;
+    a FileIO that cannot list gets none (they could never be found again)."""
+    from pyiceberg.io.fsspec import FsspecFileIO
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    from icemor.engines.spark.write import Staging
+
+    io = PyArrowFileIO()
+    assert Staging(io, "s3://b/db/t/").prefix.startswith("s3://b/db/t/data/_icemor-staging/")
+    moved = Staging(io, "s3://b/db/t", {"write.data.path": "s3://other/db/t/"})
+    assert moved.prefix.startswith("s3://other/db/t/_icemor-staging/")
+    legacy = Staging(io, "s3://b/db/t", {"write.object-storage.path": "s3://objects/t"})
+    assert legacy.prefix.startswith("s3://objects/t/_icemor-staging/")
+    unlisted = Staging(FsspecFileIO({}), "s3://b/db/t")
+    assert unlisted.prefix == "" and unlisted.root.startswith("s3://b/db/t/data/_icemor-staging/")
+    assert unlisted.finish() == []
