@@ -4,9 +4,9 @@ against a model kept here: the rows read back, and the buckets listed with boto3
 files the table's metadata references.
 
 The matrix (every operation at least once per engine and format version, within the tier's time):
-the local engine runs v2 through the CLI (``icemor --catalog sw …``, in process) and v3 through
-the API; the Spark engine runs both through the API with ``spark=`` (a CLI command with
-``--engine spark`` would start a JVM of its own each time). v3 tables set ``write.data.path`` to
+both engines run v2 and v3 through the API, the Spark engine with ``spark=`` on every write and
+maintenance action (the CLI is exercised against the same server in ``test_rest_outcomes.py``;
+a CLI command with ``--engine spark`` would start a JVM of its own each time). v3 tables set ``write.data.path`` to
 the plain bucket: SeaweedFS refuses ``.puffin`` objects in its table buckets
 (``test_v3_in_the_table_bucket_names_the_refused_puffin_and_the_cause``).
 """
