@@ -5,6 +5,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.icemor-installed
 TEST_STAMP := $(VENV)/.icemor-test-installed
 ORACLE_ENV := .cache/oracle/oracle.env.json
+# DuckDB 1.5.5 with its iceberg extension, beside the test environment (tests/realservers)
+REALSERVERS := .cache/realservers/duckdb-1.5.5/.prepared
 
 # The coverage floor of `make test` (percent of src/icemor's lines; code run in subprocesses
 # and Spark's Python workers is not counted): a few points under the figure measured, 91% for
@@ -42,6 +44,10 @@ oracle: $(TEST_STAMP)
 $(ORACLE_ENV): $(TEST_STAMP) tools/prepare_oracle.py
 	$(PY) tools/prepare_oracle.py
 
+# The real-server tier's DuckDB (from PyPI; its tests would make it too, when missing)
+$(REALSERVERS): $(TEST_STAMP) tools/prepare_realservers.py
+	$(PY) tools/prepare_realservers.py duckdb
+
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check src tests tools benchmarks
 	$(VENV)/bin/ruff format --check src tests tools benchmarks
@@ -53,7 +59,7 @@ lint: $(TEST_STAMP)
 
 # Everything (what CI runs): lint, then every test, Iceberg Java's and the slow ones too, with
 # the coverage of src/icemor.
-test: $(TEST_STAMP) $(ORACLE_ENV) lint
+test: $(TEST_STAMP) $(ORACLE_ENV) $(REALSERVERS) lint
 	$(VENV)/bin/pytest --cov=icemor --cov-report=term --cov-fail-under=$(COV_FAIL_UNDER)
 	$(MAKE) --no-print-directory test-spark4
 
@@ -72,6 +78,7 @@ bench: $(TEST_STAMP) $(ORACLE_ENV)
 	$(PY) benchmarks/bench_optimize.py
 	$(PY) benchmarks/bench_spark_memory.py
 	$(PY) benchmarks/bench_spark_append.py
+	$(PY) benchmarks/bench_rest_s3.py
 
 # The Spark engine on PySpark 4.x (tests_spark4/, docs/spark.md), in a venv of its own made once
 # (again only when pyproject.toml changes): `pip install -e .[spark]` with the newest 4.x (and the
