@@ -141,3 +141,17 @@ def test_last_error_line_of_a_spark_failure() -> None:
     )
     assert _last_error_line(RuntimeError("no error line here\nsecond")) == "no error line here"
     assert _last_error_line(RuntimeError("")) == "RuntimeError"
+
+
+def test_facade_session_ships_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    import icemor.engines.spark
+    import icemor.spark
+
+    spark = object()
+    shipped: list[object] = []
+    monkeypatch.setattr(icemor.engines.spark, "session", lambda **_: spark)
+    monkeypatch.setattr(ship_module, "ship", lambda s, **_: shipped.append(s))
+    assert icemor.spark.session() is spark
+    assert shipped == []
+    assert icemor.spark.session(ship=True) is spark
+    assert shipped == [spark]
