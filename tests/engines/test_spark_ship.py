@@ -155,3 +155,11 @@ def test_facade_session_ships_when_asked(monkeypatch: pytest.MonkeyPatch) -> Non
     assert shipped == []
     assert icemor.spark.session(ship=True) is spark
     assert shipped == [spark]
+
+
+def test_facade_pack_is_the_archive_ship_adds(tmp_path: Path) -> None:
+    import icemor.spark
+
+    packed = icemor.spark.pack(cache_dir=tmp_path, exclude=HEAVY)
+    assert packed.built and packed.path.is_file()
+    assert build_archive(cache_dir=tmp_path, exclude=HEAVY).path == packed.path
