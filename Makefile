@@ -1,9 +1,15 @@
 # Two commands set up a fresh machine: `make demo` and `make test` (see README.md).
+#
+# One venv per purpose, none installing into another's: `.venv` holds the test pins (PySpark
+# 3.5 for the Iceberg Java oracle, polars 1.x, ...) for test, test-fast, lint, oracle and bench;
+# `.venv-demo` is a user's environment, `pip install -e '.[spark,report]'` with the newest
+# versions pyproject.toml allows (PySpark 4.x), for demo; `.venv-spark4` is the PySpark 4.x suite's.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.icemor-installed
 TEST_STAMP := $(VENV)/.icemor-test-installed
+DEMO_VENV := .venv-demo
+DEMO_STAMP := $(DEMO_VENV)/.icemor-installed
 ORACLE_ENV := .cache/oracle/oracle.env.json
 # DuckDB 1.5.5 with its iceberg extension, beside the test environment (tests/realservers)
 REALSERVERS := .cache/realservers/duckdb-1.5.5/.prepared
@@ -16,25 +22,25 @@ COV_FAIL_UNDER := 89
 .PHONY: demo test test-fast lint oracle bench test-spark4 clean
 
 # Debian's own python3 ships venv separately (python3-venv): install it when it is missing.
-$(VENV)/bin/python:
-	$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV) && apt-get update -qq && \
-		apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV); }
-	$(PY) -m pip install --quiet --upgrade pip
-
-$(STAMP): pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install --quiet -e '.[spark,report]'
-	touch $@
+$(VENV)/bin/python $(DEMO_VENV)/bin/python:
+	$(PYTHON) -m venv $(@D:/bin=) || { rm -rf $(@D:/bin=) && apt-get update -qq && \
+		apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(@D:/bin=); }
+	$@ -m pip install --quiet --upgrade pip
 
 $(TEST_STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install --quiet -e '.[test]'
 	# headless Chromium renders the HTML health report in tests/test_report_html.py
 	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
-	touch $(STAMP) $@
+	touch $@
+
+$(DEMO_STAMP): pyproject.toml | $(DEMO_VENV)/bin/python
+	$(DEMO_VENV)/bin/python -m pip install --quiet -e '.[spark,report]'
+	touch $@
 
 # the whole pipeline on Spark local[*] (DEMO_ENGINE=local: the embedded engine), < 3 min on 2 cores
 DEMO_ENGINE ?= spark
-demo: $(STAMP)
-	$(VENV)/bin/icemor demo --engine $(DEMO_ENGINE)
+demo: $(DEMO_STAMP)
+	$(DEMO_VENV)/bin/icemor demo --engine $(DEMO_ENGINE)
 
 # The reference implementation: Java 17, Iceberg 1.10.2's Spark runtime, relocated Jackson,
 # SQLite JDBC. Installs what is missing (apt-get / PyPI) and caches the built jar.
@@ -106,4 +112,4 @@ test-spark4: $(SPARK4_STAMP) $(ORACLE_ENV)
 	$(PY) tools/spark4_check.py check $(SPARK4_OUT)
 
 clean:
-	rm -rf $(VENV) $(SPARK4_VENV) .cache .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO_VENV) $(SPARK4_VENV) .cache .pytest_cache .mypy_cache .ruff_cache

@@ -1,7 +1,8 @@
 """``icemor.spark.session()``: the active SparkSession, or a new one set up for icemor;
-``icemor.spark.cdc_sink()``: exactly-once change ingestion from Structured Streaming; and
+``icemor.spark.cdc_sink()``: exactly-once change ingestion from Structured Streaming;
 ``icemor.spark.sql()``: Spark SQL's ``MERGE INTO``, ``UPDATE`` and ``DELETE FROM`` on icemor tables;
-``icemor.spark.write()``: a DataFrame appended or overwritten on the executors.
+``icemor.spark.write()``: a DataFrame appended or overwritten on the executors; and
+``icemor.spark.ship()`` / ``pack()``: icemor for executors that do not have it installed.
 
 A thin, lazy front for :mod:`icemor.engines.spark`; importing this module does not import
 pyspark, calling :func:`session` does.
@@ -13,17 +14,19 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
+    from pathlib import Path
 
     from pyiceberg.catalog import Catalog
     from pyspark.sql import DataFrame, SparkSession
 
+    from icemor.engines.spark.ship import EnvironmentArchive
     from icemor.ops.apply_changes import ChangeMetrics
     from icemor.ops.delete import DeleteMetrics
     from icemor.ops.merge import MergeMetrics
     from icemor.ops.overwrite import OverwriteMetrics
     from icemor.ops.update import UpdateMetrics
 
-__all__ = ["cdc_sink", "session", "sql", "write"]
+__all__ = ["cdc_sink", "pack", "session", "ship", "sql", "write"]
 
 
 def session(
@@ -33,15 +36,77 @@ def session(
     app_name: str = "icemor",
     quiet: bool = True,
     driver_memory: str | None = None,
+    ship: bool = False,
 ) -> SparkSession:
     """Return the active SparkSession, or build one (master ``local[*]`` or ``$ICEMOR_SPARK_MASTER``).
 
     ``quiet`` (default) logs errors only; False keeps Spark's WARN lines. ``driver_memory``
     (e.g. ``"8g"``) defaults to a quarter of the machine's memory, 1-8 GiB (docs/spark.md).
+    ``ship``: then :func:`ship` icemor to the executors (a cluster whose executors lack it).
+    ``conf={"spark.pyspark.python": ...}`` sets the executors' interpreter (a packed environment's).
     """
     from icemor.engines.spark import session as _session
 
-    return _session(master=master, conf=conf, app_name=app_name, quiet=quiet, driver_memory=driver_memory)
+    spark = _session(master=master, conf=conf, app_name=app_name, quiet=quiet, driver_memory=driver_memory)
+    if ship:
+        from icemor.engines.spark.ship import ship as _ship
+
+        _ship(spark)
+    return spark
+
+
+def ship(
+    spark: SparkSession,
+    *,
+    cache_dir: str | Path | None = None,
+    exclude: Sequence[str] = (),
+    check: bool = True,
+) -> EnvironmentArchive:
+    """Make icemor importable on ``spark``'s executors, which need not have it installed.
+
+    Packs icemor and every distribution it requires at run time (pyarrow, pyiceberg,
+    pyroaring, numpy, pandas, ...; not pyspark and py4j, which Spark brings) exactly as the
+    driver has them into one zip (:func:`pack`, cached), adds it to the session
+    (``SparkContext.addArchive``: each executor fetches and unpacks it once) and puts it first
+    on the Python workers' path, for every job started afterwards; then checks, with a short
+    job, that the executors import icemor. The executors need a Python of the driver's
+    version on the driver's platform (PySpark already requires the version); otherwise use a
+    packed environment with its interpreter (docs/spark.md, "Running on a cluster").
+
+    Example::
+
+        spark = icemor.spark.session(master="spark://head:7077")
+        icemor.spark.ship(spark)        # or icemor.spark.session(..., ship=True)
+        table.delete("day < '2024-01-01'", spark=spark)
+
+    Args:
+        spark: A classic session (Spark Connect: start the server with :func:`pack`'s archive).
+        cache_dir: Where the zip is kept (default ``~/.cache/icemor/ship``).
+        exclude: Distributions to leave out of the zip (ones the executors have or never use).
+        check: Check that the executors import icemor afterwards.
+
+    Returns:
+        The archive: its ``path``, ``distributions`` (``name==version``) and ``size``.
+
+    Raises:
+        UnsupportedFeatureError: A Spark Connect session; a distribution whose files are not
+            recorded; executors that still cannot import icemor (the message names why).
+    """
+    from icemor.engines.spark.ship import ship as _ship
+
+    return _ship(spark, cache_dir=cache_dir, exclude=exclude, check=check)
+
+
+def pack(*, cache_dir: str | Path | None = None, exclude: Sequence[str] = ()) -> EnvironmentArchive:
+    """The zip :func:`ship` adds to a session, built (or found in the cache) without one.
+
+    For sessions set up outside Python: ``spark-submit --archives PATH#icemor-env --conf
+    spark.executorEnv.PYTHONPATH=./icemor-env app.py``, or a Spark Connect server started with
+    the same options (docs/spark.md, "Running on a cluster").
+    """
+    from icemor.engines.spark.ship import build_archive
+
+    return build_archive(cache_dir=cache_dir, exclude=exclude)
 
 
 def cdc_sink(
