@@ -10,8 +10,8 @@ micro-batch, twice, then restarted from its checkpoint, ends with the target equ
 
 from __future__ import annotations
 
-import itertools
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -32,11 +32,20 @@ import icemor
 import icemor.spark
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from pyspark.sql import DataFrame, SparkSession
 
 HERE = Path(__file__).resolve().parent
 APP_ID = "icemor.cdc.app-id"
 BATCH_ID = "icemor.cdc.batch-id"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _front_removed_after(spark: SparkSession) -> Iterator[None]:
+    """The suite shares one session: leave its ``spark.read`` as PySpark's own."""
+    yield
+    icemor.spark.register(spark, fast_reads=False)
 
 
 def _fresh(path: Path) -> Path:

@@ -111,8 +111,8 @@ def read(spark: SparkSession, table: str | None = None, **options: Any) -> DataF
     - ``catalog``: a catalog name (default: icemor's embedded catalog);
     - ``snapshot_id``, ``as_of_timestamp`` (ms, ISO-8601 text or a datetime), ``branch``, ``tag``:
       at most one; default the current snapshot;
-    - ``columns``: ``"a,b"`` or a list; ``filter``: a row filter (SQL, docs/sql.md's conditions);
-      ``metadata_columns``: add ``_file`` and ``_pos``;
+    - ``columns``: ``"a,b"`` or a list, in the order given (as ``select``); ``filter``: a row
+      filter (SQL, docs/sql.md's conditions); ``metadata_columns``: add ``_file`` and ``_pos``;
     - the change feed instead of the table: ``read_change_feed=True`` and/or ``starting_snapshot_id``
       / ``starting_timestamp`` (exclusive) and ``ending_snapshot_id`` / ``ending_timestamp``
       (inclusive), with ``columns``, ``filter`` and ``key``: the rows of ``table.changes(...)``;
@@ -131,10 +131,14 @@ def read(spark: SparkSession, table: str | None = None, **options: Any) -> DataF
     from icemor.engines.spark.datasource import (
         change_request,
         is_change_feed,
+        ordered_names,
         plan_changes_job,
         plan_scan,
         read_request,
     )
+    from icemor.engines.spark.feed import changes_to_dataframe
+    from icemor.exceptions import InvalidArgumentError
+    from icemor.io.changes import CHANGE_COLUMNS
     from icemor.table import Table, to_epoch_ms
 
     strategy = "auto"
@@ -147,17 +151,17 @@ def read(spark: SparkSession, table: str | None = None, **options: Any) -> DataF
     if is_change_feed(rest):
         if strategy != "auto":
             msg = "strategy is for reads of a table, not of its change feed"
-            from icemor.exceptions import InvalidArgumentError
-
             raise InvalidArgumentError(msg)
         changes = change_request(rest, to_epoch_ms, table=table, stream=False)
         t = Table.load(changes.table, catalog=changes.catalog)
-        from icemor.engines.spark.feed import changes_to_dataframe
-
-        return changes_to_dataframe(plan_changes_job(t.metadata, t.io, changes), spark)
+        job = plan_changes_job(t.metadata, t.io, changes)
+        df = changes_to_dataframe(job, spark)
+        return df.select(*ordered_names(changes.columns, job.output_names), *CHANGE_COLUMNS)
     request = read_request(rest, to_epoch_ms, table=table)
     t = Table.load(request.table, catalog=request.catalog)
-    return scan_to_dataframe(plan_scan(t.metadata, t.io, request), spark, strategy=strategy)
+    df = scan_to_dataframe(plan_scan(t.metadata, t.io, request), spark, strategy=strategy)
+    order = ordered_names(request.columns, df.columns)
+    return df if order == df.columns else df.select(*order)
 
 
 def register(spark: SparkSession, *, fast_reads: bool = True) -> None:

@@ -32,6 +32,7 @@ import hashlib
 import os
 import pickle
 import uuid
+import weakref
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -95,6 +96,7 @@ __all__ = [
     "change_request",
     "data_source_class",
     "is_change_feed",
+    "ordered_names",
     "output_schema",
     "plan_changes_job",
     "plan_scan",
@@ -474,23 +476,39 @@ def plan_changes_job(
     )
 
 
-def output_schema(job: ScanJob) -> StructType:
-    """The Spark schema of a scan's rows (without the columns only its residual filter reads)."""
+def ordered_names(columns: Sequence[str], names: Sequence[str]) -> list[str]:
+    """``names`` (a scan's columns) in the order the ``columns`` option gives them, as Spark's
+    ``select`` would; metadata columns last. ``*`` keeps the table's order."""
+    if "*" in columns:
+        return list(names)
+    first: list[str] = []
+    for column in columns:
+        top = column.split(".", 1)[0]
+        if top in names and top not in first:
+            first.append(top)
+    return first + [n for n in names if n not in first]
+
+
+def output_schema(job: ScanJob, columns: Sequence[str] = ("*",)) -> StructType:
+    """The Spark schema of a scan's rows (without the columns only its residual filter reads),
+    in the ``columns`` option's order."""
     from pyspark.sql.types import StructType
 
     full = spark_schema(job.options.projected_schema, job.read_schema)
-    if job.output_names is None:
-        return full
-    return StructType([full[n] for n in job.output_names])
+    names = job.output_names if job.output_names is not None else full.fieldNames()
+    return StructType([full[n] for n in ordered_names(columns, names)])
 
 
-def change_output_schema(job: ChangeJob) -> StructType:
+def change_output_schema(job: ChangeJob, columns: Sequence[str] = ("*",)) -> StructType:
     """The Spark schema of the change feed's rows (table columns nullable, as ``ChangeScan.to_spark``)."""
     from pyspark.sql import types as st
 
     table = spark_schema(job.options.projected_schema, job.options.arrow_schema)
     return st.StructType(
-        [st.StructField(table[n].name, table[n].dataType, True) for n in job.output_names]
+        [
+            st.StructField(table[n].name, table[n].dataType, True)
+            for n in ordered_names(columns, job.output_names)
+        ]
         + [
             st.StructField(CHANGE_COLUMNS[0], st.StringType(), False),
             st.StructField(CHANGE_COLUMNS[1], st.IntegerType(), False),
@@ -536,7 +554,7 @@ def read_scan_blob(blob: bytes, target: pa.Schema) -> Iterator[pa.RecordBatch]:
 
         batches = filter_batches(batches, residual, keep)
     for batch in batches:
-        yield to_text_batch(batch, target)
+        yield to_text_batch(batch if batch.schema.names == keep else batch.select(keep), target)
 
 
 def read_changes_blob(blob: bytes, target: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -554,7 +572,7 @@ def read_changes_blob(blob: bytes, target: pa.Schema) -> Iterator[pa.RecordBatch
         yield to_text_batch(batch, target)
 
 
-def scan_partitions(job: ScanJob, spec: IOSpec) -> list[ScanPartition]:
+def scan_partitions(job: ScanJob, spec: IOSpec, columns: Sequence[str] = ("*",)) -> list[ScanPartition]:
     """One partition per combined task (per piece when there are fewer than two per core, as
     ``to_spark``'s Python-worker strategy does)."""
     combined = job.plan_tasks(job.live_files())
@@ -562,16 +580,16 @@ def scan_partitions(job: ScanJob, spec: IOSpec) -> list[ScanPartition]:
         from icemor.spec.tasks import CombinedScanTask
 
         combined = [CombinedScanTask((t,)) for ct in combined for t in ct.tasks]
-    keep = job.output_names
+    keep = ordered_names(columns, job.output_names or job.read_schema.names)
     return [ScanPartition(pickle.dumps((spec, ct, job.options, job.residual, keep))) for ct in combined]
 
 
-def change_partitions(job: ChangeJob, spec: IOSpec) -> list[ScanPartition]:
+def change_partitions(job: ChangeJob, spec: IOSpec, columns: Sequence[str] = ("*",)) -> list[ScanPartition]:
     """The change feed's tasks: a snapshot that may both delete and insert rows (its carry-overs
     and update pairs span its files) is one task; any other snapshot, one task per changed file."""
     from icemor.planning.changes import SnapshotChange
 
-    names = (*job.output_names, *CHANGE_COLUMNS)
+    names = (*ordered_names(columns, job.output_names), *CHANGE_COLUMNS)
     out = []
     for step in job.planned:
         if not step.files:
@@ -640,11 +658,11 @@ class IcemorDataSource(DataSource):  # type: ignore[misc,unused-ignore]
                 end_snapshot_id=None,
                 end_timestamp=None,
             )
-            return change_output_schema(plan_changes_job(table.metadata, table.io, shape))
+            return change_output_schema(plan_changes_job(table.metadata, table.io, shape), changes.columns)
         request = read_request(options, services.epoch_ms)
         table = services.load_table(request.table, request.catalog)
         self.pinned = (io_spec(table.io, table.metadata.location), table.metadata_location)
-        return output_schema(plan_scan(table.metadata, table.io, request))
+        return output_schema(plan_scan(table.metadata, table.io, request), request.columns)
 
     def reader(self, schema: StructType) -> IcemorReader:
         services = self._services()
@@ -690,12 +708,18 @@ class IcemorDataSource(DataSource):  # type: ignore[misc,unused-ignore]
         )
 
 
+_CLASSES: dict[Services, type[IcemorDataSource]] = {}
+_REGISTERED: weakref.WeakKeyDictionary[Any, type[IcemorDataSource]] = weakref.WeakKeyDictionary()
+
+
 def data_source_class(services: Services) -> type[IcemorDataSource]:
-    """:class:`IcemorDataSource` with ``services``: a class made here is pickled by value, so
-    Spark's Python workers get the services with it."""
-    return type(
-        NAME.capitalize() + "DataSource", (IcemorDataSource,), {"services": services, "__module__": __name__}
-    )
+    """:class:`IcemorDataSource` with ``services`` (one class per services): a class made here is
+    pickled by value, so Spark's Python workers get the services with it."""
+    cls = _CLASSES.get(services)
+    if cls is None:
+        attrs = {"services": services, "__module__": __name__}
+        cls = _CLASSES[services] = type(NAME.capitalize() + "DataSource", (IcemorDataSource,), attrs)
+    return cls
 
 
 def register(
@@ -728,8 +752,11 @@ def register(
         raise UnsupportedFeatureError(msg)
     from icemor.engines.spark._compat import front as _front
 
-    # PySpark 3.5's stubs (what mypy sees in the main venv) have no dataSource
-    spark.dataSource.register(data_source_class(services))  # type: ignore[attr-defined,unused-ignore]
+    cls = data_source_class(services)
+    if _REGISTERED.get(spark) is not cls:  # registering again makes Spark's next reads cold
+        # PySpark 3.5's stubs (what mypy sees in the main venv) have no dataSource
+        spark.dataSource.register(cls)  # type: ignore[attr-defined,unused-ignore]
+        _REGISTERED[spark] = cls
     if front is not None and _engine_reads(spark):
         _front.install(spark, front)
     else:
@@ -800,12 +827,15 @@ class IcemorReader(DataSourceReader):  # type: ignore[misc,unused-ignore]
         metadata, io, spec = self._table()
         if self.changes is not None:
             job = plan_changes_job(metadata, io, self.changes)
-            _same_schema(self.schema, change_output_schema(job), "the icemor change feed")
-            return change_partitions(job, spec)
+            _same_schema(
+                self.schema, change_output_schema(job, self.changes.columns), "the icemor change feed"
+            )
+            return change_partitions(job, spec, self.changes.columns)
         assert self.request is not None
         scan = plan_scan(metadata, io, self.request)
-        _same_schema(self.schema, output_schema(scan), f"icemor read of {self.request.table}")
-        return scan_partitions(scan, spec)
+        columns = self.request.columns
+        _same_schema(self.schema, output_schema(scan, columns), f"icemor read of {self.request.table}")
+        return scan_partitions(scan, spec, columns)
 
     def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
         blob = _partition_blob(partition)
