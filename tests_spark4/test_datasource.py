@@ -294,3 +294,49 @@ def test_register_is_reversible(spark: SparkSession, tmp_path: Path) -> None:
     assert [tuple(r) for r in got.orderBy("a").collect()] == [(1, "x"), (2, "y")]
     icemor.spark.register(spark, fast_reads=False)
     assert type(spark.read) is DataFrameReader
+
+
+CONNECT_CLIENT = """
+import json, sys
+from pyspark.sql import SparkSession
+import icemor.spark
+
+spark = SparkSession.builder.remote("local[1]").getOrCreate()
+icemor.spark.register(spark, fast_reads=False)
+df = spark.read.format("icemor").option("columns", "id,note").load(sys.argv[1])
+rows = sorted([r["id"], r["note"]] for r in df.collect())
+feed = spark.read.format("icemor").option("readChangeFeed", "true").load(sys.argv[1])
+kinds = sorted({r["_change_type"] for r in feed.collect()})
+spark.stop()
+print(json.dumps({"session": type(spark).__module__, "rows": rows, "kinds": kinds}))
+"""
+
+
+@pytest.mark.timeout(600)
+def test_connect_client_reads_through_the_source(spark: SparkSession, out_dir: Path) -> None:
+    """A Spark Connect client registers the source (its server's Python workers run it) and
+    reads the rows the local reader reads, the table and its change feed."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    name = "ds.connect"
+    table = scenarios.create_table(name, partitioned=False)
+    table.delete("id % 3 = 0")
+    env = {**os.environ, "ICEMOR_HOME": str(out_dir / "home"), "SPARK_LOCAL_IP": "127.0.0.1"}
+    done = subprocess.run(
+        [sys.executable, "-c", CONNECT_CLIENT, name],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=540,
+        check=False,
+        cwd=out_dir,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["session"].startswith("pyspark.sql.connect"), result
+    want = sorted([r["id"], r["note"]] for r in local(table, selected_fields=("id", "note")).to_pylist())
+    assert result["rows"] == want
+    assert result["kinds"] == ["DELETE", "INSERT"]
