@@ -151,20 +151,27 @@ def _conform(got: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def test_starting_snapshot_or_time(spark: SparkSession, out_dir: Path) -> None:
-    """``starting-snapshot-id`` (exclusive) and ``starting-timestamp`` start the feed there."""
+    """``starting-snapshot-id`` (exclusive) and ``starting-timestamp`` start the feed there;
+    ``columns`` and ``filter`` as in ``table.changes`` (columns in the order given)."""
     icemor.spark.register(spark)
     name = "ds.changes"
     table = icemor.load_table(name)
     snapshots = list(table.pyiceberg.snapshots())
     since = snapshots[2]
-    want = table.changes(since.snapshot_id).to_arrow()
-    for option in (
-        {"starting-snapshot-id": str(since.snapshot_id)},
-        {"startingTimestamp": str(since.timestamp_ms)},
-    ):
+    cases: list[tuple[dict[str, str], pa.Table]] = [
+        ({"starting-snapshot-id": str(since.snapshot_id)}, table.changes(since.snapshot_id).to_arrow()),
+        (
+            {"startingTimestamp": str(since.timestamp_ms), "columns": "note,id", "filter": "id % 2 = 0"},
+            table.changes(since.snapshot_id, selected_fields=("id", "note"), row_filter="id % 2 = 0")
+            .to_arrow()
+            .select(["note", "id", "_change_type", "_change_ordinal", "_commit_snapshot_id"]),
+        ),
+    ]
+    for option, want in cases:
+        assert want.num_rows, option
         batches: list[tuple[int, pa.Table]] = []
         query = _stream(spark, name, _fresh(out_dir / "ds-start-checkpoint"), batches, **option)
-        assert query.exception() is None
+        assert query.exception() is None, str(query.exception())[-600:]
         got = pa.concat_tables([_conform(t, want.schema) for _, t in batches if t.num_rows])
         assert rows(got) == rows(want), option
 

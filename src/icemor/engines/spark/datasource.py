@@ -914,7 +914,7 @@ class IcemorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
 
         table = self._table()
         metadata = table.metadata
-        end = self._until if self._until is not None else None
+        end = self._until
         if end == BEFORE_FIRST or metadata.current_snapshot() is None:
             return start
         first = start["snapshot_id"]
@@ -938,10 +938,10 @@ class IcemorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
             end_snapshot_id=end["snapshot_id"],
             bounded=False,
         )
-        _same_schema(
-            self.schema, change_output_schema(job), f"the icemor change stream of {self.request.table}"
-        )
-        return change_partitions(job, io_spec(table.io, table.metadata.location))
+        columns = self.request.columns
+        what = f"the icemor change stream of {self.request.table}"
+        _same_schema(self.schema, change_output_schema(job, columns), what)
+        return change_partitions(job, io_spec(table.io, table.metadata.location), columns)
 
     def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
         blob = _partition_blob(partition)
