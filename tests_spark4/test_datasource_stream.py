@@ -241,7 +241,8 @@ def test_sink_applies_each_batch_once(spark: SparkSession, out_dir: Path) -> Non
     summaries = [s.summary.additional_properties for s in table.refresh().pyiceberg.snapshots() if s.summary]
     mine = [p[BATCH_ID] for p in summaries if p.get(APP_ID) == f"checkpoint:{checkpoint}"]
     assert mine == ["0", "1"]
-    staged = Path(table.metadata.location.removeprefix("file://")) / "metadata" / ".icemor-staging"
+    staged = Path(table.metadata.location.removeprefix("file://")) / "data" / "_icemor-staging"
+    assert staged.is_dir()  # the sink staged its rows there
     assert not [p for p in staged.rglob("*") if p.is_file()]
     scenarios.save_expected(out_dir, name, model)
 
@@ -302,8 +303,9 @@ def test_replication_survives_kills_mid_batch(spark: SparkSession, out_dir: Path
     assert rows(got) == rows(want)
     model = {r[0]: r for r in rows(want)}
     scenarios.save_expected(out_dir, target, model)  # type: ignore[arg-type]
-    staged = Path(icemor.load_table(target).metadata.location.removeprefix("file://")) / "metadata"
-    assert not [p for p in (staged / ".icemor-staging").rglob("*") if p.is_file()]
+    staged = Path(icemor.load_table(target).metadata.location.removeprefix("file://")) / "data"
+    assert (staged / "_icemor-staging").is_dir()
+    assert not [p for p in (staged / "_icemor-staging").rglob("*") if p.is_file()]
 
 
 def _batches(target: str, checkpoint: Path) -> list[str]:

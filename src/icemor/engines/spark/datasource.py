@@ -106,7 +106,11 @@ __all__ = [
 ]
 
 NAME = "icemor"
-SINK_STAGING = "metadata/.icemor-staging"
+SINK_STAGING = "_icemor-staging"
+"""Under the table's data path, as the engine's other staged files: where the executors write
+data files anyway (object stores that hold tables refuse other keys under ``metadata/`` and
+names starting with ``.``); ``_`` hides them from orphan removal and Spark's listing."""
+_DATA_PATHS = ("write.data.path", "write.object-storage.path", "write.folder-storage.path")
 BEFORE_FIRST = -1
 """The offset before a table's first snapshot (snapshot ids are positive)."""
 
@@ -702,7 +706,9 @@ class IcemorDataSource(DataSource):  # type: ignore[misc,unused-ignore]
         request = sink_request(_as_dict(self.options))
         table = services.load_table(request.table, request.catalog)
         digest = hashlib.sha256(request.app_id.encode()).hexdigest()[:24]
-        prefix = f"{table.metadata.location.rstrip('/')}/{SINK_STAGING}/sink-{digest}"
+        prefix = (
+            f"{_data_path(table.metadata.location, table.metadata.properties)}/{SINK_STAGING}/sink-{digest}"
+        )
         return IcemorStreamWriter(
             services, request, schema, io_spec(table.io, table.metadata.location), prefix
         )
@@ -966,7 +972,7 @@ class StagedRows(WriterCommitMessage):  # type: ignore[misc,unused-ignore]
 
 class IcemorStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc,unused-ignore]
     """The CDC sink: each task stages its rows as Parquet under the table's location
-    (``metadata/.icemor-staging/sink-<app id hash>/``); ``commit(messages, batch_id)`` (a Python
+    (``<data path>/_icemor-staging/sink-<app id hash>/``); ``commit(messages, batch_id)`` (a Python
     worker on the driver's host) reads the micro-batch's staged rows, applies them as one
     ``apply_changes`` commit recording the app id and batch id (a batch already committed is
     skipped: exactly once across restarts), then removes every staged file of the sink. Memory:
@@ -1046,6 +1052,17 @@ class IcemorStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc,unus
         for path in [*known, *_listed(io, self.prefix)]:
             with contextlib.suppress(OSError):
                 io.delete(path)
+
+
+def _data_path(location: str, properties: Mapping[str, str]) -> str:
+    """Where the table writes data files (Iceberg Java's ``LocationProviders``): the first of
+    ``write.data.path`` and its older spellings that is set, else ``<location>/data``."""
+    # TODO(integration): icemor.engines.spark.write.data_path (the same rule) once merged
+    for key in _DATA_PATHS:
+        value = properties.get(key)
+        if value:
+            return value.rstrip("/")
+    return f"{location.rstrip('/')}/data"
 
 
 def _listed(io: FileIO, prefix: str) -> list[str]:
