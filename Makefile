@@ -11,8 +11,11 @@ TEST_STAMP := $(VENV)/.icemor-test-installed
 DEMO_VENV := .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.icemor-installed
 ORACLE_ENV := .cache/oracle/oracle.env.json
-# DuckDB 1.5.5 with its iceberg extension, beside the test environment (tests/realservers)
-REALSERVERS := .cache/realservers/duckdb-1.5.5/.prepared
+# DuckDB 1.5.5 with its iceberg extension, and lakana-server with its migrated database, each
+# beside the test environment (tests/realservers)
+REALSERVERS_DUCKDB := .cache/realservers/duckdb-1.5.5/.prepared
+REALSERVERS_LAKANA := .cache/realservers/lakana-0.20.0/migrated.db
+REALSERVERS := $(REALSERVERS_DUCKDB) $(REALSERVERS_LAKANA)
 
 # The coverage floor of `make test`: percent of src/icemor's lines run by tests/ and tests_spark4/,
 # in the test processes, their CLI subprocesses and Spark's Python workers (pyproject.toml,
@@ -50,9 +53,13 @@ oracle: $(TEST_STAMP)
 $(ORACLE_ENV): $(TEST_STAMP) tools/prepare_oracle.py
 	$(PY) tools/prepare_oracle.py
 
-# The real-server tier's DuckDB (from PyPI; its tests would make it too, when missing)
-$(REALSERVERS): $(TEST_STAMP) tools/prepare_realservers.py
+# The real-server tier's DuckDB and lakana-server (from PyPI; its tests would make them too, when
+# missing, in the tests' time)
+$(REALSERVERS_DUCKDB): $(TEST_STAMP) tools/prepare_realservers.py
 	$(PY) tools/prepare_realservers.py duckdb
+
+$(REALSERVERS_LAKANA): $(TEST_STAMP) tools/prepare_realservers.py
+	$(PY) tools/prepare_realservers.py lakana
 
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check src tests tools benchmarks
