@@ -84,8 +84,12 @@ test: $(TEST_STAMP) $(ORACLE_ENV) $(REALSERVERS) lint
 test-fast: $(TEST_STAMP)
 	$(VENV)/bin/pytest -m "not oracle and not slow"
 
-bench: $(TEST_STAMP) $(ORACLE_ENV)
+ORACLE_JAVA_HOME = $$($(PY) -c 'import json;print(json.load(open("$(ORACLE_ENV)"))["java_home"])')
+
+bench: $(TEST_STAMP) $(ORACLE_ENV) $(SPARK4_STAMP)
 	$(PY) benchmarks/bench_scan.py
+	@# the `icemor` data source (PySpark 4.x) against to_spark on bench_scan's 10 M-row tables
+	JAVA_HOME=$(ORACLE_JAVA_HOME) $(SPARK4_VENV)/bin/python benchmarks/bench_datasource.py --data-dir bench-data
 	$(PY) benchmarks/bench_write.py
 	$(PY) benchmarks/bench_maintenance.py
 	$(PY) benchmarks/bench_checksum.py
@@ -120,7 +124,7 @@ $(SPARK4_STAMP): pyproject.toml
 test-spark4: $(SPARK4_STAMP) $(ORACLE_ENV)
 	rm -rf $(SPARK4_OUT)
 	$(PY) tools/spark4_check.py prepare $(SPARK4_OUT)
-	JAVA_HOME=$$($(PY) -c 'import json;print(json.load(open("$(ORACLE_ENV)"))["java_home"])') \
+	JAVA_HOME=$(ORACLE_JAVA_HOME) \
 		ICEMOR_SPARK4_OUT=$(SPARK4_OUT) $(SPARK4_VENV)/bin/pytest -q -p no:cacheprovider $(SPARK4_COV) tests_spark4
 	$(PY) tools/spark4_check.py check $(SPARK4_OUT)
 
