@@ -65,6 +65,7 @@ __all__ = [
     "Positions",
     "UnitResult",
     "check_writable",
+    "dead_positions",
     "delete_unit",
     "delete_units",
     "deleted_concurrently",
@@ -115,6 +116,12 @@ def _deleted_positions(io: FileIO, task: FileScanTask, opts: ReadOptions) -> npt
         gone = b.column(b.schema.get_field_index("_deleted")).to_numpy(zero_copy_only=False)
         parts.append(pos[gone])
     return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, np.int64)
+
+
+def dead_positions(io: FileIO, task: FileScanTask, opts: ReadOptions) -> npt.NDArray[np.int64]:
+    """Sorted positions of the rows every applicable delete (position, DV, equality) removes
+    from ``task``'s data file: the read path's own verdict (cached like a scan's)."""
+    return _deleted_positions(io, task, opts)
 
 
 def _file_scoped(planned: PlannedFile) -> list[Any]:
