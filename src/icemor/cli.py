@@ -660,8 +660,7 @@ def apply_changes(
         typer.echo(f"{m.changes} changes ({counts}) change nothing: nothing committed ({m.seconds:.3f} s)")
         return
     typer.echo(
-        f"applied {m.changes} changes ({counts}) to {table} ({m.delete_mode} deletes): "
-        f"{m.rows_written} rows written, "
+        f"applied {m.changes} changes ({counts}) to {table}: {m.rows_written} rows written, "
         f"{m.equality_deletes} keys deleted by equality, {m.position_deletes} rows by position; "
         f"{m.data_files_added} data, {m.equality_delete_files_added} equality and "
         f"{m.position_delete_files_added} position delete files; snapshot {m.snapshot_id} ({m.seconds:.3f} s)"

@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.io.pyarrow import pyarrow_to_schema
 
-from icemor.exceptions import CorruptFileError
+from icemor.exceptions import CorruptFileError, IcemorError
 from icemor.io.cache import DELETE_CACHE
 from icemor.io.columns import equality_key_columns
 from icemor.io.deletes import open_parquet, reaching
@@ -288,9 +288,8 @@ def save_key_index(
                 use_dictionary=[c for c in table.column_names if c not in deltas],
                 column_encoding=dict.fromkeys(deltas, "DELTA_BINARY_PACKED"),
                 write_page_checksum=True,
-                store_schema=False,
             )
-    except (OSError, pa.ArrowException, CorruptFileError) as e:
+    except (OSError, pa.ArrowException, IcemorError) as e:
         _log.debug("key index of %s not stored: %s", path, e)
         with contextlib.suppress(OSError):
             io.delete(location)
@@ -315,7 +314,7 @@ def _load_sidecar(
             table = pf.read(use_threads=False)
         finally:
             pf.close()
-    except (OSError, pa.ArrowException, CorruptFileError, ValueError) as e:
+    except (OSError, pa.ArrowException, IcemorError, ValueError) as e:
         _log.debug("key index %s not used: %s", location, e)
         return None
     names = [f"k{i}" for i in range(len(key_ids))]
