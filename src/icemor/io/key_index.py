@@ -92,19 +92,22 @@ class KeyIndex:
     """Integer mode: ``values`` are the keys themselves (no check needed)."""
     values: npt.NDArray[np.int64] | npt.NDArray[np.uint64]
     """Sorted: the int64 keys (exact) or the 64-bit key hashes."""
-    positions: npt.NDArray[np.int64]
-    """The row position of each entry of ``values``."""
+    positions: npt.NDArray[np.int64] | None
+    """The row position of each entry of ``values``; None: entry i is position i (a file sorted by
+    its key: the index is then just its key column, 8 bytes a row)."""
     keys: KeyColumns | None
     """Hash mode: the key values of each entry, for the exact check."""
     types: tuple[pa.DataType, ...]
     """The Arrow types of the key columns (a lookup casts its keys alike)."""
     columns: pa.Table | None
     """The key columns and positions in index order (what the sidecar stores); None once stored."""
+    rows: int
+    """The file's row count."""
 
     @property
     def nbytes(self) -> int:
         held = 0 if self.keys is None else sum(k.nbytes for k in self.keys)
-        return int(self.values.nbytes + self.positions.nbytes + held)
+        return int(self.values.nbytes + (0 if self.positions is None else self.positions.nbytes) + held)
 
     def lean(self) -> KeyIndex:
         """This index without the columns kept for its sidecar (what a process keeps in memory)."""
@@ -136,7 +139,8 @@ class KeyIndex:
         if not len(rows):
             return none, none
         same = equal_keys(encoded, rows, self.keys, at)
-        return rows[same], self.positions[at[same]]
+        at = at[same]
+        return rows[same], at if self.positions is None else self.positions[at]
 
 
 def _ranges(
@@ -170,31 +174,38 @@ def _indexed(cols: list[pa.Array], positions: npt.NDArray[np.int64]) -> KeyIndex
     """Index key rows ``cols`` whose positions are ``positions``. Rows already in index order (a
     sidecar's, a file sorted by its key) cost one pass to check it, not a sort."""
     types = tuple(c.type for c in cols)
+    n = len(positions)
     ints = int_key(cols[0]) if len(cols) == 1 else None
     if ints is not None:
-        order = None if _nondecreasing(ints) else np.argsort(ints, kind="stable")
-        if order is not None:
+        if not _nondecreasing(ints):
+            order = np.argsort(ints, kind="stable")
             ints, positions, cols = ints[order], positions[order], [cols[0].take(pa.array(order))]
-        return KeyIndex(True, ints, positions, None, types, _table(cols, positions))
+        table = _table(cols, positions)
+        return KeyIndex(True, ints, _unless_identity(positions), None, types, table, n)
     encoded = encode_keys(cols)
     if encoded is None:
         names = ", ".join(str(t) for t in types)
         msg = f"key columns of type {names} cannot be indexed"
         raise CorruptFileError(msg)
-    hashes = hash_keys(encoded, len(positions))
-    if _nondecreasing(hashes):
-        return KeyIndex(False, hashes, positions, encoded, types, _table(cols, positions))
-    order = np.argsort(hashes, kind="stable")
-    taken = pa.array(order)
-    cols = [c.take(taken) for c in cols]
-    return KeyIndex(
-        False,
-        hashes[order],
-        positions[order],
-        take_keys(encoded, order),
-        types,
-        _table(cols, positions[order]),
-    )
+    hashes = hash_keys(encoded, n)
+    if not _nondecreasing(hashes):
+        order = np.argsort(hashes, kind="stable")
+        taken = pa.array(order)
+        hashes, positions = hashes[order], positions[order]
+        cols, encoded = [c.take(taken) for c in cols], take_keys(encoded, order)
+    return KeyIndex(False, hashes, _unless_identity(positions), encoded, types, _table(cols, positions), n)
+
+
+def _unless_identity(positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64] | None:
+    """None when entry i is position i (nothing to store), else ``positions``."""
+    n = len(positions)
+    if n and int(positions[0]) == 0 and int(positions[-1]) == n - 1 and _increasing(positions):
+        return None
+    return positions
+
+
+def _increasing(values: npt.NDArray[Any]) -> bool:
+    return len(values) < 2 or bool((values[1:] > values[:-1]).all())
 
 
 def _nondecreasing(values: npt.NDArray[Any]) -> bool:
@@ -267,7 +278,7 @@ def save_key_index(
 ) -> str | None:
     """Store ``index`` as the sidecar of data file ``path``; returns its path, or None if it could
     not be written (only the next lookup's time is lost; what was written of it is removed)."""
-    rows = len(index.positions)
+    rows = index.rows
     location = sidecar_path(path, key_ids)
     try:
         digest = digest or footer_digest(io, path, size)
@@ -391,7 +402,7 @@ def key_index(
 def remember_key_index(path: str, size: int, key_ids: Sequence[int], index: KeyIndex) -> None:
     """Keep an index this process built itself (for a file it wrote) in the process cache."""
     lean = index.lean()
-    DELETE_CACHE.put("key-index", (path, size, len(index.positions), tuple(key_ids)), lean, lean.nbytes)
+    DELETE_CACHE.put("key-index", (path, size, index.rows, tuple(key_ids)), lean, lean.nbytes)
 
 
 def _build_from_file(
