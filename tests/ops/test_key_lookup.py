@@ -241,3 +241,19 @@ def test_a_concurrent_compaction_of_a_file_it_deletes_from_conflicts(
     with pytest.raises(CommitConflictError, match="was removed by concurrent snapshot"):
         t.apply_changes(_changes([("D", 1, None)]), key=["id"], deletes="position")
     assert 1 in {i for i, _ in _rows(t.refresh())}
+
+
+def test_files_registered_outside_the_table_get_no_sidecar_there(
+    catalog: SqlCatalog, ns: str, tmp_path: Path
+) -> None:
+    import pyarrow.parquet as pq
+
+    t = _table(catalog, ns)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
+    pq.write_table(pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}, schema=schema), outside / "f.parquet")
+    t.add_files([str(outside / "f.parquet")])
+    m = t.apply_changes(_changes([("U", 2, "x")]), key=["id"], deletes="position")
+    assert m.position_deletes == 1 and _rows(t) == [(1, "a"), (2, "x"), (3, "c")]
+    assert sorted(p.name for p in outside.iterdir()) == ["f.parquet"]  # icemor wrote nothing beside it

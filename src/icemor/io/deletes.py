@@ -36,6 +36,7 @@ __all__ = [
     "fully_deleted",
     "open_parquet",
     "reaching",
+    "remember_written",
     "sorted_unique",
 ]
 
@@ -203,6 +204,26 @@ def deleted_positions(io: FileIO, data_path: str, deletes: Sequence[DeleteFileRe
     if len(parts) == 1:
         return parts[0]
     return sorted_unique(np.concatenate(parts))
+
+
+def remember_written(written: Sequence[Any], deletes: Sequence[tuple[str, npt.NDArray[np.int64]]]) -> None:
+    """Keep the positions of delete files this process just wrote as if decoded from them.
+
+    ``written``: the :class:`~icemor.spec.files.WrittenFile` records of one writer call,
+    ``deletes``: the ``(data file, sorted unique positions)`` it was given. Files are immutable,
+    so the next operation on the same data files (a CDC batch merging its older deletes, its
+    lookup dropping rows already deleted) need not read back what was written a moment ago. Only
+    what maps one to one is kept: each DV, and a Parquet file scoped to one data file.
+    """
+    given = dict(deletes)
+    for w in written:
+        positions = given.get(w.referenced_data_file) if w.referenced_data_file is not None else None
+        if positions is None or len(positions) != w.record_count:
+            continue
+        if w.content_offset is not None:  # a DV: one blob of a Puffin file
+            DELETE_CACHE.put("dv", (w.path, w.content_offset), positions, positions.nbytes)
+        elif w.file_format.upper() == "PARQUET":
+            DELETE_CACHE.put("position", w.path, {w.referenced_data_file: positions}, positions.nbytes)
 
 
 def fully_deleted(io: FileIO, data_file: DataFileRef, deletes: Sequence[DeleteFileRef]) -> bool:

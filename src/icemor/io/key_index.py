@@ -18,7 +18,8 @@ values and ``pos``, in index order). It is not part of the table: no metadata na
 readers never list directories, and hidden names are skipped by Java's and icemor's orphan
 removal (icemor's removes a sidecar once its data file is gone). CDC writes the sidecars of the
 files it writes (their rows are in memory); any other data file gets its sidecar the first time
-a lookup needs it.
+a lookup needs it, if it lies under the table's location (a file registered where it lies, with
+add-files, is never written beside: its index is kept in the process only).
 
 **Nothing read from a sidecar can change a result unchecked.** Its key-value metadata names the
 data file (path, size, row count), the key field ids, the format version, and a SHA-256 of the
@@ -367,6 +368,9 @@ class IndexedFile:
     rows: int
     constants: Mapping[int, Any]
     """Identity-partition values of key fields, for files that do not store the column."""
+    store: bool = True
+    """Store the index as a sidecar; False for a file outside the table's location (registered
+    with add-files): icemor never writes there, so its index lives in the process only."""
 
 
 def key_index(
@@ -388,10 +392,11 @@ def key_index(
     types = tuple(schema_to_pyarrow(field_types[i], include_field_ids=False) for i in ids)
 
     def load() -> tuple[KeyIndex, int]:
-        stored = _load_sidecar(io, f.path, f.size, f.rows, ids, types)
+        stored = _load_sidecar(io, f.path, f.size, f.rows, ids, types) if f.store else None
         if stored is None:
             built, digest = _build_from_file(io, f, ids, field_types, name_mapping)
-            save_key_index(io, f.path, f.size, ids, built, digest=digest)
+            if f.store:
+                save_key_index(io, f.path, f.size, ids, built, digest=digest)
             stored = built
         index = stored.lean()
         return index, index.nbytes

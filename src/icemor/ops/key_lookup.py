@@ -54,6 +54,7 @@ from icemor.io.key_index import IndexedFile, key_index
 from icemor.ops.units import dead_positions
 from icemor.planning.manifest_reader import read_manifest_entries, read_manifest_list
 from icemor.spec.files import FileContent
+from icemor.spec.identifiers import location_within
 from icemor.spec.tasks import FileScanTask
 
 if TYPE_CHECKING:
@@ -143,9 +144,9 @@ def plan_lookup(
     for p in planned:
         found = entries.get(p.data_file.path)
         keys = (
-            _file_keys(found[0], found[1], key_ids, field_types, specs)
+            _file_keys(found[0], found[1], key_ids, field_types, specs, metadata.location)
             if found is not None
-            else _unknown(p, key_ids)
+            else _unknown(p, key_ids, metadata.location)
         )
         files.append((p, keys))
     return KeyLookup(
@@ -161,11 +162,11 @@ def plan_lookup(
     )
 
 
-def _unknown(p: PlannedFile, key_ids: Sequence[int]) -> _FileKeys:
+def _unknown(p: PlannedFile, key_ids: Sequence[int], location: str) -> _FileKeys:
     f = p.data_file
     none = (None,) * len(key_ids)
     return _FileKeys(
-        IndexedFile(f.path, f.file_size_in_bytes, f.record_count, {}),
+        IndexedFile(f.path, f.file_size_in_bytes, f.record_count, {}, _inside(f.path, location)),
         f.spec_id,
         f.partition,
         none,
@@ -180,6 +181,7 @@ def _file_keys(
     key_ids: Sequence[int],
     field_types: Mapping[int, IcebergType],
     specs: Mapping[int, PartitionSpec],
+    location: str,
 ) -> _FileKeys:
     partition = tuple(f.partition[i] for i in range(len(f.partition))) if f.partition is not None else ()
     lower, upper, nulls = [], [], []
@@ -199,13 +201,20 @@ def _file_keys(
             if isinstance(pf.transform, IdentityTransform) and pf.source_id in key_ids and i < len(partition):
                 constants[pf.source_id] = partition[i]
     return _FileKeys(
-        IndexedFile(f.file_path, f.file_size_in_bytes, f.record_count, constants),
+        IndexedFile(
+            f.file_path, f.file_size_in_bytes, f.record_count, constants, _inside(f.file_path, location)
+        ),
         spec_id,
         partition,
         tuple(lower),
         tuple(upper),
         tuple(nulls),
     )
+
+
+def _inside(path: str, location: str) -> bool:
+    """Whether ``path`` lies under the table's location (where its key-index sidecar may go)."""
+    return location_within(path, [location]) is not None
 
 
 # ------------------------------------------------------------------------------------ pruning
@@ -473,7 +482,9 @@ class KeyConflicts:
                 continue
             added = [f for f in _added_data_files(self.io, snap) if f[0].file_path not in self.checked]
             files = [
-                _file_keys(f, spec_id, self.lookup.key_ids, self.lookup.field_types, specs)
+                _file_keys(
+                    f, spec_id, self.lookup.key_ids, self.lookup.field_types, specs, self.metadata.location
+                )
                 for f, spec_id in added
             ]
             for n, rows in _candidates(batch, files):

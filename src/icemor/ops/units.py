@@ -31,7 +31,7 @@ from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.typedef import Record
 
 from icemor.exceptions import IcemorError, InvalidArgumentError, UnsupportedFeatureError
-from icemor.io.deletes import deleted_positions, sorted_unique
+from icemor.io.deletes import deleted_positions, remember_written, sorted_unique
 from icemor.io.puffin import write_deletion_vectors
 from icemor.io.reader import count_task, read_task
 from icemor.io.writers import DeleteFileTarget, remove_written, write_position_deletes
@@ -218,6 +218,7 @@ def delete_unit(io: FileIO, unit: DeleteUnit) -> UnitResult:
         written = write_deletion_vectors(io, unit.target, pending)
     else:
         written = write_position_deletes(io, unit.target, pending)
+    remember_written(written, pending)
     return UnitResult(deleted, tuple(written), tuple(referenced), tuple(removed), removed_data)
 
 
