@@ -172,16 +172,17 @@ def _big(icemor: Any, data_dir: Path, rows: int, batches: int, changes_per_batch
     per = rows // files
     src = data_dir / f"big-{rows}"
     marker = src / "DONE"
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("qty", pa.float64())])
     if not marker.exists():
         src.mkdir(parents=True, exist_ok=True)
         for i in range(files):
             ids = np.arange(i * per, (i + 1) * per, dtype=np.int64)
-            pq.write_table(pa.table({"id": ids, "qty": (ids % 10000) / 100}), src / f"part-{i:04d}.parquet")
+            part = pa.table({"id": ids, "qty": (ids % 10000) / 100}, schema=schema)
+            pq.write_table(part, src / f"part-{i:04d}.parquet")
         marker.write_text("ok")
     name = f"{NAMESPACE}.big_{rows}"
     if name in icemor.list_tables(NAMESPACE):
         icemor.drop_table(name)
-    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("qty", pa.float64())])
     table = icemor.create_table(name, schema, identifier_fields=["id"], format_version=3)
     table.add_files(sorted(str(p) for p in src.glob("part-*.parquet")))
     from icemor.io.cache import DELETE_CACHE
@@ -227,6 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     import icemor
 
     java = open_base(args.data_dir, args.rows)
+    m = machine_info(java.spark.version)
+    print(
+        f"Machine: {m['nproc']} CPUs ({m['cpu']}), {m['memory_gib']} GiB; Python {m['python']}, "
+        f"pyarrow {m['pyarrow']}, pyiceberg {m['pyiceberg']}, Spark {m['spark']}, icemor {m['icemor']}"
+    )
     print(f"Generating {args.changes:,} changes in {args.batches} batches ...", flush=True)
     batches = _batches(args.rows, args.changes, args.batches)
     expected = _expected(args.rows, batches)
@@ -234,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print("Building the key indexes of base's data files ...", flush=True)
     build = _build_indexes(icemor, java)
+    print(f"  key indexes of base's {args.rows:,} rows (10 files): built and stored in {build:.2f} s, once")
 
     results: dict[str, tuple[list[float], list[Any]]] = {}
     idents: dict[str, str] = {}
@@ -241,6 +248,34 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  apply: icemor local, {label} ...", flush=True)
         name = "cdcpos_" + label.split()[0] + str(mode[1])
         idents[label], results[label] = _passes(java, icemor, name, batches, mode, expected, args.runs)
+
+    print(
+        f"\napply_changes: {args.changes:,} changes (60% U, 20% D, 20% I, keys uniform over every file) onto "
+        f"{args.rows:,} rows in {args.batches} batches, median of {args.runs} passes; checked through Java"
+    )
+    header = ["engine, mode", "total s", "changes/s", "per batch s (min / median / max)", "lookup s / batch"]
+    table = [header]
+    for label, (seconds, metrics) in results.items():
+        total = sum(seconds)
+        lookups = [x.lookup_seconds for x in metrics]
+        table.append(
+            [
+                f"icemor local, {label}",
+                f"{total:.2f}",
+                f"{args.changes / total:,.0f}",
+                f"{min(seconds):.3f} / {statistics.median(seconds):.3f} / {max(seconds):.3f}",
+                f"{statistics.median(lookups):.4f}" if label.startswith("position") else "-",
+            ]
+        )
+    print(render(table))
+    for label, (_, metrics) in results.items():
+        print(
+            f"  {label}: {sum(x.rows_written for x in metrics):,} rows written, "
+            f"{sum(x.equality_deletes for x in metrics):,} equality deletes, "
+            f"{sum(x.position_deletes for x in metrics):,} rows deleted by position, "
+            f"{sum(x.files_searched for x in metrics):,} file lookups"
+        )
+    print(f"Load average (1 min) before / after: {load0[0]:.1f} / {os.getloadavg()[0]:.1f}", flush=True)
 
     spark_rows: list[list[str]] = []
     if not args.skip_spark:
@@ -269,7 +304,9 @@ def main(argv: list[str] | None = None) -> int:
                         f"{min(seconds):.3f} / {statistics.median(seconds):.3f} / {max(seconds):.3f}",
                     ]
                 )
+                print(render([header[:4], spark_rows[-1]]), flush=True)
     load1 = os.getloadavg()
+    print(f"Load average (1 min) after the Spark writes: {load1[0]:.1f}")
 
     print("Cold reads ...", flush=True)
     read_rows = [["table", "query", "with deletes s", "same files, no deletes s", "ratio"]]
@@ -286,62 +323,24 @@ def main(argv: list[str] | None = None) -> int:
             )
         java.sql(f"DROP TABLE {java.qualified(twin)}")
     load2 = os.getloadavg()
+    print(f"\nFirst cold read (a new process each, median of {args.read_runs}; rows checked):")
+    print(render(read_rows))
+    print(f"Load average (1 min) after the reads: {load2[0]:.1f}", flush=True)
 
     big = None
     if args.big_rows:
         print(f"Large table: {args.big_rows:,} rows ...", flush=True)
         big = _big(icemor, args.data_dir, args.big_rows, args.big_batches, args.changes // args.batches)
-
-    m = machine_info(java.spark.version)
-    print(
-        f"\nMachine: {m['nproc']} CPUs ({m['cpu']}), {m['memory_gib']} GiB; Python {m['python']}, "
-        f"pyarrow {m['pyarrow']}, pyiceberg {m['pyiceberg']}, Spark {m['spark']}, icemor {m['icemor']}"
-    )
-    print(
-        f"Load average (1 min) before / after the writes / after the reads: "
-        f"{load0[0]:.1f} / {load1[0]:.1f} / {load2[0]:.1f}"
-    )
-    print(f"Key indexes of base's {args.rows:,} rows (10 files): built and stored in {build:.2f} s, once")
-    print(
-        f"apply_changes: {args.changes:,} changes (60% U, 20% D, 20% I, keys uniform over every file) onto "
-        f"{args.rows:,} rows in {args.batches} batches, median of {args.runs} passes; checked through Java"
-    )
-    table = [["engine, mode", "total s", "changes/s", "per batch s (min / median / max)", "lookup s / batch"]]
-    for label, (seconds, metrics) in results.items():
-        total = sum(seconds)
-        lookups = [x.lookup_seconds for x in metrics]
-        table.append(
-            [
-                f"icemor local, {label}",
-                f"{total:.2f}",
-                f"{args.changes / total:,.0f}",
-                f"{min(seconds):.3f} / {statistics.median(seconds):.3f} / {max(seconds):.3f}",
-                f"{statistics.median(lookups):.4f}" if label.startswith("position") else "-",
-            ]
-        )
-    table += [[*r, "-"] for r in spark_rows]
-    print(render(table))
-    for label, (_, metrics) in results.items():
-        print(
-            f"  {label}: {sum(x.rows_written for x in metrics):,} rows written, "
-            f"{sum(x.equality_deletes for x in metrics):,} equality deletes, "
-            f"{sum(x.position_deletes for x in metrics):,} rows deleted by position, "
-            f"{sum(x.files_searched for x in metrics):,} file lookups"
-        )
-    print(f"\nFirst cold read (a new process each, median of {args.read_runs}; rows checked):")
-    print(render(read_rows))
-    if big is not None:
         print(
             f"\n{big['rows']:,} rows in {big['files']} files: first batch {big['first'][0]:.2f} s (builds "
             f"{big['first'][2]} key indexes); then per batch of {args.changes // args.batches:,} changes: "
             f"lookup {statistics.median(big['lookup']):.4f} s (median of {len(big['lookup'])}; "
             f"{big['searched']} files searched), whole batch {statistics.median(big['batch']):.3f} s"
         )
-        small = statistics.median(
-            results["position v3 (DVs)"][1][i].lookup_seconds for i in range(args.batches)
-        )
-        print(f"  vs {args.rows:,} rows: lookup {small:.4f} s per batch")
+        small = statistics.median(x.lookup_seconds for x in results["position v3 (DVs)"][1])
+        print(f"  vs {args.rows:,} rows: lookup {small:.4f} s per batch", flush=True)
 
+    print()
     best = max(args.changes / sum(results[k][0]) for k in MODES if k.startswith("position"))
     print(
         f"\nTarget: position mode >= {LOCAL_TARGET:,} changes/s locally: "
