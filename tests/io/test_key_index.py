@@ -6,6 +6,7 @@ import shutil
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -45,6 +46,10 @@ def test_integer_keys_unsorted_with_duplicates(values: list[int], queries: list[
     assert _got(index, [pa.array(queries, pa.int64())]) == _expected([values], [queries])
     # a narrower integer type in the batch is the same key
     assert _got(index, [pa.array(queries, pa.int32())]) == _expected([values], [queries])
+    # sorted int64 queries (either side may be the shorter one searched in the other)
+    q = sorted(queries)
+    rows, positions = index.lookup_sorted_ints(np.array(q, dtype=np.int64))
+    assert set(zip(rows.tolist(), positions.tolist(), strict=True)) == _expected([values], [q])
 
 
 text = st.one_of(st.none(), st.sampled_from(["", "a", "b", "ab", "a" * 30, "é", "a" * 30 + "b"]))

@@ -104,6 +104,8 @@ class KeyIndex:
     """The key columns and positions in index order (what the sidecar stores); None once stored."""
     rows: int
     """The file's row count."""
+    unique: bool = False
+    """No value repeats (a key in one row at most, hashes all distinct): one binary search a key."""
 
     @property
     def nbytes(self) -> int:
@@ -113,6 +115,14 @@ class KeyIndex:
     def lean(self) -> KeyIndex:
         """This index without the columns kept for its sidecar (what a process keeps in memory)."""
         return replace(self, columns=None)
+
+    def lookup_sorted_ints(self, q: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], ...]:
+        """:meth:`lookup` of one integer key given as sorted int64 values (an exact index only)."""
+        assert self.exact
+        if not len(q) or not len(self.values):
+            none = np.zeros(0, dtype=np.int64)
+            return none, none
+        return _sorted_ranges(np.asarray(self.values, dtype=np.int64), q, self.positions, self.unique)
 
     def lookup(self, keys: Sequence[pa.Array | pa.ChunkedArray]) -> tuple[npt.NDArray[np.int64], ...]:
         """Every (key row, position) pair where a row of the file equals key row ``keys[i]``.
@@ -131,12 +141,14 @@ class KeyIndex:
                 valid = np.flatnonzero(arr.is_valid().to_numpy(zero_copy_only=False))
                 rows, pos = self.lookup([arr.take(pa.array(valid))])
                 return valid[rows].astype(np.int64), pos
-            return _ranges(np.asarray(self.values, dtype=np.int64), q, self.positions)
+            return _ranges(np.asarray(self.values, dtype=np.int64), q, self.positions, unique=self.unique)
         encoded = encode_keys(keys, self.types)
         if encoded is None:
             return none, none
         assert self.keys is not None
-        rows, at = _ranges(np.asarray(self.values, dtype=np.uint64), hash_keys(encoded, n), None)
+        rows, at = _ranges(
+            np.asarray(self.values, dtype=np.uint64), hash_keys(encoded, n), None, unique=self.unique
+        )
         if not len(rows):
             return none, none
         same = equal_keys(encoded, rows, self.keys, at)
@@ -144,10 +156,37 @@ class KeyIndex:
         return rows[same], at if self.positions is None else self.positions[at]
 
 
-def _ranges(
-    values: npt.NDArray[Any], q: npt.NDArray[Any], positions: npt.NDArray[np.int64] | None
+def _sorted_ranges(
+    values: npt.NDArray[np.int64],
+    q: npt.NDArray[np.int64],
+    positions: npt.NDArray[np.int64] | None,
+    unique: bool,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """(query row, entry) pairs where ``values[entry] == q[row]``; entries as positions if given."""
+    """:func:`_ranges` for a sorted query, searching the shorter side in the longer one."""
+    if len(q) <= len(values):
+        return _ranges(values, q, positions, unique=unique)
+    # each entry's query rows; the query is sorted, so whether a key repeats in it is one pass
+    entries, rows = _ranges(q, values, None, unique=not bool((q[1:] == q[:-1]).any()))
+    return rows, entries if positions is None else positions[entries]
+
+
+def _ranges(
+    values: npt.NDArray[Any],
+    q: npt.NDArray[Any],
+    positions: npt.NDArray[np.int64] | None,
+    *,
+    unique: bool = False,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(query row, entry) pairs where ``values[entry] == q[row]``; entries as positions if given.
+    ``unique``: no value repeats in ``values`` (one search per query row instead of two)."""
+    if unique:
+        at = np.searchsorted(values, q, side="left")
+        inside = at < len(values)
+        rows = np.flatnonzero(inside)
+        at = at[rows]
+        same = values[at] == q[rows]
+        rows, entries = rows[same].astype(np.int64), at[same].astype(np.int64)
+        return rows, entries if positions is None else positions[entries]
     lo = np.searchsorted(values, q, side="left")
     hi = np.searchsorted(values, q, side="right")
     counts = (hi - lo).astype(np.int64)
@@ -182,7 +221,7 @@ def _indexed(cols: list[pa.Array], positions: npt.NDArray[np.int64]) -> KeyIndex
             order = np.argsort(ints, kind="stable")
             ints, positions, cols = ints[order], positions[order], [cols[0].take(pa.array(order))]
         table = _table(cols, positions)
-        return KeyIndex(True, ints, _unless_identity(positions), None, types, table, n)
+        return KeyIndex(True, ints, _unless_identity(positions), None, types, table, n, _distinct(ints))
     encoded = encode_keys(cols)
     if encoded is None:
         names = ", ".join(str(t) for t in types)
@@ -194,7 +233,12 @@ def _indexed(cols: list[pa.Array], positions: npt.NDArray[np.int64]) -> KeyIndex
         taken = pa.array(order)
         hashes, positions = hashes[order], positions[order]
         cols, encoded = [c.take(taken) for c in cols], take_keys(encoded, order)
-    return KeyIndex(False, hashes, _unless_identity(positions), encoded, types, _table(cols, positions), n)
+    table = _table(cols, positions)
+    return KeyIndex(False, hashes, _unless_identity(positions), encoded, types, table, n, _distinct(hashes))
+
+
+def _distinct(sorted_values: npt.NDArray[Any]) -> bool:
+    return not bool((sorted_values[1:] == sorted_values[:-1]).any())
 
 
 def _unless_identity(positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64] | None:

@@ -50,6 +50,7 @@ from pyiceberg.types import (
 from icemor.exceptions import CommitConflictError
 from icemor.io.columns import column_by_path
 from icemor.io.deletes import deleted_positions, equality_delete_sets
+from icemor.io.equality import int_key
 from icemor.io.key_index import IndexedFile, key_index
 from icemor.ops.units import dead_positions
 from icemor.planning.manifest_reader import read_manifest_entries, read_manifest_list
@@ -284,6 +285,15 @@ class _Keys:
             self.columns.append(col if col.type == target else col.cast(target))
         self.table = pa.table(dict(zip(lookup.key_names, self.columns, strict=True)))
         self._lookup = lookup
+        # one integer-like key without NULLs: sorted once, each file's keys are then a slice
+        self.sorted: npt.NDArray[np.int64] | None = None
+        self.order: npt.NDArray[np.int64] | None = None
+        ints = int_key(self.columns[0]) if len(self.columns) == 1 else None
+        if ints is not None:
+            self.order = np.argsort(ints, kind="stable").astype(np.int64)
+            self.sorted = ints[self.order]
+            self.rank = np.empty(self.n, dtype=np.int64)  # each row's place in key order
+            self.rank[self.order] = np.arange(self.n, dtype=np.int64)
         self._ints: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]] = {}
         self._by_partition: dict[int, dict[str, npt.NDArray[np.int64]] | None] = {}
 
@@ -333,6 +343,14 @@ class _Keys:
 
     def within(self, f: _FileKeys, rows: npt.NDArray[np.int64] | None) -> npt.NDArray[np.int64]:
         """Of ``rows`` (None: all), those whose every key column lies within ``f``'s bounds."""
+        if self.sorted is not None and self.order is not None and isinstance(f.lower[0], int):
+            # sorted keys: the ones within [lower, upper] are one slice (two binary searches)
+            a, b = (
+                np.searchsorted(self.sorted, [f.lower[0], f.upper[0]], side="left")[0],
+                np.searchsorted(self.sorted, f.upper[0], side="right"),
+            )
+            inside = self.order[a:b]
+            return inside if rows is None else np.intersect1d(inside, rows)
         keep = np.ones(self.n, dtype=bool) if rows is None else np.zeros(self.n, dtype=bool)
         if rows is not None:
             keep[rows] = True
@@ -395,12 +413,17 @@ def find_positions(io: FileIO, lookup: KeyLookup, keys: pa.Table) -> LookupResul
         planned, fk = lookup.files[n]
         index = key_index(io, fk.indexed, lookup.key_ids, lookup.field_types, lookup.name_mapping)
         result.files_searched += 1
-        found_rows, positions = index.lookup([c.take(pa.array(rows)) for c in batch.columns])
+        if index.exact and batch.sorted is not None and batch.order is not None:
+            # int keys: numpy all the way (the rows in key order are a sorted query)
+            ranks = np.sort(batch.rank[rows])
+            local, positions = index.lookup_sorted_ints(batch.sorted[ranks])
+            found_rows = batch.order[ranks[local]]
+        else:
+            local, positions = index.lookup([c.take(pa.array(rows)) for c in batch.columns])
+            found_rows = rows[local]
         if not len(positions):
             continue
-        live = _live(
-            io, lookup, planned, positions, [c.take(pa.array(rows[found_rows])) for c in batch.columns]
-        )
+        live = _live(io, lookup, planned, positions, batch, found_rows)
         if len(live):
             result.positions[planned.data_file.path] = live
     result.seconds = time.monotonic() - started
@@ -412,13 +435,14 @@ def _live(
     lookup: KeyLookup,
     planned: PlannedFile,
     positions: npt.NDArray[np.int64],
-    found: Sequence[pa.Array],
+    batch: _Keys,
+    found_rows: npt.NDArray[np.int64],
 ) -> npt.NDArray[np.int64]:
-    """``positions`` (rows found with keys ``found``) minus those a delete already removes; sorted."""
+    """``positions`` (of the rows holding keys ``found_rows`` of ``batch``) minus those a delete
+    already removes; sorted."""
     deletes = planned.delete_files
     order = np.argsort(positions, kind="stable")
     positions = positions[order]
-    found = [c.take(pa.array(order)) for c in found]
     keep = np.ones(len(positions), dtype=bool)
     if deletes:
         equality = [d for d in deletes if d.content == FileContent.EQUALITY_DELETES]
@@ -432,7 +456,8 @@ def _live(
             gone = deleted_positions(io, planned.data_file.path, deletes)
             keep &= ~_member(positions, gone)
             if equality:
-                by_id = dict(zip(lookup.key_ids, found, strict=True))
+                taken = pa.array(found_rows[order])
+                by_id = {i: c.take(taken) for i, c in zip(lookup.key_ids, batch.columns, strict=True)}
                 for ids, eq in equality_delete_sets(io, equality, lookup.field_types, lookup.field_parents):
                     keep &= ~eq.matches([by_id[i] for i in ids])
     out = positions[keep]
