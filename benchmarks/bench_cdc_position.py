@@ -13,8 +13,9 @@ numpy model. The key indexes of base's 10 files are built once, before (timed on
 table's first batch pays that build.
 
 Reads: for each mode's last result and for a twin table registering the same data files without any
-delete file, ``count + sum(qty)`` (narrow) and every column (wide), each in a new Python process
-(no delete cache, no equality-verdict store: a first read on a new host), median of ``--read-runs``.
+delete file, in as many commits (so as many data manifests), ``count + sum(qty)`` (narrow) and every
+column (wide), each in a new Python process (no delete cache, no equality-verdict store: a first
+read on a new host), median of ``--read-runs``.
 
 100 M rows (``--big-rows``, 0 skips it): 100 files of 1 M rows (id, qty; id ranges) written with pyarrow
 and registered with ``add_files``; ``--big-batches`` batches of 10 k changes in position mode; printed: the
@@ -153,16 +154,31 @@ def _cold_read(ident: str, query: str, runs: int, want_rows: int) -> list[float]
 
 
 def _twin(java: Any, ident: str) -> str:
-    """A table registering the live data files of ``ident`` without any delete file."""
+    """The same data files as ``ident``, without any delete file, committed as ``ident`` did: each
+    commit of ``ident`` becomes an append of the data files it added that are still live (so the
+    twin has as many data manifests, and reads the same files with the same planning work)."""
     name = f"{ident}_nodeletes"
     java.sql(f"DROP TABLE IF EXISTS {java.qualified(name)}")
     java.create_table(name, KEYED_DDL, merge_on_read=True)
     src = java.java_table(ident)
-    append = java.java_table(name).newFastAppend()
+    live = set()
     tasks = src.newScan().planFiles().iterator()
     while tasks.hasNext():
-        append = append.appendFile(tasks.next().file())
-    append.commit()
+        live.add(str(tasks.next().file().location()))
+    target = java.java_table(name)
+    snapshots = []
+    snap = src.currentSnapshot()
+    while snap is not None:
+        snapshots.append(snap)
+        parent = snap.parentId()
+        snap = src.snapshot(parent) if parent is not None else None
+    for snap in reversed(snapshots):
+        files = [f for f in snap.addedDataFiles(src.io()) if str(f.location()) in live]
+        if files:
+            append = target.newFastAppend()
+            for f in files:
+                append = append.appendFile(f)
+            append.commit()
     return name
 
 
