@@ -794,7 +794,11 @@ def _commit_positions(
     }
     try:
         planned = [p for p, _ in lookup.files if p.data_file.path in by_file]
-        units = delete_units(table, planned, lookup.options, positions=by_file) if planned else []
+        units = (
+            delete_units(table, planned, lookup.options, positions=by_file, dvs_per_partition=True)
+            if planned
+            else []
+        )
         unit_results = run_units(table, units, run)
     except BaseException:
         delete_quietly(io, [w.path for w in data] + sidecars)

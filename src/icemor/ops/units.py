@@ -270,10 +270,14 @@ def delete_units(
     *,
     convert: bool = False,
     positions: Mapping[str, npt.NDArray[np.int64]] | None = None,
+    dvs_per_partition: bool = False,
 ) -> list[DeleteUnit]:
     """Units of work: one per data file (``file`` granularity) or per partition, with targets.
 
     ``positions``: the positions to delete per data file path, when the caller found them.
+    ``dvs_per_partition``: on v3, one unit per partition whatever the granularity (a DV is one
+    data file's either way): one Puffin file per partition instead of one per data file, for an
+    operation that touches many files a little (a CDC batch).
     """
     metadata = table.metadata
     props = metadata.properties
@@ -296,7 +300,8 @@ def delete_units(
         directory = data_dir
         if not spec.is_unpartitioned():
             directory = f"{data_dir}/{spec.partition_to_path(Record(*partition), schema)}"
-        members = [[p] for p in files] if granularity == "file" else [files]
+        per_file = granularity == "file" and not (dvs_per_partition and metadata.format_version >= 3)
+        members = [[p] for p in files] if per_file else [files]
         for part in members:
             target = DeleteFileTarget(
                 directory=directory,
