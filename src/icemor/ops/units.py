@@ -31,7 +31,7 @@ from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.typedef import Record
 
 from icemor.exceptions import IcemorError, InvalidArgumentError, UnsupportedFeatureError
-from icemor.io.deletes import deleted_positions, remember_written, sorted_unique
+from icemor.io.deletes import deleted_positions, remember_written, sorted_unique, union_sorted
 from icemor.io.puffin import write_deletion_vectors
 from icemor.io.reader import count_task, read_task
 from icemor.io.writers import DeleteFileTarget, remove_written, write_position_deletes
@@ -203,11 +203,11 @@ def delete_unit(io: FileIO, unit: DeleteUnit) -> UnitResult:
             # the DV replaces every earlier position delete of the file: merge them all
             older_refs = [d for d in planned.delete_files if d.content == FileContent.POSITION_DELETES]
             older = deleted_positions(io, f.path, older_refs) if older_refs else np.zeros(0, np.int64)
-            matched = np.union1d(matched, older)
+            matched = union_sorted(sorted_unique(matched), older)
             removed.extend(scoped)
         elif unit.merge_file_scoped and scoped:
             older = deleted_positions(io, f.path, _file_scoped(planned))
-            matched = np.union1d(matched, older)
+            matched = union_sorted(sorted_unique(matched), older)
             removed.extend(scoped)
         else:
             matched = sorted_unique(matched)
