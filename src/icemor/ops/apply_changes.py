@@ -1,4 +1,5 @@
-"""Apply a batch of change rows (CDC) with equality deletes: one RowDelta commit per batch.
+"""Apply a batch of change rows (CDC): one RowDelta commit per batch, old rows deleted by equality
+deletes (``deletes="equality"``, below) or by position (``deletes="position"``, at the end).
 
 Each change row carries an op (``op_column``) and the table's columns; the batch is applied
 per key, as Iceberg's Flink upsert writer does, without reading the table:
@@ -30,6 +31,13 @@ executors. Bad input is found in the units before anything is written; the drive
 once. With ``app_id``/``batch_id`` the commit records them in the snapshot summary and a batch
 already committed by that app is skipped (exactly-once for Structured Streaming's
 ``foreachBatch``, like Delta's ``txnAppId``/``txnVersion`` and Flink's checkpoint id).
+
+**Position mode** (:func:`delete_mode`: the default on v3 and ``icemor.v4-ready`` tables) writes no
+equality delete: each unit also finds the live rows of the keys it updates or deletes in the
+snapshot the batch starts from (:mod:`icemor.ops.key_lookup`, through each data file's key index),
+writes only each key's last row, and the driver hands the positions to DELETE's per-file units
+(a DV per data file on v3, file-scoped position deletes on v2). The commit also refuses when a
+concurrent commit added a row with one of those keys (:class:`icemor.ops.key_lookup.KeyConflicts`).
 """
 
 from __future__ import annotations
