@@ -94,6 +94,7 @@ bench: $(TEST_STAMP) $(ORACLE_ENV) $(SPARK4_STAMP)
 	$(PY) benchmarks/bench_maintenance.py
 	$(PY) benchmarks/bench_checksum.py
 	$(PY) benchmarks/bench_cdc.py
+	$(PY) benchmarks/bench_cdc_position.py
 	$(PY) benchmarks/bench_changes.py
 	$(PY) benchmarks/bench_v3_delete.py
 	$(PY) benchmarks/bench_optimize.py

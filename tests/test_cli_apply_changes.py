@@ -15,6 +15,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 import icemor
 from icemor.cli import run
+from icemor.spec.files import FileContent
 
 
 @pytest.fixture
@@ -87,6 +88,34 @@ def test_errors_are_one_line_and_commit_nothing(
     assert not list(
         (Path(icemor.load_table(table).metadata.location.removeprefix("file://")) / "data").glob("*")
     )
+
+
+def test_deletes_position_writes_no_equality_delete(
+    table: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--deletes position`` on a v2 table (whose default is equality): the old rows of updated and
+    deleted keys go by position deletes, no equality delete file is written, the rows are the same."""
+    first = _file(tmp_path / "a.parquet", [("I", 1, "a"), ("I", 2, "b"), ("I", 3, "c")])
+    second = _file(tmp_path / "b.parquet", [("U", 1, "a1"), ("D", 2, None), ("D", 9, None)])
+    assert run(["apply-changes", table, "--changes", first, "--key", "id"]) == 0
+    capsys.readouterr()
+    assert run(["apply-changes", table, "--changes", second, "--key", "id", "--deletes", "position"]) == 0
+    out = capsys.readouterr().out
+    assert "0 keys deleted by equality, 2 rows by position" in out, out
+    assert "0 equality and 1 position delete files" in out, out
+    assert _rows(table) == [(1, "a1"), (3, "c")]
+    contents = {d.content for p in icemor.load_table(table).scan().plan_files() for d in p.delete_files}
+    assert contents == {FileContent.POSITION_DELETES}
+
+
+def test_deletes_unknown_mode_is_one_line(
+    table: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _file(tmp_path / "a.parquet", [("I", 1, "a")])
+    assert run(["apply-changes", table, "--changes", path, "--key", "id", "--deletes", "bitmap"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and "deletes='bitmap' must be 'equality' or 'position'" in err[0], err
+    assert icemor.load_table(table).snapshots() == []
 
 
 def test_missing_file(table: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -81,7 +81,7 @@ def test_equality_deletes(spark: SparkSession, out_dir: Path) -> None:
         [dict(zip(("op", *scenarios.COLUMNS), c, strict=True)) for c in changes],
         schema=pa.schema([pa.field("op", pa.string()), *scenarios.arrow_schema()]),
     )
-    table.apply_changes(arrow, key=["id"])
+    table.apply_changes(arrow, key=["id"], deletes="equality")
     assert "equality" in _delete_kinds(name)
     model = {k: r for k, r in scenarios.initial_rows().items() if k % 4 != 0}
     model[1] = (1, "p1", 11, "u")

@@ -613,10 +613,18 @@ def apply_changes(
     batch_id: Annotated[
         int | None, typer.Option("--batch-id", help="The increasing batch number of --app-id.")
     ] = None,
+    deletes: Annotated[
+        str | None,
+        typer.Option(
+            "--deletes",
+            help="equality (delete old rows by key: fastest ingest) or position (find their rows: "
+            "deletion vectors on v3, position deletes on v2; fastest reads). Default: the table "
+            "property icemor.cdc.delete-mode, else position on v3 tables, equality on v2.",
+        ),
+    ] = None,
 ) -> None:
-    """Apply a batch of CDC change rows in one commit: equality deletes on the key for updated and
-    deleted keys, new data files, position deletes for rows superseded within the batch. The
-    table is never read."""
+    """Apply a batch of CDC change rows in one commit: new data files, and the old rows of updated
+    and deleted keys deleted by equality deletes on the key, or by position (--deletes position)."""
     keys = [k.strip() for k in key.split(",") if k.strip()]
     for f in changes:
         if not f.is_file():
@@ -629,6 +637,7 @@ def apply_changes(
         "allow_nullable_key": allow_nullable_key,
         "app_id": app_id,
         "batch_id": batch_id,
+        "deletes": deletes,
     }
     if cli_options().engine == Engine.spark:
         from icemor.engines.spark.changes import staged_parquet

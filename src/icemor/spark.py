@@ -123,6 +123,7 @@ def cdc_sink(
     allow_nullable_key: bool = False,
     partitions: int | None = None,
     progress: Callable[[int, ChangeMetrics], None] | None = None,
+    deletes: str | None = None,
 ) -> Callable[[DataFrame, int], None]:
     """A ``foreachBatch`` function applying each micro-batch of changes to ``table`` exactly once.
 
@@ -150,6 +151,8 @@ def cdc_sink(
         partitions: Spark tasks per batch (default: the session's default parallelism).
         progress: Called with the batch id and the batch's metrics (``skipped`` when it was
             already committed).
+        deletes: ``equality`` or ``position`` (default: the table's, see
+            :meth:`icemor.table.Table.apply_changes`).
     """
     from icemor.ops.apply_changes import apply_changes_dataframe
 
@@ -164,6 +167,7 @@ def cdc_sink(
             app_id=app_id,
             batch_id=batch_id,
             partitions=partitions,
+            deletes=deletes,
         )
         if hasattr(table, "refresh"):
             table.refresh()

@@ -520,14 +520,17 @@ class Table:
         batch_id: int | None = None,
         partitions: int | None = None,
         note: Callable[[str], None] | None = None,
+        deletes: str | None = None,
     ) -> ChangeMetrics:
-        """Apply a batch of change rows (CDC) in one commit: new data files, equality deletes on the
-        key for updated and deleted keys, position deletes for rows superseded within the batch.
+        """Apply a batch of change rows (CDC) in one commit: new data files, and the old rows of
+        updated and deleted keys deleted by equality deletes on the key (``deletes="equality"``)
+        or by position (``"position"``: deletion vectors on v3, position deletes on v2).
 
         Ops (``op_column``): ``I``/``insert``, ``U``/``update_after`` (an upsert),
         ``-U``/``update_before`` (ignored), ``D``/``delete`` (case-insensitive; Flink's ``+I``,
         ``+U``, ``-D`` too). The rows of one key count in row order, or by ``order_by``; only the
-        net effect is applied. The table is never read. See :mod:`icemor.ops.apply_changes`.
+        net effect is applied. Equality mode never reads the table; position mode looks the keys
+        up in each data file's key index (docs/cdc.md). See :mod:`icemor.ops.apply_changes`.
 
         Args:
             changes: An Arrow table (or pandas DataFrame, or Parquet file paths) runs on the local
@@ -542,6 +545,9 @@ class Table:
             batch_id: The increasing batch number of ``app_id``.
             partitions: Spark tasks for a DataFrame (default: the session's default parallelism).
             note: As in :meth:`append` (the table columns of the changes are converted alike).
+            deletes: ``equality`` or ``position``; default: the table property
+                ``icemor.cdc.delete-mode``, else ``position`` on v3 (and ``icemor.v4-ready``)
+                tables, ``equality`` on v2.
 
         Returns:
             Op counts, rows written, equality and position deletes, files added, the new snapshot
@@ -561,6 +567,7 @@ class Table:
             "allow_nullable_key": allow_nullable_key,
             "app_id": app_id,
             "batch_id": batch_id,
+            "deletes": deletes,
         }
         if _is_spark_dataframe(changes):
             metrics = apply_changes_dataframe(self._table, changes, partitions=partitions, **options)

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from delete_files import equality_delete_file, position_delete_file
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.types import LongType, StringType
 
 from icemor.exceptions import MissingFileError
 from icemor.io.cache import DELETE_CACHE
-from icemor.io.deletes import equality_delete_sets
+from icemor.io.deletes import equality_delete_sets, union_sorted
 from icemor.spec.files import DeleteFileRef
 
 TYPES = {1: LongType(), 2: StringType()}
@@ -113,3 +116,10 @@ def test_sorted_unique_matches_numpy_unique() -> None:
         assert np.array_equal(sorted_unique(a), np.unique(a))
     increasing = np.arange(10, dtype=np.int64)
     assert sorted_unique(increasing) is increasing
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.integers(0, 60)), st.sets(st.integers(0, 60)))
+def test_union_sorted_is_the_union(a: set[int], b: set[int]) -> None:
+    x, y = np.array(sorted(a), np.int64), np.array(sorted(b), np.int64)
+    assert union_sorted(x, y).tolist() == sorted(a | b)

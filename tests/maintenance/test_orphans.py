@@ -150,3 +150,30 @@ def test_a_table_whose_location_cannot_be_read_stops_orphan_removal(
     lines = _err_lines(capsys)
     assert len(lines) == 1 and "'db.broken'" in lines[0] and "cannot tell where" in lines[0], lines
     assert stray.exists()
+
+
+def test_key_index_sidecars_go_with_their_data_files(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A key index (a hidden sidecar beside its data file) stays while its data file is referenced and
+    is an orphan once it is not; other hidden files stay, as Java's hidden-path filter keeps them."""
+    import pyarrow as pa
+
+    from icemor.io.key_index import sidecar_path
+
+    t = icemor.create_table("db.t", pa.schema([pa.field("id", pa.int64(), nullable=False)]), format_version=3)
+    t.apply_changes(pa.table({"op": ["I", "I"], "id": pa.array([1, 2], pa.int64())}), key=["id"])
+    [old] = [p.data_file.path for p in t.scan().plan_files()]
+    sidecar = local_path(sidecar_path(old, [1]))
+    assert sidecar.is_file()
+    t.apply_changes(
+        pa.table({"op": ["D", "D"], "id": pa.array([1, 2], pa.int64())}), key=["id"]
+    )  # removes it
+    checksum = local_path(old).parent / ".other.crc"
+    checksum.write_bytes(b"x")
+    assert run(["expire", "db.t", "--retain-last", "1", "--older-than", FAR_FUTURE]) == 0
+    assert not local_path(old).exists() and sidecar.exists()  # expiry leaves the hidden sidecar
+    capsys.readouterr()
+    t.apply_changes(pa.table({"op": ["I"], "id": pa.array([3], pa.int64())}), key=["id"])
+    [live] = [p.data_file.path for p in t.refresh().scan().plan_files()]
+    assert run(["expire", "db.t", "--remove-orphans", "--older-than", FAR_FUTURE]) == 0
+    assert not sidecar.exists() and checksum.exists()
+    assert local_path(sidecar_path(live, [1])).is_file()  # the live file's index stays

@@ -4,7 +4,9 @@ A stream is what a CDC source emits: an insert only for a key that does not exis
 point, updates (upserts) and deletes of any key (a missing key is harmless), update_before
 rows (ignored), NULLs in the non-key columns, and within one batch insert-then-delete,
 repeated updates and delete-then-insert of one key. After every batch icemor's read of the
-table equals the model, on the local engine and with the batch as a Spark DataFrame.
+table equals the model, on the local engine and with the batch as a Spark DataFrame, in both
+delete modes: equality deletes, and positions found at write time (position deletes on v2,
+deletion vectors on v3).
 """
 
 from __future__ import annotations
@@ -89,10 +91,18 @@ def read(table: icemor.table.Table) -> dict[int, tuple[str | None, str | None]]:
     return out
 
 
-def run_stream(catalog: SqlCatalog, ns: str, spec: str, stream: list[list[Row]], apply: Any) -> None:
+# (delete mode, format version)
+MODES = {"equality": ("equality", 2), "position v2": ("position", 2), "position v3 (DVs)": ("position", 3)}
+
+
+def run_stream(
+    catalog: SqlCatalog, ns: str, spec: str, stream: list[list[Row]], apply: Any, *, version: int = 2
+) -> None:
     name = f"{ns}.t{next(_tables)}"
     catalog.create_table(name, schema=SCHEMA, partition_spec=SPECS[spec], properties={"format-version": "2"})
     table = icemor.load_table(name, catalog=catalog)
+    if version == 3:
+        table.upgrade(format_version=3)
     model: dict[int, tuple[str | None, str | None]] = {}
     for n, batch in enumerate(stream):
         apply(table, batch)
@@ -101,24 +111,36 @@ def run_stream(catalog: SqlCatalog, ns: str, spec: str, stream: list[list[Row]],
     catalog.drop_table(name)
 
 
+@pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("spec", list(SPECS))
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(stream=streams(max_batches=4, max_rows=14))
 def test_local_engine_matches_the_model(
-    catalog: SqlCatalog, ns: str, spec: str, stream: list[list[Row]]
+    catalog: SqlCatalog, ns: str, spec: str, mode: str, stream: list[list[Row]]
 ) -> None:
-    run_stream(catalog, ns, spec, stream, lambda t, b: t.apply_changes(as_arrow(b), key=["id"]))
+    deletes, version = MODES[mode]
+    run_stream(
+        catalog,
+        ns,
+        spec,
+        stream,
+        lambda t, b: t.apply_changes(as_arrow(b), key=["id"], deletes=deletes),
+        version=version,
+    )
 
 
+@pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("spec", ["unpartitioned", "by another column"])
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(stream=streams(max_batches=3, max_rows=14))
 def test_spark_engine_matches_the_model(
-    catalog: SqlCatalog, ns: str, spark: SparkSession, spec: str, stream: list[list[Row]]
+    catalog: SqlCatalog, ns: str, spark: SparkSession, spec: str, mode: str, stream: list[list[Row]]
 ) -> None:
+    deletes, version = MODES[mode]
+
     def apply(table: icemor.table.Table, batch: list[Row]) -> None:
         # created from a local list: the DataFrame's row order is the batch's
         df = spark.createDataFrame(batch, schema="op string, id bigint, v string, cat string")
-        table.apply_changes(df, key=["id"])
+        table.apply_changes(df, key=["id"], deletes=deletes)
 
-    run_stream(catalog, ns, spec, stream, apply)
+    run_stream(catalog, ns, spec, stream, apply, version=version)

@@ -139,3 +139,62 @@ def test_java_writes_after_icemor_and_icemor_reads_them(
     model.pop(1, None)
     assert oracle.rows(name) == _model_rows(model)
     assert_same_at_every_snapshot(oracle, catalog, name)
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+@pytest.mark.parametrize(
+    ("version", "partitioned_by"), [(2, None), (2, "bucket(4, id)"), (3, None), (3, "cat")]
+)
+def test_java_reads_position_mode_tables_exactly(
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str, version: int, partitioned_by: str | None, engine: str
+) -> None:
+    """Position mode (keys resolved to rows at write time): Java reads the model's rows after every batch,
+    the table has no equality delete, and a data file has at most one DV (v3) or file-scoped position
+    deletes (v2). Java's own UPDATE and equality deletes on another column interleave."""
+    name = f"{ns}.t"
+    oracle.create_table(
+        name,
+        "id BIGINT NOT NULL, v STRING, cat STRING",
+        partitioned_by=partitioned_by,
+        format_version=version,
+    )
+    q = oracle.qualified(name)
+    oracle.sql(f"INSERT INTO {q} SELECT id, concat('java', id), 'x' FROM range(0, 40)")
+    model: Model = {i: (f"java{i}", "x") for i in range(40)}
+    table = icemor.load_table(name, catalog=catalog)
+    for n, batch in enumerate(_stream(11, set(model), batches=4, rows=120, keys=80)):
+        if engine == "spark":
+            df = oracle.spark.createDataFrame(batch, schema="op string, id bigint, v string, cat string")
+            m = table.apply_changes(df, key=["id"], deletes="position")
+        else:
+            m = table.apply_changes(_arrow(batch), key=["id"], deletes="position")
+        _apply_model(model, batch)
+        assert m.delete_mode == "position" and m.equality_deletes == 0
+        assert m.snapshot_id == oracle.current_snapshot_id(name)
+        assert oracle.rows(name) == _model_rows(model), f"batch {n}"
+        if n == 1:  # Java's merge-on-read UPDATE: its deletes (a DV on v3) are merged by the next batch
+            oracle.sql(f"UPDATE {q} SET v = 'java' WHERE id % 7 = 0")
+            model = {k: ("java" if k % 7 == 0 else v, c) for k, (v, c) in model.items()}
+        if n == 2 and partitioned_by is None:  # Java's equality deletes on another column than the key
+            ids = oracle.field_ids(name)
+            oracle.write_equality_deletes(name, pa.table({"cat": ["y"]}), [ids["cat"]])
+            model = {k: (v, c) for k, (v, c) in model.items() if c != "y"}
+        assert oracle.rows(name) == _model_rows(model), f"after Java, batch {n}"
+        table.refresh()
+    assert_same_at_every_snapshot(oracle, catalog, name)
+    deletes = oracle.sql(
+        f"SELECT data_file.content AS content, data_file.file_format AS format, data_file.referenced_data_file "
+        f"AS ref, data_file.lower_bounds[2147483546] AS lo, data_file.upper_bounds[2147483546] AS hi, "
+        f"data_file.equality_ids AS eq, snapshot_id FROM {q}.entries WHERE status < 2 AND data_file.content > 0"
+    )
+    cat_id = oracle.field_ids(name)["cat"]
+    # the only equality deletes are Java's own, on cat: icemor wrote none
+    assert all(list(r.eq) == [cat_id] for r in deletes if r.content == 2)
+    positions = [r for r in deletes if r.content == 1]
+    assert positions
+    if version == 3:
+        assert all(r.format == "PUFFIN" and r.ref for r in positions)
+        refs = [r.ref for r in positions]
+        assert len(refs) == len(set(refs))  # at most one live DV per data file
+    else:  # file-scoped: one data file each
+        assert all(bytes(r.lo) == bytes(r.hi) for r in positions)

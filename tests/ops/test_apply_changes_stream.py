@@ -84,8 +84,9 @@ def _run(spark: SparkSession, inputs: Path, checkpoint: Path, sink: Any) -> None
     query.awaitTermination()
 
 
+@pytest.mark.parametrize("deletes", ["equality", "position"])
 def test_a_restarted_stream_applies_every_batch_once(
-    catalog: SqlCatalog, ns: str, spark: SparkSession, tmp_path: Path
+    catalog: SqlCatalog, ns: str, spark: SparkSession, tmp_path: Path, deletes: str
 ) -> None:
     catalog.create_table(f"{ns}.t", schema=SCHEMA, properties={"format-version": "2"})
     table = icemor.load_table(f"{ns}.t", catalog=catalog)
@@ -96,7 +97,9 @@ def test_a_restarted_stream_applies_every_batch_once(
     def progress(batch_id: int, m: ChangeMetrics) -> None:
         seen.append((batch_id, m.skipped))
 
-    sink = icemor.spark.cdc_sink(table, key=["id"], app_id="orders", order_by="lsn", progress=progress)
+    sink = icemor.spark.cdc_sink(
+        table, key=["id"], app_id="orders", order_by="lsn", progress=progress, deletes=deletes
+    )
 
     def crash_after_batch_2(df: Any, batch_id: int) -> None:
         sink(df, batch_id)

@@ -85,7 +85,7 @@ def snapshot_ids(table: Table) -> list[int]:
 # ------------------------------------------------------------------------------- the model test
 
 value = st.sampled_from(["a", "b", None])
-OPS = ("append", "DELETE", "update", "merge", "cdc", "compact", "compact_deletes", "eq_to_pos")
+OPS = ("append", "DELETE", "update", "merge", "cdc", "cdc_pos", "compact", "compact_deletes", "eq_to_pos")
 
 
 @st.composite
@@ -105,7 +105,7 @@ def histories(draw: st.DrawFn) -> list[tuple[str, Any]]:
                     st.tuples(st.integers(0, 9), value), min_size=1, max_size=4, unique_by=lambda r: r[0]
                 )
             )
-        elif op == "cdc":
+        elif op in ("cdc", "cdc_pos"):
             arg = draw(
                 st.lists(
                     st.tuples(st.sampled_from(["U", "D"]), st.integers(0, 9), value), min_size=1, max_size=5
@@ -142,7 +142,7 @@ def run_history(table: Table, steps: list[tuple[str, Any]]) -> None:
                 ).when_matched_update_all().when_not_matched_insert_all().execute()
             except InvalidArgumentError as e:  # an id live twice matches two targets: Spark's rule
                 assert "more than one" in str(e) or "matched" in str(e), e
-        elif op == "cdc":
+        elif op in ("cdc", "cdc_pos"):
             ops = [o for o, _, _ in arg]
             batch = pa.table(
                 {
@@ -152,7 +152,8 @@ def run_history(table: Table, steps: list[tuple[str, Any]]) -> None:
                     "cat": ["x" if i % 2 else "y" for _, i, _ in arg],
                 }
             )
-            table.apply_changes(batch, key=["id"])
+            # both ways of deleting a key's older rows: equality deletes, or their positions found
+            table.apply_changes(batch, key=["id"], deletes="position" if op == "cdc_pos" else "equality")
         elif op == "compact":
             table.maintenance.rewrite_data_files(delete_ratio_threshold=0.01)
         elif op == "compact_deletes":

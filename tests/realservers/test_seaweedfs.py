@@ -173,9 +173,12 @@ def scenario(seaweed: SeaweedFS, table: Table, model: Model, spark: SparkSession
         }
     )
     expected_feed = {("DELETE", 1), ("INSERT", 1), ("DELETE", 2), ("INSERT", 500)} if 1 in model else None
-    # a Spark DataFrame of changes is applied on the executors
+    # a Spark DataFrame of changes is applied on the executors; equality mode (v3's default is
+    # position) so that the conversion below has equality deletes to convert
     table.apply_changes(
-        spark.createDataFrame(changes.to_pandas()) if spark is not None else changes, key=["id"]
+        spark.createDataFrame(changes.to_pandas()) if spark is not None else changes,
+        key=["id"],
+        deletes="equality",
     )
     model[1] = ("k2", -1)
     model.pop(2, None)

@@ -36,7 +36,9 @@ __all__ = [
     "fully_deleted",
     "open_parquet",
     "reaching",
+    "remember_written",
     "sorted_unique",
+    "union_sorted",
 ]
 
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -52,6 +54,22 @@ def sorted_unique(positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     if len(positions) < 2 or bool((positions[1:] > positions[:-1]).all()):
         return positions
     return np.unique(positions)
+
+
+def union_sorted(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """``np.union1d`` of two sorted unique arrays, merged in linear time (``union1d`` sorts the
+    concatenation again: 50 ms for 80k positions, this 0.3 ms)."""
+    if not len(a):
+        return b
+    if not len(b):
+        return a
+    at = np.searchsorted(a, b)
+    inside = at < len(a)
+    dup = np.zeros(len(b), dtype=bool)
+    dup[inside] = a[at[inside]] == b[inside]
+    if dup.any():
+        b, at = b[~dup], at[~dup]
+    return np.insert(a, at, b)
 
 
 @contextmanager
@@ -203,6 +221,26 @@ def deleted_positions(io: FileIO, data_path: str, deletes: Sequence[DeleteFileRe
     if len(parts) == 1:
         return parts[0]
     return sorted_unique(np.concatenate(parts))
+
+
+def remember_written(written: Sequence[Any], deletes: Sequence[tuple[str, npt.NDArray[np.int64]]]) -> None:
+    """Keep the positions of delete files this process just wrote as if decoded from them.
+
+    ``written``: the :class:`~icemor.spec.files.WrittenFile` records of one writer call,
+    ``deletes``: the ``(data file, sorted unique positions)`` it was given. Files are immutable,
+    so the next operation on the same data files (a CDC batch merging its older deletes, its
+    lookup dropping rows already deleted) need not read back what was written a moment ago. Only
+    what maps one to one is kept: each DV, and a Parquet file scoped to one data file.
+    """
+    given = dict(deletes)
+    for w in written:
+        positions = given.get(w.referenced_data_file) if w.referenced_data_file is not None else None
+        if positions is None or len(positions) != w.record_count:
+            continue
+        if w.content_offset is not None:  # a DV: one blob of a Puffin file
+            DELETE_CACHE.put("dv", (w.path, w.content_offset), positions, positions.nbytes)
+        elif w.file_format.upper() == "PARQUET":
+            DELETE_CACHE.put("position", w.path, {w.referenced_data_file: positions}, positions.nbytes)
 
 
 def fully_deleted(io: FileIO, data_file: DataFileRef, deletes: Sequence[DeleteFileRef]) -> bool:

@@ -784,3 +784,57 @@ def _filler(t: pa.DataType) -> pa.Scalar:
     if pa.types.is_date32(t) or pa.types.is_time32(t):
         return pa.array([0], pa.int32()).cast(t)[0]
     return pa.array([0], pa.int64()).cast(t)[0]
+
+
+# --- shared with the key index (icemor.io.key_index): the same canonical form, hash and equality ---
+
+KeyColumns = list[_Encoded]
+"""Key columns in their canonical form (see :func:`encode_keys`)."""
+
+
+def encode_keys(
+    columns: Sequence[pa.Array | pa.ChunkedArray], types: Sequence[pa.DataType] | None = None
+) -> KeyColumns | None:
+    """The canonical form of key columns (cast like ``types`` first when given), or None when a
+    column has a type this module cannot hash."""
+    out: KeyColumns = []
+    for i, c in enumerate(columns):
+        arr = c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
+        if types is not None:
+            arr = _like(arr, types[i])
+        encoded = _encode(arr)
+        if encoded is None:
+            return None
+        out.append(encoded)
+    return out
+
+
+def hash_keys(keys: KeyColumns, n: int) -> npt.NDArray[np.uint64]:
+    """One 64-bit hash per key row (every byte of every column hashed; NULL-aware)."""
+    if n == 0:
+        return np.zeros(0, dtype=np.uint64)
+    return _chunked_row_hash(keys, n)
+
+
+def take_keys(keys: KeyColumns, rows: npt.NDArray[np.int64]) -> KeyColumns:
+    """Rows ``rows`` of ``keys``."""
+    return [k.take(rows) for k in keys]
+
+
+def equal_keys(
+    a: KeyColumns, a_rows: npt.NDArray[np.int64], b: KeyColumns, b_rows: npt.NDArray[np.int64]
+) -> npt.NDArray[np.bool_]:
+    """Exact NULL-safe equality of rows ``a_rows`` of ``a`` and ``b_rows`` of ``b``, pairwise
+    (floats by Java's ``Double.equals``, as equality deletes compare)."""
+    return _equal(a, a_rows, b, b_rows)
+
+
+def int_key(column: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.int64] | None:
+    """An integer-like key column without NULLs as int64 (dates, times and timestamps by their
+    stored integer), or None for any other column."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    if arr.null_count or not _int_like(arr.type):
+        return None
+    return _as_int64(arr)

@@ -3,7 +3,8 @@
 As Iceberg Java's ``DeleteOrphanFiles``: the table location is listed first, then the
 references are collected from the metadata as it is then (so a file committed while the
 listing ran counts as referenced), and hidden files (``.``/``_`` names: Hadoop checksums) are
-left alone: every snapshot's manifest list, manifests and the data and
+left alone, but for icemor's key-index sidecars (:mod:`icemor.io.key_index`), which are
+orphans once no metadata names their data file: every snapshot's manifest list, manifests and the data and
 delete files their entries name (any status), statistics and partition-statistics files, the
 current metadata file and those in its log, and ``version-hint.text``. A listed file is an
 orphan when none of these names it and it was last modified before the cut-off, which by
@@ -30,6 +31,7 @@ from urllib.parse import unquote
 
 from icemor.engines.local import map_ordered
 from icemor.exceptions import MissingFileError, UnsupportedFeatureError
+from icemor.io.key_index import data_path_of
 from icemor.maintenance.expire import DAY_MS, check_gc_enabled
 from icemor.planning.manifest_reader import read_manifest_list
 from icemor.spec.identifiers import location_key, location_within
@@ -68,6 +70,12 @@ def _hidden(relative: str) -> bool:
     """Java's hidden-path filter: a name starting with ``.`` or ``_`` (checksums, markers), not a
     partition directory such as ``_k=1``."""
     return any(part[:1] in (".", "_") and "=" not in part for part in relative.split("/") if part)
+
+
+def _is_referenced(path: str, referenced: set[str]) -> bool:
+    """Whether metadata names ``path``, or, for a key-index sidecar, the data file it indexes."""
+    owner = data_path_of(path)
+    return location_key(path) in referenced or (owner is not None and location_key(owner) in referenced)
 
 
 def _filesystem(io: FileIO, location: str) -> tuple[pafs.FileSystem, str, str]:
@@ -163,7 +171,7 @@ def remove_orphan_files(
         if f.type == pafs.FileType.File
         and f.mtime is not None
         and f.mtime.timestamp() * 1000 < cutoff
-        and not _hidden(f.path[len(root) :])
+        and (not _hidden(f.path[len(root) :]) or data_path_of(f.path) is not None)
     ]
     # after listing, as the references: a table registered meanwhile is protected too
     around, inside = _nested(".".join(table.name()), table.metadata.location, tables())
@@ -174,7 +182,7 @@ def remove_orphan_files(
         old = [f for f in old if location_within(prefix + f.path, protected) is None]
     referenced = _referenced(table.refresh())  # after listing: what was committed meanwhile counts
     orphans = sorted(
-        (f for f in old if location_key(prefix + f.path) not in referenced), key=lambda f: f.path
+        (f for f in old if not _is_referenced(prefix + f.path, referenced)), key=lambda f: f.path
     )
     paths = [prefix + f.path for f in orphans]
     failed = () if dry_run else delete_files(table.io, paths, progress)

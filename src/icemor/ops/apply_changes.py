@@ -1,4 +1,5 @@
-"""Apply a batch of change rows (CDC) with equality deletes: one RowDelta commit per batch.
+"""Apply a batch of change rows (CDC): one RowDelta commit per batch, old rows deleted by equality
+deletes (``deletes="equality"``, below) or by position (``deletes="position"``, at the end).
 
 Each change row carries an op (``op_column``) and the table's columns; the batch is applied
 per key, as Iceberg's Flink upsert writer does, without reading the table:
@@ -30,6 +31,13 @@ executors. Bad input is found in the units before anything is written; the drive
 once. With ``app_id``/``batch_id`` the commit records them in the snapshot summary and a batch
 already committed by that app is skipped (exactly-once for Structured Streaming's
 ``foreachBatch``, like Delta's ``txnAppId``/``txnVersion`` and Flink's checkpoint id).
+
+**Position mode** (:func:`delete_mode`: the default on v3 and ``icemor.v4-ready`` tables) writes no
+equality delete: each unit also finds the live rows of the keys it updates or deletes in the
+snapshot the batch starts from (:mod:`icemor.ops.key_lookup`, through each data file's key index),
+writes only each key's last row, and the driver hands the positions to DELETE's per-file units
+(a DV per data file on v3, file-scoped position deletes on v2). The commit also refuses when a
+concurrent commit added a row with one of those keys (:class:`icemor.ops.key_lookup.KeyConflicts`).
 """
 
 from __future__ import annotations
@@ -43,55 +51,75 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.io.pyarrow import schema_to_pyarrow
-from pyiceberg.partitioning import PartitionFieldValue, PartitionKey, PartitionSpec
 from pyiceberg.schema import Schema, sanitize_column_names
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.typedef import Record
 from pyiceberg.types import DoubleType, FloatType, PrimitiveType
 
 from icemor._compat.pyiceberg import check_arrow_schema_compatible, to_file_schema
+from icemor.commit.door import may_have_committed
 from icemor.commit.files import delete_quietly
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.schema import add_unpartitioned_spec, set_identifier_fields, unpartitioned_spec_id
 from icemor.commit.validation import Validation
 from icemor.exceptions import CommitConflictError, InvalidArgumentError
-from icemor.io.columns import column_by_path
 from icemor.io.data_writer import DataFileTarget, file_positions, write_data_files_in_order
 from icemor.io.equality_writer import write_equality_deletes
+from icemor.io.key_index import build_key_index, remember_key_index, save_key_index
 from icemor.io.puffin import write_deletion_vectors
 from icemor.io.writers import DeleteFileTarget, write_position_deletes
 from icemor.ops.append import downcast_ns_timestamps, schema_mismatch_message
 from icemor.ops.inputs import read_arrow
-from icemor.ops.units import check_writable
+from icemor.ops.key_lookup import (
+    KeyConflicts,
+    KeyLookup,
+    find_positions,
+    partition_rows,
+    plan_lookup,
+    same_as_previous,
+)
+from icemor.ops.units import check_writable, delete_units, run_units
+from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
 from icemor.spec.files import FileContent
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     import numpy.typing as npt
     from pyiceberg.io import FileIO
+    from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.table import Table as PyIcebergTable
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Snapshot
 
+    from icemor.engines import Runner
     from icemor.spec.files import WrittenFile
 
 __all__ = [
     "APP_ID_PROPERTY",
     "BATCH_ID_PROPERTY",
+    "DELETE_MODE_PROPERTY",
+    "V4_READY_PROPERTY",
     "ChangeContext",
     "ChangeMetrics",
     "ChangeUnitResult",
     "apply_changes",
     "apply_changes_dataframe",
     "change_unit",
+    "delete_mode",
     "last_committed_batch",
     "prepare_changes",
 ]
 
 APP_ID_PROPERTY = "icemor.cdc.app-id"
 BATCH_ID_PROPERTY = "icemor.cdc.batch-id"
+DELETE_MODE_PROPERTY = "icemor.cdc.delete-mode"
+"""Table property: how CDC deletes old rows, ``equality`` or ``position`` (default: by format version)."""
+V4_READY_PROPERTY = "icemor.v4-ready"
+"""Table property: ``true`` keeps the table ready for format v4, which forbids new equality deletes:
+icemor never writes one to it (CDC resolves keys to positions)."""
+EQUALITY, POSITION = "equality", "position"
 
 INSERT, UPDATE, UPDATE_BEFORE, DELETE = 0, 1, 2, 3
 _OPS = {
@@ -128,9 +156,10 @@ class ChangeMetrics:
     rows_written: int
     """Rows written to new data files (superseded ones included)."""
     equality_deletes: int
-    """Keys deleted by equality (one per updated or deleted key)."""
+    """Keys deleted by equality (one per updated or deleted key; none in position mode)."""
     position_deletes: int
-    """Rows of this batch's own files superseded within the batch."""
+    """Rows deleted by position: equality mode, rows of this batch's own files superseded within
+    the batch; position mode, the live older rows of the updated and deleted keys."""
     data_files_added: int
     equality_delete_files_added: int
     position_delete_files_added: int
@@ -139,6 +168,17 @@ class ChangeMetrics:
     skipped: bool
     """``batch_id`` was already committed by ``app_id``: nothing was done."""
     seconds: float
+    delete_mode: str = EQUALITY
+    """``equality`` (keys deleted by equality deletes) or ``position`` (keys resolved to the
+    positions of their live rows: deletion vectors on v3, position deletes on v2)."""
+    data_files_removed: int = 0
+    """Position mode: data files whose every live row the batch deleted (removed, not listed)."""
+    delete_files_removed: int = 0
+    """Position mode: older deletes of the files it deleted from, merged into its new ones."""
+    files_searched: int = 0
+    """Position mode: data files whose key index the batch's keys were looked up in."""
+    lookup_seconds: float = 0.0
+    """Position mode: time spent finding the keys' rows (summed over the units)."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +212,9 @@ class ChangeContext:
     row_group_bytes: int
     """``write.parquet.row-group-size-bytes``, measured on the rows in memory (Arrow bytes)."""
     compression: str
+    delete_mode: str = EQUALITY
+    lookup: KeyLookup | None = None
+    """Position mode: the live files of the start snapshot the keys are looked up in."""
 
 
 @dataclass(frozen=True)
@@ -188,6 +231,14 @@ class ChangeUnitResult:
     rows_written: int = 0
     equality_deletes: int = 0
     position_deletes: int = 0
+    positions: tuple[tuple[str, npt.NDArray[np.int64]], ...] = ()
+    """Position mode: the live positions of the unit's keys, per data file of the start snapshot."""
+    sidecars: tuple[str, ...] = ()
+    """Position mode: the key-index sidecars of the data files written (removed if not committed)."""
+    files_searched: int = 0
+    lookup_seconds: float = 0.0
+    keys: pa.Table | None = None
+    """Position mode: the keys the unit updated or deleted (the commit checks concurrent files for them)."""
 
 
 # ------------------------------------------------------------------------------------- driver
@@ -226,8 +277,13 @@ def prepare_changes(
     allow_nullable_key: bool,
     sequence_column: str | None = None,
     rows: pa.Table | None = None,
+    io: FileIO | None = None,
+    deletes: str | None = None,
 ) -> ChangeContext:
     """Check the table, the key and the changes' schema; decide how the batch is written.
+
+    ``deletes``: ``equality``, ``position`` or None (:func:`delete_mode` decides). Position
+    mode plans the key lookup over the live files of the table's current snapshot.
 
     ``rows``, when the caller holds them (the local engine), are checked for NULL keys before the
     column types are: a NULL makes pandas turn an integer column into floats, and the type
@@ -240,6 +296,7 @@ def prepare_changes(
     """
     check_writable(table)
     metadata = table.metadata
+    mode = delete_mode(metadata, deletes)
     name = ".".join(table.name())
     tschema = metadata.schema()
     key = tuple(key)
@@ -313,6 +370,14 @@ def prepare_changes(
     eq_partitioned = spec.is_unpartitioned() or _key_decides_partition(table, spec, set(key_ids))
     global_spec_id = spec.spec_id if spec.is_unpartitioned() else _unpartitioned_spec_id(metadata)
     file_schema = sanitize_column_names(tschema)
+    lookup = None
+    if mode == POSITION:
+        # the rows the keys hit are found in the live files of the snapshot the batch starts from
+        job = prepare_scan(metadata, io or table.io, selected_fields=("_pos",))
+        opts = replace(job.options, projected_schema=Schema(), file_column=False)
+        lookup = plan_lookup(
+            metadata, io or table.io, job.live_files(), key_names=key, key_ids=key_ids, options=opts
+        )
     return ChangeContext(
         schema=tschema,
         file_schema=file_schema,
@@ -342,7 +407,36 @@ def prepare_changes(
             props, P.PARQUET_ROW_GROUP_SIZE_BYTES, P.PARQUET_ROW_GROUP_SIZE_BYTES_DEFAULT
         ),
         compression=props.get(P.PARQUET_COMPRESSION, P.PARQUET_COMPRESSION_DEFAULT),
+        delete_mode=mode,
+        lookup=lookup,
     )
+
+
+def delete_mode(metadata: TableMetadata, deletes: str | None = None) -> str:
+    """How a CDC batch deletes old rows: ``deletes`` if given, else the table property
+    ``icemor.cdc.delete-mode``, else ``position`` on v3 tables and on tables with
+    ``icemor.v4-ready=true``, ``equality`` on v2.
+
+    Raises:
+        InvalidArgumentError: An unknown mode, or ``equality`` on a table marked v4-ready.
+    """
+    props = metadata.properties
+    v4_ready = P.bool_property(props, V4_READY_PROPERTY, False)
+    given = deletes if deletes is not None else props.get(DELETE_MODE_PROPERTY)
+    if given is None:
+        return POSITION if v4_ready or metadata.format_version >= 3 else EQUALITY
+    mode = given.strip().lower()
+    if mode not in (EQUALITY, POSITION):
+        where = "deletes" if deletes is not None else f"table property {DELETE_MODE_PROPERTY}"
+        msg = f"{where}={given!r} must be {EQUALITY!r} or {POSITION!r}"
+        raise InvalidArgumentError(msg)
+    if mode == EQUALITY and v4_ready:
+        msg = (
+            f"the table has {V4_READY_PROPERTY}=true: format v4 forbids new equality deletes, so icemor "
+            f"writes none; apply the changes with deletes='position' (--deletes position)"
+        )
+        raise InvalidArgumentError(msg)
+    return mode
 
 
 def _check_null_keys(
@@ -441,6 +535,8 @@ def apply_changes(
     allow_nullable_key: bool = False,
     app_id: str | None = None,
     batch_id: int | None = None,
+    deletes: str | None = None,
+    run: Runner | None = None,
 ) -> ChangeMetrics:
     """Apply one batch of changes on the local engine, as one commit.
 
@@ -456,10 +552,13 @@ def apply_changes(
         app_id: With ``batch_id``: record both in the snapshot summary, and skip the batch if
             this app already committed it (or a later one).
         batch_id: The batch number of ``app_id`` (increasing).
+        deletes: ``equality`` or ``position`` (default: :func:`delete_mode`).
+        run: Position mode: runs the per-file delete units (default: the local thread pool).
 
     Raises:
         InvalidArgumentError: Bad table, key, schema or rows; nothing is committed.
-        CommitConflictError: The batch was committed concurrently by the same app.
+        CommitConflictError: The batch was committed concurrently by the same app, or (position
+            mode) a concurrent commit added a row with one of its updated or deleted keys.
     """
     started = time.monotonic()
     table = table.refresh()
@@ -479,9 +578,14 @@ def apply_changes(
         order_by=order_by,
         allow_nullable_key=allow_nullable_key,
         rows=rows,
+        deletes=deletes,
     )
     start = table.metadata.current_snapshot()
     result = change_unit(table.io, ctx, rows, 0)
+    if run is None:
+        from icemor.engines.local import runner
+
+        run = runner(table.io)
     return _commit(
         table,
         ctx,
@@ -489,6 +593,7 @@ def apply_changes(
         start_snapshot_id=start.snapshot_id if start else None,
         app=(app_id, batch_id),
         started=started,
+        run=run,
     )
 
 
@@ -503,12 +608,16 @@ def apply_changes_dataframe(
     app_id: str | None = None,
     batch_id: int | None = None,
     partitions: int | None = None,
+    deletes: str | None = None,
 ) -> ChangeMetrics:
     """Apply one batch of changes held in a Spark DataFrame (``changes``); the writing runs on the executors.
 
     The DataFrame is repartitioned by key (``partitions`` tasks, default the session's default
-    parallelism); each task writes the files of its keys. Arguments as :func:`apply_changes`.
+    parallelism); each task writes the files of its keys. In position mode each task also finds
+    its keys' live rows; a second Spark job writes each data file's deletion vector or position
+    deletes (DELETE's per-file units, on the executors). Arguments as :func:`apply_changes`.
     """
+    from icemor.engines.spark import runner
     from icemor.engines.spark.changes import arrow_schema, run_per_key
 
     started = time.monotonic()
@@ -529,6 +638,7 @@ def apply_changes_dataframe(
         order_by=order_by,
         allow_nullable_key=allow_nullable_key,
         sequence_column=sequence,
+        deletes=deletes,
     )
     start = table.metadata.current_snapshot()
     results = run_per_key(
@@ -547,7 +657,27 @@ def apply_changes_dataframe(
         start_snapshot_id=start.snapshot_id if start else None,
         app=(app_id, batch_id),
         started=started,
+        run=_grouped(
+            runner(changes.sparkSession, table.io, table.metadata.location),
+            max(1, changes.sparkSession.sparkContext.defaultParallelism),
+        ),
     )
+
+
+def _grouped(run: Runner, groups: int) -> Runner:
+    """``run`` with the items dealt into at most ``groups`` tasks: a batch touches a few data files
+    each, and a Spark task per data file cost ~0.5 s apiece on 2 busy cores (10 s a batch)."""
+
+    def run_grouped(fn: Callable[[FileIO, Any], Any], items: Sequence[Any]) -> list[Any]:
+        chunks = [(fn, tuple(items[i::groups])) for i in range(min(groups, len(items)))]
+        return [r for part in run(_each, chunks) for r in part]
+
+    return run_grouped
+
+
+def _each(io: FileIO, item: tuple[Callable[[FileIO, Any], Any], Sequence[Any]]) -> list[Any]:
+    fn, chunk = item
+    return [fn(io, x) for x in chunk]
 
 
 @dataclass(frozen=True)
@@ -578,6 +708,21 @@ def _skipped(started: float) -> ChangeMetrics:
     return ChangeMetrics(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, None, True, time.monotonic() - started)
 
 
+def _combined(
+    *checks: Callable[[Sequence[Snapshot]], None] | None,
+) -> Callable[[Sequence[Snapshot]], None] | None:
+    """One history check running every given one, in order."""
+    given = [c for c in checks if c is not None]
+    if not given:
+        return None
+
+    def check(snapshots: Sequence[Snapshot]) -> None:
+        for c in given:
+            c(snapshots)
+
+    return check
+
+
 def _commit(
     table: PyIcebergTable,
     ctx: ChangeContext,
@@ -586,12 +731,17 @@ def _commit(
     start_snapshot_id: int | None,
     app: tuple[str | None, int | None],
     started: float,
+    run: Runner,
 ) -> ChangeMetrics:
     written = [w for r in results for w in r.written]
     errors = [r.error for r in results if r.error is not None]
     if errors:
-        delete_quietly(table.io, [w.path for w in written])
+        delete_quietly(table.io, [w.path for w in written] + [p for r in results for p in r.sidecars])
         raise InvalidArgumentError(errors[0])
+    if ctx.delete_mode == POSITION:
+        return _commit_positions(
+            table, ctx, results, start_snapshot_id=start_snapshot_id, app=app, started=started, run=run
+        )
     if not written:
         return _metrics(results, [], None, started)
     app_id, batch_id = app
@@ -617,6 +767,99 @@ def _commit(
         raise
     snapshot = delta.commit()
     return _metrics(results, written, snapshot.snapshot_id, started)
+
+
+def _commit_positions(
+    table: PyIcebergTable,
+    ctx: ChangeContext,
+    results: Sequence[ChangeUnitResult],
+    *,
+    start_snapshot_id: int | None,
+    app: tuple[str | None, int | None],
+    started: float,
+    run: Runner,
+) -> ChangeMetrics:
+    """Position mode: DELETE's per-file units write the positions the units found (a DV per data
+    file on v3, file-scoped position deletes on v2, older deletes merged, a data file with no live
+    row left removed), then one RowDelta commits them with the new data files."""
+    io = table.io
+    data = [w for r in results for w in r.written]
+    sidecars = [p for r in results for p in r.sidecars]
+    lookup = ctx.lookup
+    assert lookup is not None
+    keys = (
+        pa.concat_tables([r.keys for r in results if r.keys is not None])
+        if any(r.keys is not None for r in results)
+        else None
+    )
+    found: dict[str, list[npt.NDArray[np.int64]]] = {}
+    for r in results:
+        for path, part in r.positions:
+            found.setdefault(path, []).append(part)
+    # units own disjoint keys, so each row is found by one unit: the union is a concatenation
+    by_file = {
+        p: np.unique(np.concatenate(parts)) if len(parts) > 1 else parts[0] for p, parts in found.items()
+    }
+    try:
+        planned = [p for p, _ in lookup.files if p.data_file.path in by_file]
+        units = (
+            delete_units(table, planned, lookup.options, positions=by_file, dvs_per_partition=True)
+            if planned
+            else []
+        )
+        unit_results = run_units(table, units, run)
+    except BaseException:
+        delete_quietly(io, [w.path for w in data] + sidecars)
+        raise
+    deletes = [w for r in unit_results for w in r.written]
+    removed = {p for r in unit_results for p in r.removed}
+    removed_data = sum(r.removed_data_files for r in unit_results)
+    deleted = sum(r.deleted_rows for r in unit_results)
+    extra = {
+        "delete_mode": POSITION,
+        "data_files_removed": removed_data,
+        "delete_files_removed": len(removed) - removed_data,
+        "files_searched": sum(r.files_searched for r in results),
+        "lookup_seconds": sum(r.lookup_seconds for r in results),
+    }
+    if not data and not deletes and not removed:
+        delete_quietly(io, sidecars)
+        return replace(_metrics(results, [], None, started), **extra)  # type: ignore[arg-type]
+    app_id, batch_id = app
+    added = [*data, *deletes]
+    try:
+        _prepare_table(table, ctx, False)
+        props = {}
+        once = None
+        if app_id is not None and batch_id is not None:
+            props = {APP_ID_PROPERTY: app_id, BATCH_ID_PROPERTY: str(batch_id)}
+            once = _NotYetCommitted(app_id, batch_id)
+        conflicts = KeyConflicts(io, table.metadata, lookup, keys) if keys is not None else None
+        delta = RowDelta(
+            table,
+            Validation(
+                start_snapshot_id=start_snapshot_id,
+                serializable=False,
+                referenced_data_files={p for r in unit_results for p in r.referenced},
+                removed_data_files={p for r in unit_results for p in r.removed},
+                history_check=_combined(once, conflicts),
+            ),
+            added_files=added,
+            removed_paths=removed,
+            snapshot_properties=props,
+            operation=Operation.APPEND if not deletes and not removed else None,
+        )
+    except BaseException:
+        delete_quietly(io, [w.path for w in added] + sidecars)
+        raise
+    try:
+        snapshot = delta.commit()
+    except BaseException as e:
+        if not may_have_committed(e):
+            delete_quietly(io, sidecars)  # the commit removed the data and delete files
+        raise
+    metrics = _metrics(results, added, snapshot.snapshot_id, started)
+    return replace(metrics, position_deletes=deleted, **extra)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -710,6 +953,8 @@ def change_unit(io: FileIO, ctx: ChangeContext, rows: pa.Table, unit: int) -> Ch
         plan = _plan(ctx, rows)
     except InvalidArgumentError as e:
         return ChangeUnitResult(error=str(e))
+    if ctx.delete_mode == POSITION:
+        return _position_unit(io, ctx, plan, unit)
     written: list[WrittenFile] = []
     try:
         prefix = f"{ctx.commit_id}-{unit:05d}"
@@ -762,6 +1007,70 @@ def change_unit(io: FileIO, ctx: ChangeContext, rows: pa.Table, unit: int) -> Ch
     )
 
 
+def _position_unit(io: FileIO, ctx: ChangeContext, plan: _Plan, unit: int) -> ChangeUnitResult:
+    """Position mode: find the live rows of the keys updated or deleted, and write each key's
+    final row (rows superseded within the batch are not written at all: no position delete for
+    them). The positions go back to the driver, which writes them per data file."""
+    assert ctx.lookup is not None
+    keys = plan.rows.select(list(ctx.key)).take(plan.eq_rows)
+    found = find_positions(io, ctx.lookup, keys) if keys.num_rows else None
+    dropped = [c for c in ctx.dropped if c in plan.rows.column_names]
+    data = plan.rows.filter(plan.written & ~plan.superseded).drop_columns(dropped)
+    written: list[WrittenFile] = []
+    sidecars: list[str] = []
+    try:
+        prefix = f"{ctx.commit_id}-{unit:05d}"
+        for n, (partition, take) in enumerate(_partitions(ctx, data)):
+            rows = data.take(take)
+            part_rows = to_file_schema(ctx.schema, ctx.file_schema, rows, format_version=ctx.format_version)
+            target = DataFileTarget(
+                directory=_directory(ctx, partition),
+                prefix=f"{prefix}-d{n:04d}",
+                spec_id=ctx.spec.spec_id,
+                partition=partition,
+                target_file_size=ctx.target_file_size,
+                row_group_rows=max(1, ctx.row_group_bytes * part_rows.num_rows // max(1, part_rows.nbytes)),
+                compression=ctx.compression,
+            )
+            files = write_data_files_in_order(io, target, part_rows, ctx.file_schema, ctx.properties)
+            written.extend(files)
+            sidecars.extend(_index_written(io, ctx, files, rows))
+    except BaseException:
+        delete_quietly(io, [w.path for w in written] + sidecars)
+        raise
+    return replace(
+        plan.counts,
+        written=tuple(written),
+        rows_written=data.num_rows,
+        positions=tuple(found.positions.items()) if found is not None else (),
+        sidecars=tuple(sidecars),
+        files_searched=found.files_searched if found is not None else 0,
+        lookup_seconds=found.seconds if found is not None else 0.0,
+        keys=keys if keys.num_rows else None,
+    )
+
+
+def _index_written(io: FileIO, ctx: ChangeContext, files: Sequence[WrittenFile], rows: pa.Table) -> list[str]:
+    """Store the key index of each data file just written (its rows, in order, are ``rows``), so
+    that later batches look its keys up without reading it; returns the sidecars written."""
+    assert ctx.lookup is not None
+    types = [
+        schema_to_pyarrow(ctx.schema.find_field(i).field_type, include_field_ids=False) for i in ctx.key_ids
+    ]
+    columns = [rows.column(k).combine_chunks() for k in ctx.key]
+    columns = [c if c.type == t else c.cast(t) for c, t in zip(columns, types, strict=True)]
+    out = []
+    start = 0
+    for f in files:
+        index = build_key_index([c.slice(start, f.record_count) for c in columns])
+        start += f.record_count
+        remember_key_index(f.path, f.file_size_in_bytes, ctx.key_ids, index)
+        stored = save_key_index(io, f.path, f.file_size_in_bytes, ctx.key_ids, index)
+        if stored is not None:
+            out.append(stored)
+    return out
+
+
 def _write_equality(io: FileIO, ctx: ChangeContext, keys: pa.Table, prefix: str) -> list[WrittenFile]:
     out: list[WrittenFile] = []
     if ctx.eq_partitioned:
@@ -792,50 +1101,7 @@ def _directory(ctx: ChangeContext, partition: tuple[Any, ...]) -> str:
 
 def _partitions(ctx: ChangeContext, rows: pa.Table) -> list[tuple[tuple[Any, ...], npt.NDArray[np.int64]]]:
     """The rows of each partition of the table's spec: (partition tuple, row indices in order)."""
-    n = rows.num_rows
-    if ctx.spec.is_unpartitioned() or n == 0:
-        return [((), np.arange(n, dtype=np.int64))] if n else []
-    columns = {}
-    for i, pf in enumerate(ctx.spec.fields):
-        source = ctx.schema.find_field(pf.source_id)
-        name = ctx.schema.find_column_name(pf.source_id)
-        assert name is not None
-        values = column_by_path(rows, name)
-        columns[f"p{i}"] = pf.transform.pyarrow_transform(source.field_type)(values)
-    parts = pa.table(columns)
-    order = pc.sort_indices(parts, sort_keys=[(c, "ascending") for c in columns])
-    order_np = order.to_numpy().astype(np.int64)
-    sorted_parts = parts.take(order)
-    new = np.zeros(n, dtype=bool)
-    new[0] = True
-    for c in sorted_parts.columns:
-        new[1:] |= ~_same_as_previous(c.combine_chunks())[1:]
-    starts = np.flatnonzero(new)
-    out = []
-    for s, e in zip(starts, [*starts[1:], n], strict=True):
-        values = [
-            PartitionFieldValue(pf, sorted_parts.column(i)[int(s)].as_py())
-            for i, pf in enumerate(ctx.spec.fields)
-        ]
-        record = PartitionKey(field_values=values, partition_spec=ctx.spec, schema=ctx.schema).partition
-        out.append((tuple(record[i] for i in range(len(record))), order_np[s:e]))
-    return out
-
-
-def _same_as_previous(arr: pa.Array) -> npt.NDArray[np.bool_]:
-    """Whether each value equals the one before it, NULL-safe and NaN-safe (the first: False)."""
-    n = len(arr)
-    out = np.zeros(n, dtype=bool)
-    if n < 2:
-        return out
-    a, b = arr.slice(1), arr.slice(0, n - 1)
-    eq = pc.fill_null(pc.equal(a, b), False)
-    if arr.null_count:
-        eq = pc.or_(eq, pc.and_(pc.is_null(a), pc.is_null(b)))
-    if pa.types.is_floating(arr.type):
-        eq = pc.or_(eq, pc.fill_null(pc.and_(pc.is_nan(a), pc.is_nan(b)), False))
-    out[1:] = eq.to_numpy(zero_copy_only=False)
-    return out
+    return partition_rows(ctx.spec, ctx.schema, rows)
 
 
 def _op_codes(ctx: ChangeContext, column: pa.ChunkedArray) -> npt.NDArray[np.int8]:
@@ -898,9 +1164,9 @@ def _plan(ctx: ChangeContext, rows: pa.Table) -> _Plan:
     same = np.ones(n, dtype=bool)
     same[:1] = False
     for k in ctx.key:
-        same &= _same_as_previous(rows.column(k).combine_chunks())
+        same &= same_as_previous(rows.column(k).combine_chunks())
     if ctx.order_column is not None and n > 1:
-        tie = same & _same_as_previous(rows.column(ctx.order_column).combine_chunks())
+        tie = same & same_as_previous(rows.column(ctx.order_column).combine_chunks())
         if tie.any():
             i = int(np.argmax(tie))
             value = rows.column(ctx.order_column)[i].as_py()

@@ -31,7 +31,7 @@ from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.typedef import Record
 
 from icemor.exceptions import IcemorError, InvalidArgumentError, UnsupportedFeatureError
-from icemor.io.deletes import deleted_positions, sorted_unique
+from icemor.io.deletes import deleted_positions, remember_written, sorted_unique, union_sorted
 from icemor.io.puffin import write_deletion_vectors
 from icemor.io.reader import count_task, read_task
 from icemor.io.writers import DeleteFileTarget, remove_written, write_position_deletes
@@ -65,6 +65,7 @@ __all__ = [
     "Positions",
     "UnitResult",
     "check_writable",
+    "dead_positions",
     "delete_unit",
     "delete_units",
     "deleted_concurrently",
@@ -115,6 +116,12 @@ def _deleted_positions(io: FileIO, task: FileScanTask, opts: ReadOptions) -> npt
         gone = b.column(b.schema.get_field_index("_deleted")).to_numpy(zero_copy_only=False)
         parts.append(pos[gone])
     return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, np.int64)
+
+
+def dead_positions(io: FileIO, task: FileScanTask, opts: ReadOptions) -> npt.NDArray[np.int64]:
+    """Sorted positions of the rows every applicable delete (position, DV, equality) removes
+    from ``task``'s data file: the read path's own verdict (cached like a scan's)."""
+    return _deleted_positions(io, task, opts)
 
 
 def _file_scoped(planned: PlannedFile) -> list[Any]:
@@ -196,11 +203,11 @@ def delete_unit(io: FileIO, unit: DeleteUnit) -> UnitResult:
             # the DV replaces every earlier position delete of the file: merge them all
             older_refs = [d for d in planned.delete_files if d.content == FileContent.POSITION_DELETES]
             older = deleted_positions(io, f.path, older_refs) if older_refs else np.zeros(0, np.int64)
-            matched = np.union1d(matched, older)
+            matched = union_sorted(sorted_unique(matched), older)
             removed.extend(scoped)
         elif unit.merge_file_scoped and scoped:
             older = deleted_positions(io, f.path, _file_scoped(planned))
-            matched = np.union1d(matched, older)
+            matched = union_sorted(sorted_unique(matched), older)
             removed.extend(scoped)
         else:
             matched = sorted_unique(matched)
@@ -211,6 +218,7 @@ def delete_unit(io: FileIO, unit: DeleteUnit) -> UnitResult:
         written = write_deletion_vectors(io, unit.target, pending)
     else:
         written = write_position_deletes(io, unit.target, pending)
+    remember_written(written, pending)
     return UnitResult(deleted, tuple(written), tuple(referenced), tuple(removed), removed_data)
 
 
@@ -262,10 +270,14 @@ def delete_units(
     *,
     convert: bool = False,
     positions: Mapping[str, npt.NDArray[np.int64]] | None = None,
+    dvs_per_partition: bool = False,
 ) -> list[DeleteUnit]:
     """Units of work: one per data file (``file`` granularity) or per partition, with targets.
 
     ``positions``: the positions to delete per data file path, when the caller found them.
+    ``dvs_per_partition``: on v3, one unit per partition whatever the granularity (a DV is one
+    data file's either way): one Puffin file per partition instead of one per data file, for an
+    operation that touches many files a little (a CDC batch).
     """
     metadata = table.metadata
     props = metadata.properties
@@ -288,7 +300,8 @@ def delete_units(
         directory = data_dir
         if not spec.is_unpartitioned():
             directory = f"{data_dir}/{spec.partition_to_path(Record(*partition), schema)}"
-        members = [[p] for p in files] if granularity == "file" else [files]
+        per_file = granularity == "file" and not (dvs_per_partition and metadata.format_version >= 3)
+        members = [[p] for p in files] if per_file else [files]
         for part in members:
             target = DeleteFileTarget(
                 directory=directory,

