@@ -169,11 +169,17 @@ def test_key_index_sidecars_go_with_their_data_files(home: Path, capsys: pytest.
     )  # removes it
     checksum = local_path(old).parent / ".other.crc"
     checksum.write_bytes(b"x")
+    # a sidecar expiry cannot know of (left by a crashed run, or beside a file expired by another tool)
+    stray = local_path(sidecar_path(old, [7]))
+    stray.write_bytes(b"x")
     assert run(["expire", "db.t", "--retain-last", "1", "--older-than", FAR_FUTURE]) == 0
-    assert not local_path(old).exists() and sidecar.exists()  # expiry leaves the hidden sidecar
+    # expiry removes the data file's sidecars with it (it lists the file's directory)
+    assert not local_path(old).exists() and not sidecar.exists() and not stray.exists()
+    assert checksum.exists()
     capsys.readouterr()
     t.apply_changes(pa.table({"op": ["I"], "id": pa.array([3], pa.int64())}), key=["id"])
     [live] = [p.data_file.path for p in t.refresh().scan().plan_files()]
+    stray.write_bytes(b"x")  # an orphan sidecar: its data file is referenced by no metadata
     assert run(["expire", "db.t", "--remove-orphans", "--older-than", FAR_FUTURE]) == 0
-    assert not sidecar.exists() and checksum.exists()
+    assert not stray.exists() and checksum.exists()
     assert local_path(sidecar_path(live, [1])).is_file()  # the live file's index stays

@@ -33,7 +33,8 @@ from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 
 from icemor.commit.snapshots import SnapshotRemoval, commit_removal, preview_removal
 from icemor.engines.local import map_ordered
-from icemor.exceptions import IcemorError, InvalidArgumentError, MissingFileError
+from icemor.exceptions import IcemorError, InvalidArgumentError, MissingFileError, UnsupportedFeatureError
+from icemor.io.key_index import data_path_of
 from icemor.planning.manifest_reader import read_manifest_entries, read_manifest_list
 from icemor.spec import properties as P
 from icemor.spec.files import FileContent
@@ -41,6 +42,7 @@ from icemor.spec.files import FileContent
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
+    import pyarrow.fs as pafs
     from pyiceberg.io import FileIO
     from pyiceberg.manifest import ManifestFile
     from pyiceberg.table import Table as PyIcebergTable
@@ -146,6 +148,7 @@ class _Unreachable:
     manifest_lists: set[str] = field(default_factory=set)
     manifests: set[str] = field(default_factory=set)
     data: set[str] = field(default_factory=set)
+    sidecars: set[str] = field(default_factory=set)
     deletes: set[str] = field(default_factory=set)
     statistics: set[str] = field(default_factory=set)
 
@@ -153,6 +156,7 @@ class _Unreachable:
         # content files first, then what lists them: an interrupted run leaves no dangling reference
         return [
             *sorted(self.data),
+            *sorted(self.sidecars),
             *sorted(self.deletes),
             *sorted(self.statistics),
             *sorted(self.manifests),
@@ -198,11 +202,53 @@ def unreachable_files(io: FileIO, before: TableMetadata, after: TableMetadata) -
             for path, _ in _live_paths(io, kept_manifests.values()):
                 content.pop(path, None)
         out.data = {p for p, c in content.items() if c == FileContent.DATA}
+        out.sidecars = key_sidecars(io, out.data)
         out.deletes = {p for p, c in content.items() if c != FileContent.DATA}
     stats_before = {s.statistics_path for s in [*before.statistics, *before.partition_statistics]}
     stats_after = {s.statistics_path for s in [*after.statistics, *after.partition_statistics]}
     out.statistics = stats_before - stats_after
     return out
+
+
+def filesystem_of(io: FileIO, location: str, *, purpose: str) -> tuple[pafs.FileSystem, str, str]:
+    """The pyarrow filesystem of ``location``, its path there, and the URI prefix its paths need.
+
+    Raises:
+        UnsupportedFeatureError: ``io`` cannot list files (``purpose`` names what needed it).
+    """
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    if not isinstance(io, PyArrowFileIO):
+        msg = f"{purpose} needs pyiceberg's PyArrowFileIO to list files, not {type(io).__name__}"
+        raise UnsupportedFeatureError(msg)
+    scheme, netloc, path = PyArrowFileIO.parse_location(location)
+    prefix = "" if scheme == "file" else f"{scheme}://"
+    return io.fs_by_scheme(scheme, netloc), path, prefix
+
+
+def key_sidecars(io: FileIO, data_paths: set[str]) -> set[str]:
+    """The key-index sidecars (:mod:`icemor.io.key_index`) of ``data_paths``, found by listing
+    their directories (one listing a directory; a sidecar's name holds key ids no metadata
+    records). Best effort: a directory that cannot be listed keeps its sidecars for
+    ``remove_orphan_files``, which removes a sidecar once its data file is unreferenced.
+    """
+    import pyarrow.fs as pafs
+
+    by_directory: dict[str, set[str]] = {}
+    for path in data_paths:
+        by_directory.setdefault(path.rpartition("/")[0], set()).add(path)
+
+    def listed(directory: str) -> list[str]:
+        try:
+            fs, root, _ = filesystem_of(io, directory, purpose="finding key-index sidecars")
+            infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+        except (UnsupportedFeatureError, OSError):
+            return []
+        names = (i.path.rpartition("/")[2] for i in infos if i.type == pafs.FileType.File)
+        found = (f"{directory}/{n}" for n in names if n.startswith("."))
+        return [p for p in found if data_path_of(p) in by_directory[directory]]
+
+    return {p for found in map_ordered(sorted(by_directory), listed) for p in found}
 
 
 def delete_files(

@@ -30,17 +30,15 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from icemor.engines.local import map_ordered
-from icemor.exceptions import MissingFileError, UnsupportedFeatureError
+from icemor.exceptions import MissingFileError
 from icemor.io.key_index import data_path_of
-from icemor.maintenance.expire import DAY_MS, check_gc_enabled
+from icemor.maintenance.expire import DAY_MS, check_gc_enabled, filesystem_of
 from icemor.planning.manifest_reader import read_manifest_list
 from icemor.spec.identifiers import location_key, location_within
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    import pyarrow.fs as pafs
-    from pyiceberg.io import FileIO
     from pyiceberg.manifest import ManifestFile
     from pyiceberg.table import Table as PyIcebergTable
 
@@ -76,18 +74,6 @@ def _is_referenced(path: str, referenced: set[str]) -> bool:
     """Whether metadata names ``path``, or, for a key-index sidecar, the data file it indexes."""
     owner = data_path_of(path)
     return location_key(path) in referenced or (owner is not None and location_key(owner) in referenced)
-
-
-def _filesystem(io: FileIO, location: str) -> tuple[pafs.FileSystem, str, str]:
-    """The pyarrow filesystem of ``location``, its path there, and the URI prefix its paths need."""
-    from pyiceberg.io.pyarrow import PyArrowFileIO
-
-    if not isinstance(io, PyArrowFileIO):
-        msg = f"removing orphan files needs pyiceberg's PyArrowFileIO to list files, not {type(io).__name__}"
-        raise UnsupportedFeatureError(msg)
-    scheme, netloc, path = PyArrowFileIO.parse_location(location)
-    prefix = "" if scheme == "file" else f"{scheme}://"
-    return io.fs_by_scheme(scheme, netloc), path, prefix
 
 
 def _referenced(table: PyIcebergTable) -> set[str]:
@@ -163,7 +149,7 @@ def remove_orphan_files(
     table = table.refresh()
     check_gc_enabled(table.metadata, "remove orphan files")
     cutoff = older_than_ms if older_than_ms is not None else int(time.time() * 1000) - ORPHAN_SAFETY_MS
-    fs, root, prefix = _filesystem(table.io, table.metadata.location)
+    fs, root, prefix = filesystem_of(table.io, table.metadata.location, purpose="removing orphan files")
     listed = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
     old = [
         f
