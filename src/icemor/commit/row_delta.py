@@ -53,6 +53,9 @@ class RowDelta:
     removed_paths: set[str] = field(default_factory=set)
     """Data and delete files to remove; each must still be live at the head. A deletion vector
     is named by :func:`icemor.spec.dv.dv_removal_key` (its Puffin file holds others)."""
+    optional_removals: set[str] = field(default_factory=set)
+    """Paths of ``removed_paths`` that may be gone already: removed if still live, else not a
+    conflict (delete files a rewrite leaves dangling, which a concurrent commit may remove first)."""
     data_sequence_numbers: dict[str, int] = field(default_factory=dict)
     """Explicit data sequence numbers of added files by path (rewrites); others get the commit's."""
     snapshot_properties: dict[str, str] = field(default_factory=dict)
@@ -129,7 +132,7 @@ class RowDelta:
         )
         written = list(changes.written_paths)
         try:
-            missing = self.removed_paths - set(changes.removed_keys)
+            missing = self.removed_paths - self.optional_removals - set(changes.removed_keys)
             if missing:
                 gone = sorted(missing)[0].split("\x00")[0]
                 msg = f"file {gone} is no longer in the table: a concurrent commit removed it"
