@@ -49,6 +49,8 @@ class RowDelta:
 
     table: PyIcebergTable
     validation: Validation
+    extra_validations: list[Validation] = field(default_factory=list)
+    """Further checks, each from its own starting snapshot (a commit that completes earlier ones)."""
     added_files: list[WrittenFile] = field(default_factory=list)
     removed_paths: set[str] = field(default_factory=set)
     """Data and delete files to remove; each must still be live at the head. A deletion vector
@@ -112,7 +114,8 @@ class RowDelta:
     def _attempt(self, metadata: TableMetadata, attempt: int, snapshot_id: int) -> tuple[Change, Snapshot]:
         """Validate against ``metadata`` and write the manifests and manifest list of the snapshot."""
         io = self.table.io
-        validate(metadata, io, self.validation)
+        for v in (self.validation, *self.extra_validations):
+            validate(metadata, io, v)
         # v3: a data file may have one live DV only (Java's validateAddedDVs)
         dv_files = {f.referenced_data_file for f in self.added_files if f.is_deletion_vector}
         validate_no_concurrent_dvs(
