@@ -148,14 +148,18 @@ def rewrite_equality_deletes(
         batch_job, batch_units = job, batch
         for attempt in range(attempts):
             head = table.refresh().metadata.current_snapshot()
-            if partial_progress_enabled and head is not None and head.snapshot_id != snapshot.snapshot_id:
-                if batch_job.snapshot is None or head.snapshot_id != batch_job.snapshot.snapshot_id:
-                    # the table moved: the group's files planned again on the head, with the
-                    # deletes that apply to them now, rather than converted into a conflict
-                    batch_job = prepare_scan(table.metadata, table.io, selected_fields=("_pos",))
-                    batch_units = _units(table, batch_job, only=paths)
-                    if not batch_units:
-                        break
+            moved = (
+                head is not None
+                and batch_job.snapshot is not None
+                and head.snapshot_id != batch_job.snapshot.snapshot_id
+            )
+            if partial_progress_enabled and moved:
+                # the table moved: the group's files planned again on the head, with the deletes
+                # that apply to them now, rather than converted into a conflict
+                batch_job = prepare_scan(table.metadata, table.io, selected_fields=("_pos",))
+                batch_units = _units(table, batch_job, only=paths)
+                if not batch_units:
+                    break
             # the equality deletes go with the last group, once every group is converted
             remove = equality if last and not failed and not stopped else set()
             try:
