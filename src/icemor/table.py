@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from icemor.maintenance.equality_to_position import ConversionMetrics
     from icemor.maintenance.expire import ExpireMetrics
     from icemor.maintenance.health import HealthReport
-    from icemor.maintenance.optimize import OptimizeResult
+    from icemor.maintenance.optimize import OptimizeResult, RoundResult
     from icemor.maintenance.orphans import OrphanMetrics
     from icemor.maintenance.position_deletes import PositionDeleteMetrics
     from icemor.ops.alter import SchemaChange
@@ -631,6 +631,54 @@ class Table:
         )
         self.refresh()
         return result
+
+    def watch(
+        self,
+        every: float,
+        *,
+        spark: SparkSession | None = None,
+        stop: Callable[[], bool] | None = None,
+        on_round: Callable[[RoundResult], None] | None = None,
+    ) -> int:
+        """``optimize --watch``: rounds of self-optimizing every ``every`` seconds until ``stop()``.
+
+        Each round decides minor / major / full from the health report and the commits made
+        since the previous round (docs/health.md), commits per group of partitions and takes no
+        lock: a writer never waits for it. ``stop`` is asked between group commits and while
+        waiting; a round it ends keeps what it committed and leaves no file. Returns the number
+        of rounds.
+
+        Args:
+            every: Seconds between the end of a round and the start of the next.
+            spark: Run each round's per-file work as Spark jobs on this session's executors.
+            stop: True ends the service (None: it runs until interrupted).
+            on_round: Called with each round's :class:`~icemor.maintenance.optimize.RoundResult`
+                (``describe_round`` gives its one line).
+        """
+        import time
+
+        from icemor.maintenance.optimize import WatchState, watch_round
+
+        state = WatchState()
+        run = self._runner(spark)
+        while stop is None or not stop():
+            r = watch_round(
+                self._table,
+                state,
+                name=self.name,
+                run=run,
+                expire=self.maintenance.expire_snapshots,
+                remove_orphans=self.maintenance.remove_orphan_files,
+                stop=stop,
+            )
+            if on_round is not None:
+                on_round(r)
+            waited = 0.0
+            while waited < every and (stop is None or not stop()):
+                time.sleep(min(0.05, every - waited))
+                waited += 0.05
+        self.refresh()
+        return state.rounds
 
     @property
     def maintenance(self) -> Maintenance:

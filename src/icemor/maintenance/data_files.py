@@ -56,7 +56,7 @@ from icemor.io.data_writer import DataFileTarget, TableDataWriter, write_data_fi
 from icemor.io.deletes import deleted_positions
 from icemor.io.reader import read_task
 from icemor.io.writers import remove_written
-from icemor.maintenance._units import check_rewritable, partition_directory, run_guarded
+from icemor.maintenance._units import check_rewritable, partition_directory, run_guarded, touched_since
 from icemor.planning.manifest_reader import live_delete_files
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
@@ -500,13 +500,26 @@ def rewrite_data_files(
         batch_job, batch_groups = job, batch
         for attempt in range(max_group_attempts):
             head = table.refresh().metadata.current_snapshot()
+            assert batch_job.snapshot is not None
+            start_id = batch_job.snapshot.snapshot_id
+            refs = {p.data_file.path: p.data_file for g in batch_groups for p in g}
             if (
                 head is not None
-                and batch_job.snapshot is not None
-                and head.snapshot_id != batch_job.snapshot.snapshot_id
+                and head.snapshot_id != start_id
+                and (
+                    attempt
+                    or touched_since(
+                        table.metadata,
+                        io,
+                        start_id,
+                        refs,
+                        ignore_equality_deletes=sel.use_starting_sequence_number,
+                    )
+                )
             ):
-                # the table moved (a commit of ours or a writer's): plan the group's files again on
-                # the head, with the deletes that apply now, rather than rewrite into a conflict
+                # after a conflict, or when a commit since (a writer's) touched the group's files:
+                # plan them again on the head, with the deletes that apply now, rather than
+                # rewrite into a conflict
                 batch_job = _job(table.metadata, io)
                 batch_groups = _by_partition(p for p in batch_job.planned if p.data_file.path in paths)
                 if not batch_groups:

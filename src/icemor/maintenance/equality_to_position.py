@@ -38,6 +38,7 @@ from pyiceberg.table.snapshots import Operation
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
 from icemor.exceptions import CommitConflictError, CommitFailedError, InvalidArgumentError
+from icemor.maintenance._units import touched_since
 from icemor.maintenance.data_files import backoff
 from icemor.ops.units import check_writable, delete_units, run_units
 from icemor.planning.manifest_reader import live_delete_files
@@ -148,14 +149,17 @@ def rewrite_equality_deletes(
         batch_job, batch_units = job, batch
         for attempt in range(attempts):
             head = table.refresh().metadata.current_snapshot()
-            moved = (
-                head is not None
-                and batch_job.snapshot is not None
-                and head.snapshot_id != batch_job.snapshot.snapshot_id
-            )
-            if partial_progress_enabled and moved:
-                # the table moved: the group's files planned again on the head, with the deletes
-                # that apply to them now, rather than converted into a conflict
+            assert batch_job.snapshot is not None
+            start_id = batch_job.snapshot.snapshot_id
+            refs = {p.data_file.path: p.data_file for u in batch_units for p in u.files}
+            if (
+                partial_progress_enabled
+                and head is not None
+                and head.snapshot_id != start_id
+                and (attempt or touched_since(table.metadata, table.io, start_id, refs))
+            ):
+                # after a conflict, or when a commit since touched the group's files: planned
+                # again on the head, with the deletes that apply to them now
                 batch_job = prepare_scan(table.metadata, table.io, selected_fields=("_pos",))
                 batch_units = _units(table, batch_job, only=paths)
                 if not batch_units:

@@ -43,7 +43,7 @@ from icemor.exceptions import CommitConflictError, CommitFailedError, InvalidArg
 from icemor.io.deletes import deleted_positions
 from icemor.io.puffin import write_deletion_vectors
 from icemor.io.writers import DeleteFileTarget, remove_written, write_position_deletes
-from icemor.maintenance._units import check_rewritable, partition_directory, run_guarded
+from icemor.maintenance._units import check_rewritable, partition_directory, run_guarded, touched_since
 from icemor.planning.manifest_reader import read_manifest_entries, read_manifest_list
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
@@ -411,8 +411,13 @@ def rewrite_position_deletes(
         paths = {pair[0].path for u in batch.units for o in u.outputs for pair in o.data_files}
         for attempt in range(max_group_attempts):
             head = table.refresh().metadata.current_snapshot()
-            if head is not None and head.snapshot_id != batch.snapshot_id:
-                # the table moved: the group planned again on the head
+            refs = {pair[0].path: pair[0] for u in batch.units for o in u.outputs for pair in o.data_files}
+            if (
+                head is not None
+                and head.snapshot_id != batch.snapshot_id
+                and (attempt or touched_since(table.metadata, table.io, batch.snapshot_id, refs))
+            ):
+                # after a conflict, or a commit since touched the group's data files: planned again
                 again = _plan(table, only=paths) if paths else None
                 dangling = plan.dangling if n == 0 else ()
                 if again is None and not dangling:
