@@ -32,8 +32,9 @@ from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
 from pyiceberg.schema import Schema
 from pyiceberg.table.snapshots import Operation
 
-from icemor._compat.pyiceberg import inclusive_metrics_evaluator
+from icemor._compat.pyiceberg import inclusive_metrics_evaluator, read_manifest_entries_v3, set_spec_id
 from icemor.exceptions import CommitConflictError
+from icemor.planning.manifest_reader import read_manifest_list
 from icemor.spec.files import DataFileRef, FileContent
 from icemor.spec.rules import file_path_bounds_contain, file_path_bounds_scope
 
@@ -115,13 +116,15 @@ def history(metadata: TableMetadata, start_snapshot_id: int | None) -> list[Snap
 def _entries(io: FileIO, snapshot: Snapshot, content: ManifestContent) -> list[ManifestEntry]:
     """Entries of the manifests ``snapshot`` itself wrote (what it added or removed)."""
     out: list[ManifestEntry] = []
-    for m in snapshot.manifests(io):
+    # the manifest list decoded once per process (a retried commit validates the same history)
+    for m in read_manifest_list(io, snapshot):
         if m.content == content and m.added_snapshot_id == snapshot.snapshot_id:
-            out.extend(
-                e
-                for e in m.fetch_manifest_entry(io, discard_deleted=False)
-                if e.snapshot_id == snapshot.snapshot_id
-            )
+            for e in read_manifest_entries_v3(io.new_input(m.manifest_path)):
+                if e.snapshot_id is None and e.status == ManifestEntryStatus.ADDED:
+                    e.snapshot_id = m.added_snapshot_id  # inherited (spec: snapshot id inheritance)
+                if e.snapshot_id == snapshot.snapshot_id:
+                    set_spec_id(e.data_file, m.partition_spec_id)
+                    out.append(e)
     return out
 
 
