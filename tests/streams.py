@@ -161,7 +161,9 @@ class _Writers:
         ids = gone + changed + new
         values = [None] * len(gone) + [f"c{i}"] * (len(changed) + len(new))
         ops = ["D"] * len(gone) + ["U"] * len(changed) + ["I"] * len(new)
-        m = table.apply_changes(pa.table({"id": pa.array(ids, pa.int64()), "v": values, "op": ops}), key=["id"])
+        m = table.apply_changes(
+            pa.table({"id": pa.array(ids, pa.int64()), "v": values, "op": ops}), key=["id"]
+        )
 
         def op(model: dict[int, str]) -> None:
             for k in gone:

@@ -840,6 +840,8 @@ class Maintenance:
         where: str | BooleanExpression | None = None,
         *,
         use_starting_sequence_number: bool = True,
+        partial_progress_enabled: bool = False,
+        partial_progress_max_commits: int = 10,
         spark: SparkSession | None = None,
         progress: Callable[[int, int], None] | None = None,
     ) -> DataRewriteMetrics:
@@ -861,12 +863,17 @@ class Maintenance:
             use_starting_sequence_number: Java's ``use-starting-sequence-number``: the new files
                 keep the starting snapshot's sequence number, so equality deletes committed
                 meanwhile still apply to them.
+            partial_progress_enabled: Java's ``partial-progress.enabled``: the file groups are
+                committed in several commits, each validated on its own; a conflicting one is
+                planned again (up to 3 times), the others stand (``metrics.failed_commits``).
+            partial_progress_max_commits: Java's ``partial-progress.max-commits``.
             spark: Run the per-unit work on this SparkSession's executors instead of local threads.
             progress: Called with (units done, units) as the work proceeds.
 
         Raises:
             CommitConflictError: A concurrent commit removed a file being rewritten or added
-                deletes for one (nothing committed, no file left).
+                deletes for one (nothing committed, no file left); with partial progress, only
+                when no commit succeeded.
         """
         from icemor.maintenance.data_files import rewrite_data_files
 
@@ -879,6 +886,8 @@ class Maintenance:
             target_file_size_bytes=target_file_size_bytes,
             where=where,
             use_starting_sequence_number=use_starting_sequence_number,
+            partial_progress_enabled=partial_progress_enabled,
+            partial_progress_max_commits=partial_progress_max_commits,
         )
         t.refresh()
         return metrics

@@ -30,7 +30,15 @@ delete committed concurrently has a higher number, so it still applies to the re
 (and is not a conflict); deletes that existed at the start (<= that number) were applied
 while rewriting and do not apply again. A concurrent commit that added position deletes (or,
 with the option off, any deletes) for a file being rewritten would lose them: a conflict, as
-Java's ``validateNoNewDeletesForDataFiles``.
+Java's ``validateNoNewDeletesForDataFiles``. So is the removal, by a concurrent equality ->
+position conversion, of an equality delete committed after the start: the new files relied on
+it (:func:`icemor.commit.validation.validate_no_removed_equality_deletes`).
+
+Partial progress (Java's ``partial-progress.enabled`` / ``max-commits``): the file groups are
+spread over several commits, each validated from the snapshot its groups were planned on. Before
+a commit's work starts, the commits made since its plan are checked for anything touching its
+files (their own manifests only); if so, or after a conflict (with a backoff), its files are
+planned again on the head. A commit that keeps conflicting is given up; the others stand.
 """
 
 from __future__ import annotations
