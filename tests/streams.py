@@ -283,11 +283,13 @@ def run_streams(
     wait_for_rounds(rounds() + 2, 180)  # a whole round of optimizing after the writers
     watch.send_signal(signal.SIGTERM)
     try:
-        _, err = watch.communicate(timeout=120)
+        watch.wait(timeout=120)
     except subprocess.TimeoutExpired:
         watch.kill()
-        _, err = watch.communicate()
-    reader.join(timeout=10)
+        watch.wait()
+    reader.join(timeout=10)  # it reads stdout to the end (communicate would race it for the last line)
+    assert watch.stderr is not None
+    err = watch.stderr.read()
 
     t = t.refresh()
     chain = _chain(t)

@@ -131,3 +131,14 @@ def test_equality_deletes_stay_when_a_group_gives_up(home: Path) -> None:
     assert m.commits == 1 and len(m.failed_commits) == 1 and m.equality_delete_files_removed == 0
     assert any(d.content == FileContent.EQUALITY_DELETES for d in _deletes(t))
     assert _ids(t) == set(range(200)) - {3, 150, 21, 121, 22, 122}
+
+
+@pytest.mark.parametrize("partial", [False, True])
+def test_equality_deletes_that_apply_to_no_data_file_are_removed(home: Path, partial: bool) -> None:
+    t = _table("db.n", 2)
+    _cdc_delete("db.n", [3])
+    t.delete("id < 100")  # the only data file the equality delete applied to goes
+    m = rewrite_equality_deletes(t.refresh().pyiceberg, run=runner(t.io), partial_progress_enabled=partial)
+    assert m.commits == 1 and m.equality_delete_files_removed == 1 and m.positions_written == 0
+    assert _deletes(t) == []
+    assert _ids(t) == set(range(100, 200))

@@ -228,8 +228,10 @@ def test_watch_against_delete_and_cdc_writers(home: Path, tmp_path: Path) -> Non
         th.join()
     wait_for_rounds(rounds() + 2)  # a whole round of optimizing after the writers
     watch.send_signal(signal.SIGTERM)
-    _, err = watch.communicate(timeout=60)
-    reader.join(timeout=10)
+    watch.wait(timeout=60)
+    reader.join(timeout=10)  # it reads stdout to the end (communicate would race it for the last line)
+    assert watch.stderr is not None
+    err = watch.stderr.read()
     out = "".join(lines)
     assert not errors, errors
     assert watch.returncode == 0, err  # SIGTERM ends the service cleanly

@@ -92,6 +92,8 @@ def _batches(units: list[DeleteUnit], max_commits: int) -> list[list[DeleteUnit]
     for u in units:
         by_partition[(u.target.spec_id, u.target.partition)].append(u)
     groups = list(by_partition.values())
+    if not groups:
+        return [[]]  # no data file left to convert: one commit removes the equality deletes
     per_commit = -(-len(groups) // max_commits)
     return [[u for g in groups[i : i + per_commit] for u in g] for i in range(0, len(groups), per_commit)]
 
