@@ -399,22 +399,37 @@ def _union(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np
     return np.union1d(a, b)
 
 
+_EQ_KEYS: dict[int, tuple[object, tuple[Any, ...]]] = {}
+
+
 def _verdict_key(task: FileScanTask) -> tuple[Any, ...] | None:
     """What the equality verdict of a task depends on; None when no equality delete applies.
 
     Data and delete files are immutable, so the rows a fixed set of equality delete files
     removes from a fixed slice of a data file never change: the verdict is computed once.
     """
-    eq = sorted(
-        (d.path, tuple(sorted(d.equality_ids)), d.file_size_in_bytes, d.record_count)
-        for d in task.delete_files
-        if d.content == FileContent.EQUALITY_DELETES
-    )
+    deletes = task.delete_files
+    # the planner gives files with the same delete set one tuple object: sorted once per set
+    # (an entry holds its tuple, so the id cannot be reused while it lives)
+    hit = _EQ_KEYS.get(id(deletes))
+    if hit is not None and hit[0] is deletes:
+        eq = hit[1]
+    else:
+        eq = tuple(
+            sorted(
+                (d.path, tuple(sorted(d.equality_ids)), d.file_size_in_bytes, d.record_count)
+                for d in deletes
+                if d.content == FileContent.EQUALITY_DELETES
+            )
+        )
+        if len(_EQ_KEYS) >= 1024:
+            _EQ_KEYS.clear()
+        _EQ_KEYS[id(deletes)] = (deletes, eq)
     if not eq:
         return None
     f = task.data_file
     split = None if task.is_whole_file else (task.start, task.length)
-    return (f.path, f.file_size_in_bytes, f.record_count, split, tuple(eq))
+    return (f.path, f.file_size_in_bytes, f.record_count, split, eq)
 
 
 def _known_verdict(

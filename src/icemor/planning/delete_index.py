@@ -133,6 +133,9 @@ class DeleteFileIndex:
         self._eq_global = _SeqBucket()
         self._eq_by_partition: dict[tuple[int, tuple[Any, ...]], _SeqBucket] = defaultdict(_SeqBucket)
         self.delete_files: list[DeleteFileRef] = []
+        # one tuple object per distinct set of applying delete files: readers memoise what they
+        # derive from a set (its verdict key, its decoded deletes) by that object
+        self._interned: dict[tuple[int, ...], tuple[DeleteFileRef, ...]] = {}
 
         for entry in entries:
             ref = entry.to_delete_ref()
@@ -203,7 +206,9 @@ class DeleteFileIndex:
             # 20,000 files under 50 global equality deletes were a million decodes
             data_sides: dict[int, _Side | None] = {}
             out.extend(i.ref for i in candidates if self._may_overlap(i, data_stats, data_sides))
-        return tuple(out)
+        if not out:
+            return ()
+        return self._interned.setdefault(tuple(id(r) for r in out), tuple(out))
 
     def _side(self, stats: _Stats, field_id: int) -> _Side | None:
         """A file's decoded statistics for ``field_id``; None when its type's bounds do not order."""
