@@ -106,7 +106,7 @@ def _files(name: str) -> tuple[set[str], set[str]]:
 
     table = icemor.load_table(name).pyiceberg
     root = Path(urlparse(table.metadata.location).path)
-    staging = root / "metadata" / ".icemor-staging"
+    staging = root / "data" / "_icemor-staging"
     assert not staging.exists() or not any(p.is_file() for p in staging.rglob("*"))
     on_disk = {str(p) for p in (root / "data").rglob("*") if p.is_file() and not p.name.startswith(".")}
     referenced = set()

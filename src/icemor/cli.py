@@ -635,7 +635,7 @@ def apply_changes(
 
         # executors on other hosts cannot read the driver's files: staged in the warehouse
         paths = [str(f.resolve()) for f in changes]
-        with staged_parquet(spark_session(), t.io, t.metadata.location, paths) as df:
+        with staged_parquet(spark_session(), t.io, t.metadata.location, paths, t.metadata.properties) as df:
             m = t.apply_changes(df, **options)
     else:
         # one unit of work: the bar shows that it runs and for how long (Spark jobs: their tasks)

@@ -193,12 +193,12 @@ def _java_rows(oracle: IcebergJava, name: str, columns: list[str] | None = None)
 
 def _files_left(oracle: IcebergJava, name: str) -> tuple[set[str], set[str]]:
     """(files under the table's data directory, files any snapshot references); no staging file
-    may be left under metadata/."""
+    may be left under data/_icemor-staging/."""
     location = next(
         r[1] for r in oracle.sql(f"DESCRIBE TABLE EXTENDED {oracle.qualified(name)}") if r[0] == "Location"
     )
     root = local_path(location)
-    staging = root / "metadata" / ".icemor-staging"
+    staging = root / "data" / "_icemor-staging"
     assert not staging.exists() or not any(p.is_file() for p in staging.rglob("*"))
     on_disk = {str(p) for p in (root / "data").rglob("*") if p.is_file() and not p.name.startswith(".")}
     q = oracle.qualified(name)
@@ -623,7 +623,7 @@ class CrashingIO(PyArrowFileIO):
         from pyspark import TaskContext
 
         context = TaskContext.get()
-        if context is not None and context.attemptNumber() == 0 and ".icemor-staging" not in location:
+        if context is not None and context.attemptNumber() == 0 and "_icemor-staging" not in location:
             _OPENED[context.taskAttemptId()] += 1
             if _OPENED[context.taskAttemptId()] == 2:
                 os._exit(17)

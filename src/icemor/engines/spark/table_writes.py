@@ -422,7 +422,7 @@ def write_dataframe(
     schema = schema if schema is not None else spark_arrow_schema(df.schema)
     # every schema is checked before any row is written (the message names the column)
     convert.check(_uuid_schema(schema, convert.arrow_schema), what=SPARK_INPUT)
-    staging = Staging(table.io, table.metadata.location)
+    staging = Staging(table.io, table.metadata.location, table.metadata.properties)
     job = TableFileJob.of(table, convert, schema, staging.prefix)
 
     def work(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -680,9 +680,8 @@ if DataSourceArrowWriter is not None:
             if overwrite:
                 check_overwrite(table, self.where)
             self.location = table.metadata.location
-            self.job = TableFileJob.of(
-                table, convert, self.input_schema, Staging(table.io, self.location).prefix
-            )
+            staging = Staging(table.io, self.location, table.metadata.properties)
+            self.job = TableFileJob.of(table, convert, self.input_schema, staging.prefix)
 
         def write(self, iterator: Iterator[pa.RecordBatch]) -> _TaskMessage:
             return _TaskMessage(write_task(self.job, iterator))
