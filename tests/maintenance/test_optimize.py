@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,6 +24,7 @@ from icemor.exceptions import CommitConflictError
 from streams import run_streams
 
 if TYPE_CHECKING:
+    from icemor.maintenance.optimize import RoundResult
     from oracle import IcebergJava
 
 
@@ -141,6 +142,42 @@ def test_run_raises_the_score_and_java_reads_the_same_rows(
     assert [a.action for a in result.actions] == ["rewrite-data-files"]
     assert result.score_after is not None and result.score_after >= 90
     assert [r[0] for r in oracle.rows(on_spark, columns=["id"])] == expected
+
+
+@pytest.mark.oracle
+def test_watch_rounds_run_as_spark_jobs(
+    oracle: IcebergJava, ns: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``table.watch(spark=...)``: the rounds' per-file work goes through the Spark runner, the
+    first round rewrites the table, the next finds nothing to do, ``stop`` ends the service."""
+    from icemor.engines import spark as spark_engine
+
+    name = f"{ns}.watch_spark"
+    _build(name, tmp_path)
+    expected = [i for i in range(4000) if not (i < 3000 and i % 100 in (0, 1)) and not 3000 <= i < 3050]
+    items: list[int] = []
+    make = spark_engine.runner
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        run_on_spark = make(*args, **kwargs)
+
+        def run_items(fn: Any, work: Any) -> Any:
+            items.append(len(work))
+            return run_on_spark(fn, work)
+
+        return run_items
+
+    monkeypatch.setattr(spark_engine, "runner", counting)
+    rounds: list[RoundResult] = []
+    t = icemor.load_table(name)
+    assert t.watch(0.05, spark=oracle.spark, stop=lambda: len(rounds) >= 2, on_round=rounds.append) == 2
+    first, second = rounds
+    rewrite = [a for a in first.result.actions if a.action == "rewrite-data-files"]
+    assert first.level == "major" and rewrite and rewrite[0].commits >= 1, first
+    assert items and all(n >= 1 for n in items)
+    assert first.result.score_after is not None and first.result.score_after >= 90
+    assert second.level == "idle" and not second.result.actions, second
+    assert [r[0] for r in oracle.rows(name, columns=["id"])] == expected
 
 
 _WRITERS_SECONDS = 6.0
