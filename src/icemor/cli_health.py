@@ -6,7 +6,10 @@ Kept apart from ``cli.py`` so the table-health commands and their printing live 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import threading
 from pathlib import Path  # noqa: TC003 (typer resolves annotations at runtime)
 from typing import TYPE_CHECKING, Annotated
 
@@ -15,6 +18,9 @@ import typer
 from icemor.cli_app import Engine, JsonOpt, cli_options, open_table, spark_session
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from types import FrameType
+
     from icemor.maintenance.health import HealthReport, PartitionHealth
     from icemor.maintenance.optimize import OptimizeResult
 
@@ -154,20 +160,43 @@ def optimize(
 ) -> None:
     """Self-optimizing maintenance, planned per partition as Apache Amoro does (minor: equality ->
     position, delete-file compaction; major: data-file rewrite; full when enabled), with thresholds
-    from icemor.optimize.* table properties (docs/health.md)."""
-    import time
-
+    from icemor.optimize.* table properties (docs/health.md). With --watch, a service: one line
+    per round; SIGTERM ends it cleanly (exit 0) after the group commit under way."""
     chosen = engine or cli_options().engine
     spark = spark_session() if chosen == Engine.spark else None
     t = open_table(table)
-    round_no = 0
-    while True:
-        round_no += 1
+    if watch is None or dry_run:
         result = t.optimize(dry_run=dry_run, spark=spark, note=lambda line: typer.echo(f"  {line}"))
-        _print_optimize(result, round_no if watch is not None else None)
-        if watch is None:
-            return
-        time.sleep(watch)
+        _print_optimize(result, None)
+        return
+    from icemor.maintenance.optimize import describe_round
+
+    with _stop_on_sigterm() as stopping:
+        rounds = t.watch(
+            watch, spark=spark, stop=stopping.is_set, on_round=lambda r: typer.echo(describe_round(r))
+        )
+    typer.echo(f"{t.name}: stopped (SIGTERM) after {rounds} rounds")
+
+
+@contextlib.contextmanager
+def _stop_on_sigterm() -> Iterator[threading.Event]:
+    """SIGTERM sets the event (the service ends after the group commit under way); a second one
+    raises as the CLI's usual SIGTERM does (the work under way is abandoned, its files removed)."""
+    stopping = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stopping
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if stopping.is_set() and callable(previous):
+            previous(signum, frame)
+        stopping.set()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield stopping
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _print_optimize(result: OptimizeResult, round_no: int | None) -> None:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from icemor.maintenance.equality_to_position import ConversionMetrics
     from icemor.maintenance.expire import ExpireMetrics
     from icemor.maintenance.health import HealthReport
-    from icemor.maintenance.optimize import OptimizeResult
+    from icemor.maintenance.optimize import OptimizeResult, RoundResult
     from icemor.maintenance.orphans import OrphanMetrics
     from icemor.maintenance.position_deletes import PositionDeleteMetrics
     from icemor.ops.alter import SchemaChange
@@ -639,6 +639,54 @@ class Table:
         self.refresh()
         return result
 
+    def watch(
+        self,
+        every: float,
+        *,
+        spark: SparkSession | None = None,
+        stop: Callable[[], bool] | None = None,
+        on_round: Callable[[RoundResult], None] | None = None,
+    ) -> int:
+        """``optimize --watch``: rounds of self-optimizing every ``every`` seconds until ``stop()``.
+
+        Each round decides minor / major / full from the health report and the commits made
+        since the previous round (docs/health.md), commits per group of partitions and takes no
+        lock: a writer never waits for it. ``stop`` is asked between group commits and while
+        waiting; a round it ends keeps what it committed and leaves no file. Returns the number
+        of rounds.
+
+        Args:
+            every: Seconds between the end of a round and the start of the next.
+            spark: Run each round's per-file work as Spark jobs on this session's executors.
+            stop: True ends the service (None: it runs until interrupted).
+            on_round: Called with each round's :class:`~icemor.maintenance.optimize.RoundResult`
+                (``describe_round`` gives its one line).
+        """
+        import time
+
+        from icemor.maintenance.optimize import WatchState, watch_round
+
+        state = WatchState()
+        run = self._runner(spark)
+        while stop is None or not stop():
+            r = watch_round(
+                self._table,
+                state,
+                name=self.name,
+                run=run,
+                expire=self.maintenance.expire_snapshots,
+                remove_orphans=self.maintenance.remove_orphan_files,
+                stop=stop,
+            )
+            if on_round is not None:
+                on_round(r)
+            waited = 0.0
+            while waited < every and (stop is None or not stop()):
+                time.sleep(min(0.05, every - waited))
+                waited += 0.05
+        self.refresh()
+        return state.rounds
+
     @property
     def maintenance(self) -> Maintenance:
         """Maintenance actions of merge-on-read tables (``table.maintenance.rewrite_equality_deletes()``)."""
@@ -799,6 +847,8 @@ class Maintenance:
         where: str | BooleanExpression | None = None,
         *,
         use_starting_sequence_number: bool = True,
+        partial_progress_enabled: bool = False,
+        partial_progress_max_commits: int = 10,
         spark: SparkSession | None = None,
         progress: Callable[[int, int], None] | None = None,
     ) -> DataRewriteMetrics:
@@ -820,12 +870,17 @@ class Maintenance:
             use_starting_sequence_number: Java's ``use-starting-sequence-number``: the new files
                 keep the starting snapshot's sequence number, so equality deletes committed
                 meanwhile still apply to them.
+            partial_progress_enabled: Java's ``partial-progress.enabled``: the file groups are
+                committed in several commits, each validated on its own; a conflicting one is
+                planned again (up to 3 times), the others stand (``metrics.failed_commits``).
+            partial_progress_max_commits: Java's ``partial-progress.max-commits``.
             spark: Run the per-unit work on this SparkSession's executors instead of local threads.
             progress: Called with (units done, units) as the work proceeds.
 
         Raises:
             CommitConflictError: A concurrent commit removed a file being rewritten or added
-                deletes for one (nothing committed, no file left).
+                deletes for one (nothing committed, no file left); with partial progress, only
+                when no commit succeeded.
         """
         from icemor.maintenance.data_files import rewrite_data_files
 
@@ -838,6 +893,8 @@ class Maintenance:
             target_file_size_bytes=target_file_size_bytes,
             where=where,
             use_starting_sequence_number=use_starting_sequence_number,
+            partial_progress_enabled=partial_progress_enabled,
+            partial_progress_max_commits=partial_progress_max_commits,
         )
         t.refresh()
         return metrics

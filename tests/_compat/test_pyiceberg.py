@@ -330,6 +330,50 @@ def test_manifest_writers_and_v3_reader_round_trip(tmp_path: Path) -> None:
     assert entry.data_file.spec_id == 5
 
 
+def test_resolved_reader_is_shared_by_files_of_one_schema_and_reads_as_pyiceberg(tmp_path: Path) -> None:
+    """Two manifests of one writer schema: the second reuses the first's resolved reader, and
+    both read exactly as pyiceberg's own ``AvroFile`` reads them."""
+    from pyiceberg.avro.file import AvroFile
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+    from pyiceberg.manifest import MANIFEST_ENTRY_SCHEMAS, ManifestEntry, ManifestEntryStatus
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+
+    io = PyArrowFileIO()
+    paths = []
+    for i in range(2):
+        df = DataFile.from_args(
+            content=DataFileContent.DATA,
+            file_path=f"/x/{i}.parquet",
+            file_format=FileFormat.PARQUET,
+            partition=Record(),
+            record_count=3 + i,
+            file_size_in_bytes=10,
+        )
+        path = str(tmp_path / f"m{i}.avro")
+        with compat.manifest_writer(
+            UNPARTITIONED_PARTITION_SPEC, SCHEMA, io.new_output(path), 7, deletes=False
+        ) as writer:
+            writer.add_entry(
+                ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=7, data_file=df)
+            )
+        paths.append(path)
+    compat._READERS.clear()
+    first = compat.read_manifest_entries_v3(io.new_input(paths[0]))
+    assert len(compat._READERS) == 1
+    (resolved,) = compat._READERS.values()
+    second = compat.read_manifest_entries_v3(io.new_input(paths[1]))
+    assert list(compat._READERS.values()) == [resolved]  # the same reader, not resolved again
+    for path, ours in zip(paths, (first, second), strict=True):
+        with AvroFile[ManifestEntry](
+            io.new_input(path), MANIFEST_ENTRY_SCHEMAS[3], compat._ENTRY_READ_TYPES, compat._ENTRY_READ_ENUMS
+        ) as reader:
+            theirs = list(reader)
+        assert [(e.status, e.data_file.file_path, e.data_file.record_count) for e in ours] == [
+            (e.status, e.data_file.file_path, e.data_file.record_count) for e in theirs
+        ]
+    assert [e.data_file.record_count for e in second] == [4]
+
+
 def test_snapshot_summary_counts_files_and_carries_totals(tmp_path: Path) -> None:
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.table.snapshots import Operation

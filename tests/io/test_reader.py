@@ -39,7 +39,7 @@ from pyiceberg.types import DecimalType, IntegerType, LongType, NestedField, Str
 from pyroaring import BitMap64
 
 from icemor.exceptions import CorruptFileError, MissingFileError
-from icemor.io import verdicts
+from icemor.io import reader, verdicts
 from icemor.io.cache import DELETE_CACHE
 from icemor.io.reader import (
     BATCH_BYTES,
@@ -337,6 +337,52 @@ def test_deletion_vector_with_equality_deletes(tmp_path: Path, ten_rows: DataFil
 def verdict(task: FileScanTask) -> list[int] | None:
     value = DELETE_CACHE.peek(VERDICT, _verdict_key(task))
     return None if value is None else [int(p) for p in value]
+
+
+def test_verdict_key_memo_is_keyed_by_the_delete_tuple_itself(
+    tmp_path: Path, ten_rows: DataFileRef, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reader, "_EQ_KEYS", {})
+    pos = position_delete_file(tmp_path, "pos.parquet", [(ten_rows.path, 1)])
+    eq_b = equality_delete_file(tmp_path, "eq-b.parquet", {"category": (pa.string(), 2, ["b"])})
+    eq_a = equality_delete_file(tmp_path, "eq-a.parquet", {"id": (pa.int64(), 1, [100])})
+    expected = (
+        ten_rows.path,
+        ten_rows.file_size_in_bytes,
+        10,
+        None,
+        (  # equality deletes only, sorted by path
+            (eq_a.path, (1,), eq_a.file_size_in_bytes, 1),
+            (eq_b.path, (2,), eq_b.file_size_in_bytes, 1),
+        ),
+    )
+    deletes = (eq_b, pos, eq_a)
+    first = _verdict_key(whole(ten_rows, deletes))
+    assert first == expected
+    # the entry holds the tuple, so its id cannot be reused by another tuple while it is there
+    assert reader._EQ_KEYS[id(deletes)][0] is deletes
+    again = _verdict_key(FileScanTask(ten_rows, deletes, 0, ten_rows.file_size_in_bytes))
+    assert again == expected
+    assert again is not None and first is not None and again[4] is first[4]  # sorted once per tuple
+
+    # an entry under the same id for another tuple is never taken for this one
+    other = (eq_a, pos)
+    reader._EQ_KEYS[id(other)] = (deletes, expected[4])
+    got = _verdict_key(whole(ten_rows, other))
+    assert got is not None and got[4] == ((eq_a.path, (1,), eq_a.file_size_in_bytes, 1),)
+    assert _verdict_key(whole(ten_rows, (pos,))) is None
+
+
+def test_verdict_key_memo_is_cleared_when_full(
+    tmp_path: Path, ten_rows: DataFileRef, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held = [(object(),) for _ in range(1024)]
+    monkeypatch.setattr(reader, "_EQ_KEYS", {id(t): (t, ()) for t in held})
+    eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [100])})
+    deletes = (eq,)
+    key = _verdict_key(whole(ten_rows, deletes))
+    assert key is not None and key[4] == ((eq.path, (1,), eq.file_size_in_bytes, 1),)
+    assert list(reader._EQ_KEYS) == [id(deletes)]
 
 
 def test_equality_verdict_is_recorded_and_replaces_the_probe(

@@ -444,3 +444,24 @@ def test_position_and_equality_together() -> None:
     assert applied(idx, B, 2) == {"pos.parquet", "eq-old.parquet", "eq-new.parquet"}
     assert applied(idx, A, 5) == {"eq-new.parquet"}
     assert len(idx.delete_files) == 4
+
+
+def test_one_tuple_per_set_of_applying_delete_files() -> None:
+    idx = index(
+        pos("pos-a.parquet", 4, referenced_data_file=A),
+        eq("eq-old.parquet", 3, [ID]),
+        eq("eq-new.parquet", 6, [ID]),
+    )
+    b_new = idx.for_data_file(B, 3, UNPARTITIONED, ())
+    c_new = idx.for_data_file("s3://bucket/data/c.parquet", 4, UNPARTITIONED, ())
+    assert [r.path for r in b_new] == ["eq-new.parquet"]
+    assert c_new is b_new  # readers memoise what they derive from a set by this object
+    b_both = idx.for_data_file(B, 2, UNPARTITIONED, ())
+    assert [r.path for r in b_both] == ["eq-old.parquet", "eq-new.parquet"]
+    a_all = idx.for_data_file(A, 2, UNPARTITIONED, ())
+    assert [r.path for r in a_all] == ["pos-a.parquet", "eq-old.parquet", "eq-new.parquet"]
+    assert idx.for_data_file(B, 2, UNPARTITIONED, ()) is b_both
+    assert idx.for_data_file(A, 7, UNPARTITIONED, ()) == ()
+    # another index's equal set is its own tuple: nothing outlives the index it came from
+    other = index(eq("eq-new.parquet", 6, [ID]))
+    assert other.for_data_file(B, 3, UNPARTITIONED, ()) is not b_new

@@ -49,10 +49,15 @@ class RowDelta:
 
     table: PyIcebergTable
     validation: Validation
+    extra_validations: list[Validation] = field(default_factory=list)
+    """Further checks, each from its own starting snapshot (a commit that completes earlier ones)."""
     added_files: list[WrittenFile] = field(default_factory=list)
     removed_paths: set[str] = field(default_factory=set)
     """Data and delete files to remove; each must still be live at the head. A deletion vector
     is named by :func:`icemor.spec.dv.dv_removal_key` (its Puffin file holds others)."""
+    optional_removals: set[str] = field(default_factory=set)
+    """Paths of ``removed_paths`` that may be gone already: removed if still live, else not a
+    conflict (delete files a rewrite leaves dangling, which a concurrent commit may remove first)."""
     data_sequence_numbers: dict[str, int] = field(default_factory=dict)
     """Explicit data sequence numbers of added files by path (rewrites); others get the commit's."""
     snapshot_properties: dict[str, str] = field(default_factory=dict)
@@ -109,7 +114,8 @@ class RowDelta:
     def _attempt(self, metadata: TableMetadata, attempt: int, snapshot_id: int) -> tuple[Change, Snapshot]:
         """Validate against ``metadata`` and write the manifests and manifest list of the snapshot."""
         io = self.table.io
-        validate(metadata, io, self.validation)
+        for v in (self.validation, *self.extra_validations):
+            validate(metadata, io, v)
         # v3: a data file may have one live DV only (Java's validateAddedDVs)
         dv_files = {f.referenced_data_file for f in self.added_files if f.is_deletion_vector}
         validate_no_concurrent_dvs(
@@ -129,7 +135,7 @@ class RowDelta:
         )
         written = list(changes.written_paths)
         try:
-            missing = self.removed_paths - set(changes.removed_keys)
+            missing = self.removed_paths - self.optional_removals - set(changes.removed_keys)
             if missing:
                 gone = sorted(missing)[0].split("\x00")[0]
                 msg = f"file {gone} is no longer in the table: a concurrent commit removed it"

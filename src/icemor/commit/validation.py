@@ -10,7 +10,11 @@ operation read, as ``MergingSnapshotProducer.validationHistory``. The checks, na
 - :func:`validate_no_new_deletes_for_data_files`: a concurrent commit added deletes that apply
   to a data file this commit removes and rewrites (compaction, UPDATE, MERGE): they would be lost;
 - :func:`validate_no_conflicting_delete_files`: the same for a data file one of whose rows
-  UPDATE or MERGE copies (at every isolation level): the copy would undo the delete.
+  UPDATE or MERGE copies (at every isolation level): the copy would undo the delete;
+- :func:`validate_no_removed_equality_deletes` (no Java counterpart: Java has no equality ->
+  position conversion): a rewrite that keeps the starting sequence number relies on equality
+  deletes committed after its start to go on applying to its new files; one that a concurrent
+  conversion replaced by position deletes of the old data files (and removed) would not.
 
 Whether a delete applies is judged as Java's ``DeleteFileIndex`` does (:func:`may_apply`): by
 data sequence number, by file path for position deletes, and by spec and partition for
@@ -28,8 +32,9 @@ from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
 from pyiceberg.schema import Schema
 from pyiceberg.table.snapshots import Operation
 
-from icemor._compat.pyiceberg import inclusive_metrics_evaluator
+from icemor._compat.pyiceberg import inclusive_metrics_evaluator, read_manifest_entries_v3, set_spec_id
 from icemor.exceptions import CommitConflictError
+from icemor.planning.manifest_reader import read_manifest_list
 from icemor.spec.files import DataFileRef, FileContent
 from icemor.spec.rules import file_path_bounds_contain, file_path_bounds_scope
 
@@ -52,6 +57,7 @@ __all__ = [
     "validate_no_conflicting_data_files",
     "validate_no_conflicting_delete_files",
     "validate_no_new_deletes_for_data_files",
+    "validate_no_removed_equality_deletes",
 ]
 
 
@@ -110,13 +116,15 @@ def history(metadata: TableMetadata, start_snapshot_id: int | None) -> list[Snap
 def _entries(io: FileIO, snapshot: Snapshot, content: ManifestContent) -> list[ManifestEntry]:
     """Entries of the manifests ``snapshot`` itself wrote (what it added or removed)."""
     out: list[ManifestEntry] = []
-    for m in snapshot.manifests(io):
+    # the manifest list decoded once per process (a retried commit validates the same history)
+    for m in read_manifest_list(io, snapshot):
         if m.content == content and m.added_snapshot_id == snapshot.snapshot_id:
-            out.extend(
-                e
-                for e in m.fetch_manifest_entry(io, discard_deleted=False)
-                if e.snapshot_id == snapshot.snapshot_id
-            )
+            for e in read_manifest_entries_v3(io.new_input(m.manifest_path)):
+                if e.snapshot_id is None and e.status == ManifestEntryStatus.ADDED:
+                    e.snapshot_id = m.added_snapshot_id  # inherited (spec: snapshot id inheritance)
+                if e.snapshot_id == snapshot.snapshot_id:
+                    set_spec_id(e.data_file, m.partition_spec_id)
+                    out.append(e)
     return out
 
 
@@ -173,6 +181,16 @@ def validate(metadata: TableMetadata, io: FileIO, v: Validation) -> None:
             )
             validate_no_conflicting_delete_files(
                 snap, new, kept, specs, ignore_equality_deletes=v.ignore_equality_deletes
+            )
+        if rewritten and v.ignore_equality_deletes:
+            gone = [
+                d
+                for e in _entries(io, snap, ManifestContent.DELETES)
+                if (d := _AddedDelete.of(e, snap, status=ManifestEntryStatus.DELETED)) is not None
+            ]
+            removed = {p: f for p, f in rewritten.items() if p in v.removed_data_files}
+            validate_no_removed_equality_deletes(
+                snap, gone, removed, metadata.specs(), starting_sequence_number
             )
 
 
@@ -270,6 +288,36 @@ def validate_no_conflicting_delete_files(
     _check_new_deletes(snap, deletes, data_files, specs, ignore_equality_deletes, "updates rows of")
 
 
+def validate_no_removed_equality_deletes(
+    snap: Snapshot,
+    removed_deletes: Sequence[_AddedDelete],
+    data_files: Mapping[str, _DataFile],
+    specs: Mapping[int, PartitionSpec],
+    starting_sequence_number: int,
+) -> None:
+    """``snap`` removed no equality delete, committed after the rewrite started, that applies to a
+    data file the rewrite replaces.
+
+    The rewrite read such a file without that delete (it was not committed yet) and gives its new
+    files the starting sequence number, trusting the delete to go on applying to them (Java's
+    ``use-starting-sequence-number``). A concurrent equality -> position conversion replaces the
+    delete by position deletes of the old file, which the rewrite drops: its rows would come back.
+
+    Raises:
+        CommitConflictError: Such a delete was removed.
+    """
+    for d in removed_deletes:
+        if d.content != FileContent.EQUALITY_DELETES or d.data_sequence_number <= starting_sequence_number:
+            continue
+        hit = next((f for f in data_files.values() if may_apply(d, f, specs)), None)
+        if hit is not None:
+            msg = (
+                f"concurrent snapshot {snap.snapshot_id} removed equality delete file {d.path}, which "
+                f"applies to data file {hit.path} that this operation rewrites (its rows would come back)"
+            )
+            raise CommitConflictError(msg)
+
+
 def _check_new_deletes(
     snap: Snapshot,
     deletes: Sequence[_AddedDelete],
@@ -323,8 +371,11 @@ class _AddedDelete:
     upper_bounds: Mapping[int, bytes]
 
     @classmethod
-    def of(cls, e: ManifestEntry, snap: Snapshot) -> _AddedDelete | None:
-        if e.status != ManifestEntryStatus.ADDED:
+    def of(
+        cls, e: ManifestEntry, snap: Snapshot, *, status: ManifestEntryStatus = ManifestEntryStatus.ADDED
+    ) -> _AddedDelete | None:
+        """The entry's delete file if the entry has ``status`` (added, or removed by ``snap``)."""
+        if e.status != status:
             return None
         f = e.data_file
         partition = tuple(f.partition[i] for i in range(len(f.partition))) if f.partition is not None else ()

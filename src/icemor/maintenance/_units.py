@@ -14,17 +14,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from icemor.commit.files import delete_quietly
-from icemor.exceptions import IcemorError, InvalidArgumentError, UnsupportedFeatureError
+from icemor.commit.validation import Validation, validate
+from icemor.exceptions import CommitConflictError, IcemorError, InvalidArgumentError, UnsupportedFeatureError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from pyiceberg.io import FileIO
     from pyiceberg.table import Table as PyIcebergTable
+    from pyiceberg.table.metadata import TableMetadata
 
     from icemor.engines import Runner
+    from icemor.spec.files import DataFileRef
 
-__all__ = ["check_rewritable", "partition_directory", "run_guarded"]
+__all__ = ["check_rewritable", "partition_directory", "run_guarded", "touched_since"]
 
 R = TypeVar("R")
 
@@ -53,6 +56,33 @@ def partition_directory(table: PyIcebergTable, spec_id: int, partition: tuple[An
     if spec.is_unpartitioned():
         return data_dir
     return f"{data_dir}/{spec.partition_to_path(Record(*partition), table.metadata.schema())}"
+
+
+def touched_since(
+    metadata: TableMetadata,
+    io: FileIO,
+    start_snapshot_id: int,
+    data_files: Mapping[str, DataFileRef],
+    *,
+    ignore_equality_deletes: bool = False,
+) -> bool:
+    """Whether a commit after ``start_snapshot_id`` removed one of ``data_files`` or added deletes
+    that apply to one (the checks a rewrite of them would fail): reads only those commits' own
+    manifests, so a group of a partial-progress run is planned again only when it has to be."""
+    paths = set(data_files)
+    check = Validation(
+        start_snapshot_id,
+        serializable=False,
+        removed_data_files=paths,
+        no_new_deletes_for=paths,
+        data_files=data_files,
+        ignore_equality_deletes=ignore_equality_deletes,
+    )
+    try:
+        validate(metadata, io, check)
+    except CommitConflictError:
+        return True
+    return False
 
 
 @dataclass(frozen=True)

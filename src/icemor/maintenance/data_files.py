@@ -30,15 +30,24 @@ delete committed concurrently has a higher number, so it still applies to the re
 (and is not a conflict); deletes that existed at the start (<= that number) were applied
 while rewriting and do not apply again. A concurrent commit that added position deletes (or,
 with the option off, any deletes) for a file being rewritten would lose them: a conflict, as
-Java's ``validateNoNewDeletesForDataFiles``.
+Java's ``validateNoNewDeletesForDataFiles``. So is the removal, by a concurrent equality ->
+position conversion, of an equality delete committed after the start: the new files relied on
+it (:func:`icemor.commit.validation.validate_no_removed_equality_deletes`).
+
+Partial progress (Java's ``partial-progress.enabled`` / ``max-commits``): the file groups are
+spread over several commits, each validated from the snapshot its groups were planned on. Before
+a commit's work starts, the commits made since its plan are checked for anything touching its
+files (their own manifests only); if so, or after a conflict (with a backoff), its files are
+planned again on the head. A commit that keeps conflicting is given up; the others stand.
 """
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
@@ -50,12 +59,12 @@ from icemor.commit.data_file_struct import from_data_file
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
 from icemor.engines.local import stream
-from icemor.exceptions import InvalidArgumentError
+from icemor.exceptions import CommitConflictError, CommitFailedError, InvalidArgumentError
 from icemor.io.data_writer import DataFileTarget, TableDataWriter, write_data_files_in_order
 from icemor.io.deletes import deleted_positions
 from icemor.io.reader import read_task
 from icemor.io.writers import remove_written
-from icemor.maintenance._units import check_rewritable, partition_directory, run_guarded
+from icemor.maintenance._units import check_rewritable, partition_directory, run_guarded, touched_since
 from icemor.planning.manifest_reader import live_delete_files
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
@@ -64,7 +73,7 @@ from icemor.spec.metadata_columns import LINEAGE_COLUMNS
 from icemor.spec.tasks import FileScanTask
 
 if TYPE_CHECKING:
-    from collections.abc import Generator, Iterator, Mapping
+    from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.io import FileIO
@@ -73,10 +82,18 @@ if TYPE_CHECKING:
 
     from icemor.engines import Runner
     from icemor.io.reader import ReadOptions
+    from icemor.planning.scan_job import ScanJob
     from icemor.spec.files import WrittenFile
     from icemor.spec.tasks import PlannedFile
 
-__all__ = ["DataRewriteMetrics", "RewriteUnit", "rewrite_data_files", "rewrite_data_unit", "write_streamed"]
+__all__ = [
+    "DataRewriteMetrics",
+    "RewriteUnit",
+    "backoff",
+    "rewrite_data_files",
+    "rewrite_data_unit",
+    "write_streamed",
+]
 
 # Iceberg Java's SizeBasedFileRewritePlanner defaults
 MIN_FILE_SIZE_RATIO = 0.75
@@ -96,8 +113,15 @@ class DataRewriteMetrics:
     bytes_rewritten: int
     bytes_added: int
     snapshot_id: int | None
-    """None when no file needed rewriting (nothing committed)."""
+    """None when no file needed rewriting (nothing committed); else the last commit's."""
     seconds: float
+    commits: int = 0
+    """Snapshots committed (more than one only with partial progress)."""
+    failed_commits: tuple[str, ...] = ()
+    """With partial progress: why each commit that kept conflicting was given up (its groups
+    were not rewritten; the other commits stand)."""
+    stopped_commits: int = 0
+    """With partial progress: commits not attempted because ``stop`` asked to end."""
 
 
 @dataclass(frozen=True)
@@ -248,92 +272,80 @@ def _check_options(ratio: float, file_threshold: int | None, target: int | None)
         raise InvalidArgumentError(msg)
 
 
-def rewrite_data_files(
-    table: PyIcebergTable,
-    *,
-    run: Runner,
-    delete_ratio_threshold: float = 0.3,
-    delete_file_threshold: int | None = None,
-    target_file_size_bytes: int | None = None,
-    where: str | BooleanExpression | None = None,
-    use_starting_sequence_number: bool = True,
-) -> DataRewriteMetrics:
-    """Rewrite the data files of the current snapshot that need it (see the module doc), one commit.
+@dataclass(frozen=True)
+class _Selection:
+    """How files are chosen and written: the options of one rewrite."""
 
-    Args:
-        table: The pyiceberg table (refreshed here).
-        run: Where the per-unit work runs (local threads or Spark executors).
-        delete_ratio_threshold: Java's ``delete-ratio-threshold``.
-        delete_file_threshold: Java's ``delete-file-threshold`` (None: never).
-        target_file_size_bytes: Java's ``target-file-size-bytes`` (None: the table's
-            ``write.target-file-size-bytes``).
-        where: Consider only data files that may hold rows matching this filter (whole files
-            are rewritten).
-        use_starting_sequence_number: Java's ``use-starting-sequence-number``.
+    delete_ratio_threshold: float
+    file_threshold: int
+    target: int
+    use_starting_sequence_number: bool
 
-    Raises:
-        InvalidArgumentError: Bad option or filter; a v1 table.
-        CommitConflictError: A concurrent commit removed a file being rewritten, or added deletes
-            that apply to one.
-    """
-    started = time.monotonic()
-    _check_options(delete_ratio_threshold, delete_file_threshold, target_file_size_bytes)
-    table = table.refresh()
-    check_rewritable(table)
-    metadata, io = table.metadata, table.io
-    props = metadata.properties
-    target = target_file_size_bytes or P.int_property(
-        props, P.WRITE_TARGET_FILE_SIZE_BYTES, P.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT
-    )
+
+def _job(metadata: TableMetadata, io: FileIO) -> ScanJob:
     # v3: the rewritten rows keep their row lineage, written explicitly (as Java's rewrite)
     lineage = metadata.format_version >= 3
-    job = prepare_scan(metadata, io, selected_fields=("*", *LINEAGE_COLUMNS) if lineage else ("*",))
-    snapshot = job.snapshot
-    if snapshot is None:
-        return DataRewriteMetrics(0, 0, 0, 0, 0, 0, None, time.monotonic() - started)
-    considered = job.planned
-    if where is not None:
-        chosen = {p.data_file.path for p in prepare_scan(metadata, io, row_filter=where).planned}
-        considered = [p for p in job.planned if p.data_file.path in chosen]
+    return prepare_scan(metadata, io, selected_fields=("*", *LINEAGE_COLUMNS) if lineage else ("*",))
 
-    min_size, max_size = target * MIN_FILE_SIZE_RATIO, target * MAX_FILE_SIZE_RATIO
-    file_threshold = delete_file_threshold if delete_file_threshold is not None else 2**31 - 1
+
+def _groups(io: FileIO, considered: Sequence[PlannedFile], sel: _Selection) -> list[list[PlannedFile]]:
+    """The file groups to rewrite, one per partition, as Java's ``BinPackRewriteFilePlanner``."""
+    min_size, max_size = sel.target * MIN_FILE_SIZE_RATIO, sel.target * MAX_FILE_SIZE_RATIO
     groups: dict[tuple[int, tuple[Any, ...]], list[PlannedFile]] = defaultdict(list)
     troubled: set[str] = set()
     for p in considered:
         f = p.data_file
-        too_many = len(p.delete_files) >= file_threshold  # as Java: 0 selects every file
-        if too_many or _too_high_delete_ratio(io, p, delete_ratio_threshold):
+        too_many = len(p.delete_files) >= sel.file_threshold  # as Java: 0 selects every file
+        if too_many or _too_high_delete_ratio(io, p, sel.delete_ratio_threshold):
             troubled.add(f.path)
         elif not min_size <= f.file_size_in_bytes <= max_size:
             pass  # a size outlier: a candidate for bin-packing only
         else:
             continue
         groups[(f.spec_id, f.partition)].append(p)
-
     rewrite: list[list[PlannedFile]] = []
     for files in groups.values():
         size = sum(p.data_file.file_size_in_bytes for p in files)
         if (
             any(p.data_file.path in troubled for p in files)
             or (len(files) > 1 and len(files) >= MIN_INPUT_FILES)
-            or (len(files) > 1 and size > target)
+            or (len(files) > 1 and size > sel.target)
             or size > MAX_FILE_GROUP_SIZE_BYTES
         ):
             rewrite.append(files)
-    if not rewrite:
-        return DataRewriteMetrics(0, 0, 0, 0, 0, 0, None, time.monotonic() - started)
+    return rewrite
 
+
+@dataclass(frozen=True)
+class _Committed:
+    rewritten: int
+    added: int
+    obsolete: int
+    rows: int
+    bytes_rewritten: int
+    bytes_added: int
+    snapshot_id: int
+
+
+def _rewrite_and_commit(
+    table: PyIcebergTable, job: ScanJob, groups: Sequence[Sequence[PlannedFile]], sel: _Selection, run: Runner
+) -> _Committed:
+    """Rewrite ``groups`` (planned by ``job``) and commit them as one ``replace`` snapshot,
+    validated from ``job``'s snapshot as Java's ``RewriteFiles``."""
+    metadata, io = job.metadata, job.io
+    snapshot = job.snapshot
+    assert snapshot is not None
+    props = metadata.properties
     # the writer of rows of older specs rolls its files at this property: the rewrite's target
     write_metadata = metadata.model_copy(
-        update={"properties": {**props, P.WRITE_TARGET_FILE_SIZE_BYTES: str(target)}}
+        update={"properties": {**props, P.WRITE_TARGET_FILE_SIZE_BYTES: str(sel.target)}}
     )
     commit_id = uuid.uuid4().hex[:12]
     row_group_rows = P.int_property(props, P.PARQUET_ROW_GROUP_LIMIT, P.PARQUET_ROW_GROUP_LIMIT_DEFAULT)
     units: list[RewriteUnit] = []
-    for files in rewrite:
+    for files in groups:
         f = files[0].data_file
-        for b in _bins(files, target):
+        for b in _bins(list(files), sel.target):
             data_target = None
             if f.spec_id == metadata.default_spec_id:
                 data_target = DataFileTarget(
@@ -341,7 +353,7 @@ def rewrite_data_files(
                     prefix=f"{len(units):05d}-{commit_id}-rewrite",
                     spec_id=f.spec_id,
                     partition=f.partition,
-                    target_file_size=target,
+                    target_file_size=sel.target,
                     row_group_rows=row_group_rows,
                     compression=props.get(P.PARQUET_COMPRESSION, P.PARQUET_COMPRESSION_DEFAULT),
                 )
@@ -359,7 +371,7 @@ def rewrite_data_files(
     in_use = {d.path for p in job.planned if p.data_file.path not in rewritten for d in p.delete_files}
     obsolete = {d.path for d in live_delete_files(io, snapshot)} - in_use
     start_seq = snapshot.sequence_number or 0  # v2: always set
-    sequence_numbers = {w.path: start_seq for w in written} if use_starting_sequence_number else {}
+    sequence_numbers = {w.path: start_seq for w in written} if sel.use_starting_sequence_number else {}
     delta = RowDelta(
         table,
         Validation(
@@ -368,21 +380,180 @@ def rewrite_data_files(
             removed_data_files=rewritten,
             no_new_deletes_for=rewritten,
             data_files={p.data_file.path: p.data_file for u in units for p in u.files},
-            ignore_equality_deletes=use_starting_sequence_number,
+            ignore_equality_deletes=sel.use_starting_sequence_number,
         ),
         added_files=written,
         removed_paths=rewritten | obsolete,
+        # a dangling delete file another commit removed meanwhile is no conflict
+        optional_removals=obsolete,
         operation=Operation.REPLACE,
         data_sequence_numbers=sequence_numbers,
     )
     committed = delta.commit()
-    return DataRewriteMetrics(
-        data_files_rewritten=len(rewritten),
-        data_files_added=len(written),
-        delete_files_removed=len(obsolete),
-        rows_written=sum(r.rows for r in results),
+    return _Committed(
+        rewritten=len(rewritten),
+        added=len(written),
+        obsolete=len(obsolete),
+        rows=sum(r.rows for r in results),
         bytes_rewritten=sum(p.data_file.file_size_in_bytes for u in units for p in u.files),
         bytes_added=sum(w.file_size_in_bytes for w in written),
         snapshot_id=committed.snapshot_id,
+    )
+
+
+def _by_partition(planned: Iterable[PlannedFile]) -> list[list[PlannedFile]]:
+    groups: dict[tuple[int, tuple[Any, ...]], list[PlannedFile]] = defaultdict(list)
+    for p in planned:
+        groups[(p.data_file.spec_id, p.data_file.partition)].append(p)
+    return list(groups.values())
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait before attempt ``attempt + 1`` of a group: 0.1 s doubling to 2 s, jittered
+    (writers that collided once should not collide again in step)."""
+    delay: float = min(2.0, 0.1 * 2.0**attempt)
+    return delay * random.uniform(0.5, 1.0)
+
+
+def rewrite_data_files(
+    table: PyIcebergTable,
+    *,
+    run: Runner,
+    delete_ratio_threshold: float = 0.3,
+    delete_file_threshold: int | None = None,
+    target_file_size_bytes: int | None = None,
+    where: str | BooleanExpression | None = None,
+    use_starting_sequence_number: bool = True,
+    partial_progress_enabled: bool = False,
+    partial_progress_max_commits: int = 10,
+    max_group_attempts: int = 3,
+    stop: Callable[[], bool] | None = None,
+) -> DataRewriteMetrics:
+    """Rewrite the data files of the current snapshot that need it (see the module doc).
+
+    Without partial progress, one commit (a conflict fails the whole rewrite, as Java's). With
+    it, the file groups are committed in at most ``partial_progress_max_commits`` commits, each
+    validated on its own, so a conflict loses only the groups of that commit; such a commit is
+    planned again from the new head (its files still live, with the deletes that apply now)
+    after a backoff, up to ``max_group_attempts`` times.
+
+    Args:
+        table: The pyiceberg table (refreshed here).
+        run: Where the per-unit work runs (local threads or Spark executors).
+        delete_ratio_threshold: Java's ``delete-ratio-threshold``.
+        delete_file_threshold: Java's ``delete-file-threshold`` (None: never).
+        target_file_size_bytes: Java's ``target-file-size-bytes`` (None: the table's
+            ``write.target-file-size-bytes``).
+        where: Consider only data files that may hold rows matching this filter (whole files
+            are rewritten).
+        use_starting_sequence_number: Java's ``use-starting-sequence-number``.
+        partial_progress_enabled: Java's ``partial-progress.enabled``.
+        partial_progress_max_commits: Java's ``partial-progress.max-commits``.
+        max_group_attempts: With partial progress, attempts of each commit (re-planned after a
+            conflict); icemor's own.
+        stop: With partial progress, asked before each commit's work: True ends the rewrite
+            there (the commits made stay; nothing else is written).
+
+    Raises:
+        InvalidArgumentError: Bad option or filter; a v1 table.
+        CommitConflictError: A concurrent commit removed a file being rewritten, or added deletes
+            that apply to one (with partial progress: only when no commit succeeded).
+    """
+    started = time.monotonic()
+    _check_options(delete_ratio_threshold, delete_file_threshold, target_file_size_bytes)
+    if partial_progress_max_commits < 1 or max_group_attempts < 1:
+        msg = "partial_progress_max_commits and max_group_attempts must be >= 1"
+        raise InvalidArgumentError(msg)
+    table = table.refresh()
+    check_rewritable(table)
+    metadata, io = table.metadata, table.io
+    sel = _Selection(
+        delete_ratio_threshold=delete_ratio_threshold,
+        file_threshold=delete_file_threshold if delete_file_threshold is not None else 2**31 - 1,
+        target=target_file_size_bytes
+        or P.int_property(
+            metadata.properties, P.WRITE_TARGET_FILE_SIZE_BYTES, P.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT
+        ),
+        use_starting_sequence_number=use_starting_sequence_number,
+    )
+    job = _job(metadata, io)
+    nothing = DataRewriteMetrics(0, 0, 0, 0, 0, 0, None, 0.0)
+    if job.snapshot is None:
+        return replace(nothing, seconds=time.monotonic() - started)
+    considered = job.planned
+    if where is not None:
+        chosen = {p.data_file.path for p in prepare_scan(metadata, io, row_filter=where).planned}
+        considered = [p for p in job.planned if p.data_file.path in chosen]
+    groups = _groups(io, considered, sel)
+    if not groups:
+        return replace(nothing, seconds=time.monotonic() - started)
+    if not partial_progress_enabled:
+        c = _rewrite_and_commit(table, job, groups, sel, run)
+        return DataRewriteMetrics(
+            c.rewritten, c.added, c.obsolete, c.rows, c.bytes_rewritten, c.bytes_added, c.snapshot_id,
+            time.monotonic() - started, commits=1,
+        )  # fmt: skip
+
+    # as Java's RewriteDataFilesCommitManager: the groups spread evenly over at most max-commits
+    per_commit = -(-len(groups) // partial_progress_max_commits)
+    batches = [groups[i : i + per_commit] for i in range(0, len(groups), per_commit)]
+    done: list[_Committed] = []
+    failed: list[str] = []
+    stopped = 0
+    for n, batch in enumerate(batches):
+        if stop is not None and stop():
+            stopped = len(batches) - n
+            break
+        paths = {p.data_file.path for g in batch for p in g}
+        batch_job, batch_groups = job, batch
+        for attempt in range(max_group_attempts):
+            head = table.refresh().metadata.current_snapshot()
+            assert batch_job.snapshot is not None
+            start_id = batch_job.snapshot.snapshot_id
+            refs = {p.data_file.path: p.data_file for g in batch_groups for p in g}
+            if (
+                head is not None
+                and head.snapshot_id != start_id
+                and (
+                    attempt
+                    or touched_since(
+                        table.metadata,
+                        io,
+                        start_id,
+                        refs,
+                        ignore_equality_deletes=sel.use_starting_sequence_number,
+                    )
+                )
+            ):
+                # after a conflict, or when a commit since (a writer's) touched the group's files:
+                # plan them again on the head, with the deletes that apply now, rather than
+                # rewrite into a conflict
+                batch_job = _job(table.metadata, io)
+                batch_groups = _by_partition(p for p in batch_job.planned if p.data_file.path in paths)
+                if not batch_groups:
+                    break  # every file of the group is gone: nothing left to do
+            try:
+                done.append(_rewrite_and_commit(table, batch_job, batch_groups, sel, run))
+                break
+            except (CommitConflictError, CommitFailedError) as e:
+                # a conflict, or every swap lost to other writers: the commit's groups alone
+                if attempt + 1 == max_group_attempts:
+                    failed.append(str(e))
+                    break
+                time.sleep(backoff(attempt))
+    if failed and not done:
+        msg = failed[0] if len(failed) == 1 else f"{failed[0]} (and {len(failed) - 1} more commits)"
+        raise CommitConflictError(msg)
+    return DataRewriteMetrics(
+        data_files_rewritten=sum(c.rewritten for c in done),
+        data_files_added=sum(c.added for c in done),
+        delete_files_removed=sum(c.obsolete for c in done),
+        rows_written=sum(c.rows for c in done),
+        bytes_rewritten=sum(c.bytes_rewritten for c in done),
+        bytes_added=sum(c.bytes_added for c in done),
+        snapshot_id=done[-1].snapshot_id if done else None,
         seconds=time.monotonic() - started,
+        commits=len(done),
+        failed_commits=tuple(failed),
+        stopped_commits=stopped,
     )

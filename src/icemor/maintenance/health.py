@@ -99,6 +99,15 @@ class Thresholds:
     """``icemor.optimize.expire.enabled`` (Amoro ``table.expire.enabled``; off here)."""
     orphans_enabled: bool = False
     """``icemor.optimize.orphans.enabled`` (Amoro ``clean-orphan-file.enabled``, false)."""
+    max_commits: int = 10
+    """``icemor.optimize.partial-progress.max-commits``: each action commits its partition groups
+    in at most this many commits (Java's ``partial-progress.max-commits``, 10)."""
+    busy_major_score: float = 80.0
+    """``icemor.optimize.busy.major-score``: ``optimize --watch`` on a table that writers committed
+    to since its last round runs major optimizing only under this score (else minor only) ..."""
+    busy_major_interval_seconds: float = 60.0
+    """``icemor.optimize.busy.major-interval-seconds``: ... or when this long has passed since its
+    last major commit (Amoro's minor/major trigger intervals, here for a busy table)."""
 
     @property
     def fragment_size_bytes(self) -> int:
@@ -118,6 +127,9 @@ class Thresholds:
             ("full.enabled", "full_enabled"),
             ("expire.enabled", "expire_enabled"),
             ("orphans.enabled", "orphans_enabled"),
+            ("partial-progress.max-commits", "max_commits"),
+            ("busy.major-score", "busy_major_score"),
+            ("busy.major-interval-seconds", "busy_major_interval_seconds"),
         ):
             key = f"icemor.optimize.{name}"
             text = properties.get(key)

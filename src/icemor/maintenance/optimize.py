@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from icemor.exceptions import CommitConflictError, CommitFailedError, UnsupportedFeatureError
 from icemor.maintenance.health import inspect_table
@@ -44,10 +44,14 @@ __all__ = [
     "OptimizePlan",
     "OptimizeResult",
     "PartitionPlan",
+    "RoundResult",
+    "WatchState",
     "describe_action",
+    "describe_round",
     "execute_plan",
     "optimize",
     "plan_optimize",
+    "watch_round",
 ]
 
 EQ_TO_POS = "equality-to-position"
@@ -82,6 +86,8 @@ class OptimizePlan:
     actions: tuple[str, ...]
     partitions: tuple[PartitionPlan, ...]
     report: HealthReport = field(repr=False)
+    minor_only: bool = False
+    """Planned with ``major=False`` (a busy table between its major rounds)."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,12 @@ class ActionResult:
     seconds: float
     skipped: str | None = None
     partitions: tuple[str, ...] = ()
+    commits: int = 0
+    """Snapshots the action committed (one per group of partitions: partial progress)."""
+    failed: tuple[str, ...] = ()
+    """Why each group commit given up after its attempts failed (the other groups' stand)."""
+    stopped: int = 0
+    """Group commits not attempted because the run was asked to stop."""
 
 
 @dataclass(frozen=True)
@@ -106,10 +118,10 @@ class OptimizeResult:
     seconds: float
 
 
-def _partition_plan(p: PartitionHealth, t: Thresholds) -> PartitionPlan | None:
+def _partition_plan(p: PartitionHealth, t: Thresholds, *, major: bool = True) -> PartitionPlan | None:
     """A partition's plan: full when enabled, else major (which applies every delete too, so it
-    replaces minor, as in Amoro), else minor."""
-    if t.full_enabled and p.data_files:
+    replaces minor, as in Amoro), else minor; ``major=False``: minor at most."""
+    if major and t.full_enabled and p.data_files:
         return PartitionPlan(
             p.partition, p.spec_id, p.score, "full", (FULL_REWRITE,), ("full optimizing enabled",)
         )
@@ -124,7 +136,7 @@ def _partition_plan(p: PartitionHealth, t: Thresholds) -> PartitionPlan | None:
             reasons.append(f"up to {p.read_amplification.max:g} delete files per data file")
         if p.dangling_delete_files:
             reasons.append(f"{p.dangling_delete_files} dangling delete files")
-    if p.delete_ratio >= t.major_delete_ratio or p.small_files >= t.major_fragment_count:
+    if major and (p.delete_ratio >= t.major_delete_ratio or p.small_files >= t.major_fragment_count):
         if p.delete_ratio >= t.major_delete_ratio:
             reasons.insert(0, f"deleted fraction {p.delete_ratio:.3f} >= {t.major_delete_ratio}")
         if p.small_files >= t.major_fragment_count:
@@ -149,10 +161,11 @@ def _expected(p: PartitionHealth, actions: tuple[str, ...]) -> float:
     return round(max(0.0, 100.0 - sum(lost.values())), 1)
 
 
-def plan_optimize(report: HealthReport) -> OptimizePlan:
-    """Plan from a health report: per partition, then the table-wide actions in their order."""
+def plan_optimize(report: HealthReport, *, major: bool = True) -> OptimizePlan:
+    """Plan from a health report: per partition, then the table-wide actions in their order.
+    ``major=False``: minor optimizing only (no data-file rewrite)."""
     t = report.thresholds
-    plans = tuple(pp for p in report.partitions if (pp := _partition_plan(p, t)) is not None)
+    plans = tuple(pp for p in report.partitions if (pp := _partition_plan(p, t, major=major)) is not None)
     chosen = {a for pp in plans for a in pp.actions}
     if t.expire_enabled:
         chosen.add(EXPIRE)
@@ -180,6 +193,7 @@ def plan_optimize(report: HealthReport) -> OptimizePlan:
         actions=tuple(a for a in _ORDER if a in chosen),
         partitions=plans,
         report=report,
+        minor_only=not major,
     )
 
 
@@ -192,8 +206,10 @@ def _run_actions(
     expire: Callable[[], object] | None,
     remove_orphans: Callable[[], object] | None,
     note: Callable[[str], None] | None,
+    stop: Callable[[], bool] | None,
 ) -> list[ActionResult]:
-    """Run ``actions`` of ``plan`` in order; a commit conflict skips that action this round."""
+    """Run ``actions`` of ``plan`` in order, each committing per group of partitions (partial
+    progress); an action none of whose groups could commit is skipped this round."""
     from icemor.maintenance.data_files import rewrite_data_files
     from icemor.maintenance.equality_to_position import rewrite_equality_deletes
     from icemor.maintenance.position_deletes import rewrite_position_deletes
@@ -204,18 +220,25 @@ def _run_actions(
         for p in plan.report.partitions
         if p.delete_ratio < t.major_delete_ratio
     )
+    progress: dict[str, Any] = {
+        "partial_progress_enabled": True,
+        "partial_progress_max_commits": t.max_commits,
+        "stop": stop,
+    }
     results: list[ActionResult] = []
     for action in actions:
+        if stop is not None and stop():
+            break
         asking = tuple(pp.partition or "(unpartitioned)" for pp in plan.partitions if action in pp.actions)
         began = time.monotonic()
-        snapshot_id: int | None = None
+        m: Any = None
         try:
             if action == EQ_TO_POS:
-                snapshot_id = rewrite_equality_deletes(table, run=run).snapshot_id
+                m = rewrite_equality_deletes(table, run=run, **progress)
             elif action == POSITION_COMPACTION:
-                snapshot_id = rewrite_position_deletes(table, run=run).snapshot_id
+                m = rewrite_position_deletes(table, run=run, **progress)
             elif action in (DATA_REWRITE, FULL_REWRITE):
-                snapshot_id = rewrite_data_files(
+                m = rewrite_data_files(
                     table,
                     run=run,
                     # full: every file with a delete (and, as always, every file off the target size)
@@ -226,19 +249,29 @@ def _run_actions(
                     if action == FULL_REWRITE or fragmented
                     else t.minor_delete_file_count,
                     target_file_size_bytes=t.target_file_size_bytes,
-                ).snapshot_id
+                    **progress,
+                )
             elif action == EXPIRE and expire is not None:
                 expire()
             elif action == ORPHANS and remove_orphans is not None:
                 remove_orphans()
         except (CommitConflictError, CommitFailedError) as e:
-            # a conflicting commit, or every retry of the swap lost to other writers: nothing was
-            # committed; the next round plans again
+            # every group conflicted (or lost every swap to other writers): nothing was committed;
+            # the next round plans again
             result = ActionResult(action, None, time.monotonic() - began, f"conflict: {e}", asking)
         except UnsupportedFeatureError as e:  # e.g. an action that does not write v3 tables yet
             result = ActionResult(action, None, time.monotonic() - began, f"not supported: {e}", asking)
         else:
-            result = ActionResult(action, snapshot_id, time.monotonic() - began, None, asking)
+            result = ActionResult(
+                action,
+                None if m is None else m.snapshot_id,
+                time.monotonic() - began,
+                None,
+                asking,
+                commits=0 if m is None else m.commits,
+                failed=() if m is None else m.failed_commits,
+                stopped=0 if m is None else m.stopped_commits,
+            )
         table.refresh()
         results.append(result)
         if note is not None:
@@ -254,6 +287,7 @@ def execute_plan(
     expire: Callable[[], object] | None = None,
     remove_orphans: Callable[[], object] | None = None,
     note: Callable[[str], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> OptimizeResult:
     """Run the plan's actions in order, then report the score.
 
@@ -268,19 +302,22 @@ def execute_plan(
         expire: Runs snapshot expiry (the facade's, with the table's defaults).
         remove_orphans: Runs orphan removal (the facade's: it needs the catalog's tables).
         note: Called with one line per action as it finishes.
+        stop: Asked between group commits: True ends the round there (what committed stays).
     """
     started = time.monotonic()
 
     def run_actions(p: OptimizePlan, actions: tuple[str, ...]) -> list[ActionResult]:
         return _run_actions(
-            table, p, actions, run=run, expire=expire, remove_orphans=remove_orphans, note=note
+            table, p, actions, run=run, expire=expire, remove_orphans=remove_orphans, note=note, stop=stop
         )
 
     results: list[ActionResult] = []
     rest, rest_plan = plan.actions, plan
     if EQ_TO_POS in plan.actions:
         results += run_actions(plan, (EQ_TO_POS,))
-        rest_plan = plan_optimize(inspect_table(table.metadata, table.io, name=plan.table_name))
+        rest_plan = plan_optimize(  # (a minor-only plan stays minor)
+            inspect_table(table.metadata, table.io, name=plan.table_name), major=not plan.minor_only
+        )
         rest = tuple(a for a in rest_plan.actions if a != EQ_TO_POS)
     results += run_actions(rest_plan, rest)
     after = inspect_table(table.metadata, table.io, name=plan.table_name)
@@ -311,4 +348,137 @@ def describe_action(r: ActionResult) -> str:
     if r.skipped is not None:
         return f"{r.action}{where}: skipped this round ({r.skipped})"
     done = f"snapshot {r.snapshot_id}" if r.snapshot_id is not None else "nothing to commit"
+    if r.commits > 1:
+        done = f"{r.commits} commits, the last snapshot {r.snapshot_id}"
+    if r.failed:
+        done += f"; {len(r.failed)} group commit(s) given up (conflict: {r.failed[0]})"
+    if r.stopped:
+        done += f"; {r.stopped} group commit(s) not started (stopping)"
     return f"{r.action}{where}: {done} ({r.seconds:.3f} s)"
+
+
+@dataclass
+class WatchState:
+    """What ``optimize --watch`` remembers between rounds."""
+
+    rounds: int = 0
+    seen_snapshot_id: int | None = None
+    """The head after the previous round (None: no round yet)."""
+    last_major: float | None = None
+    """``time.monotonic()`` of the last round whose data-file rewrite committed."""
+    started: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """One round of the service: its level, what ran, what was skipped and why, the scores."""
+
+    number: int
+    level: str
+    """``idle``, ``minor``, ``major`` or ``full``."""
+    writer_commits: int
+    """Snapshots other than optimize's own committed since the previous round."""
+    result: OptimizeResult
+    skipped: tuple[str, ...]
+    """Actions not run this round, each with why."""
+
+
+def _writer_commits(table: PyIcebergTable, since: int | None) -> int:
+    """Snapshots committed on the main branch after ``since`` that are not maintenance's (``replace``)."""
+    n = 0
+    snapshot = table.metadata.current_snapshot()
+    while snapshot is not None and snapshot.snapshot_id != since:
+        op = snapshot.summary.operation if snapshot.summary is not None else None
+        n += op is not None and op.value != "replace"
+        parent = snapshot.parent_snapshot_id
+        snapshot = table.metadata.snapshot_by_id(parent) if parent is not None else None
+    return n if since is not None else 0
+
+
+def watch_round(
+    table: PyIcebergTable,
+    state: WatchState,
+    *,
+    name: str,
+    run: Runner,
+    expire: Callable[[], object] | None = None,
+    remove_orphans: Callable[[], object] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> RoundResult:
+    """One round of ``optimize --watch``: decide the level, run it, report.
+
+    As Amoro schedules self-optimizing: minor optimizing (equality -> position, delete-file
+    compaction: cheap, and what keeps reads of a streamed table fast) whenever the health report
+    asks for it; major (data-file rewrite) and full too, except on a busy table (writers
+    committed since the last round) whose score is still at least ``busy.major-score`` and whose
+    last major commit is less than ``busy.major-interval-seconds`` old: a rewrite there would
+    mostly race the writers (and rewrite what the next minutes' deletes touch again). Every
+    action commits per group of partitions and never waits for a writer: it loses a conflict and
+    tries that group again, planned anew.
+    """
+    table = table.refresh()
+    state.rounds += 1
+    head = table.metadata.current_snapshot()
+    writers = _writer_commits(table, state.seen_snapshot_id)
+    report = inspect_table(table.metadata, table.io, name=name)
+    t = report.thresholds
+    plan = plan_optimize(report)
+    skipped: list[str] = []
+    majors = [a for a in plan.actions if a in (DATA_REWRITE, FULL_REWRITE)]
+    now = time.monotonic()
+    since_major = now - (state.last_major if state.last_major is not None else state.started)
+    if (
+        majors
+        and writers
+        and report.table.score >= t.busy_major_score
+        and since_major < t.busy_major_interval_seconds
+    ):
+        plan = plan_optimize(report, major=False)
+        skipped.append(
+            f"{'/'.join(majors)} (busy: {writers} writer commits since the last round, score "
+            f"{report.table.score} >= {t.busy_major_score:g}, last major {since_major:.0f} s ago "
+            f"< {t.busy_major_interval_seconds:g} s)"
+        )
+    result = execute_plan(table, plan, run=run, expire=expire, remove_orphans=remove_orphans, stop=stop)
+    if any(a.action in (DATA_REWRITE, FULL_REWRITE) and a.commits for a in result.actions):
+        state.last_major = time.monotonic()
+    for a in result.actions:
+        if a.skipped is not None:
+            skipped.append(f"{a.action} ({a.skipped})")
+    ran = {a.action for a in result.actions}
+    skipped.extend(
+        f"{a} (stopping)" for a in result.plan.actions if a not in ran and stop is not None and stop()
+    )
+    level = "full" if FULL_REWRITE in plan.actions else "major" if DATA_REWRITE in plan.actions else "minor"
+    if not plan.actions:
+        level = "idle"
+    current = table.refresh().metadata.current_snapshot() or head
+    state.seen_snapshot_id = current.snapshot_id if current is not None else None
+    return RoundResult(state.rounds, level, writers, result, tuple(skipped))
+
+
+def describe_round(r: RoundResult) -> str:
+    """The round in one line: level, what each action did, what was skipped and why, the scores."""
+    res = r.result
+    done = []
+    for a in res.actions:
+        if a.skipped is not None:
+            continue
+        what = "nothing to commit" if not a.commits else f"{a.commits} commit{'s' if a.commits > 1 else ''}"
+        if a.failed:
+            what += f", {len(a.failed)} group(s) given up (conflict: {a.failed[0]})"
+        if a.stopped:
+            what += f", {a.stopped} group(s) not started (stopping)"
+        done.append(f"{a.action}: {what}")
+    after = res.score_after if res.score_after is not None else res.plan.score_before
+    parts = [
+        f"round {r.number}: {r.level}",
+        "; ".join(done) if done else "nothing run",
+    ]
+    if r.skipped:
+        parts.append("skipped " + "; ".join(r.skipped))
+    parts.append(
+        f"score {res.plan.score_before} -> {after} in {res.seconds:.2f} s "
+        f"({r.writer_commits} writer commits since the last round)"
+    )
+    return " | ".join(parts)

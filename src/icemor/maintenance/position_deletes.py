@@ -29,7 +29,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.conversions import from_bytes
@@ -39,10 +39,11 @@ from pyiceberg.types import LongType
 
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
+from icemor.exceptions import CommitConflictError, CommitFailedError, InvalidArgumentError
 from icemor.io.deletes import deleted_positions
 from icemor.io.puffin import write_deletion_vectors
 from icemor.io.writers import DeleteFileTarget, remove_written, write_position_deletes
-from icemor.maintenance._units import check_rewritable, partition_directory, run_guarded
+from icemor.maintenance._units import check_rewritable, partition_directory, run_guarded, touched_since
 from icemor.planning.manifest_reader import read_manifest_entries, read_manifest_list
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
@@ -51,6 +52,8 @@ from icemor.spec.files import FileContent
 from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID, DELETE_FILE_POS_FIELD_ID
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyiceberg.io import FileIO
     from pyiceberg.table import Table as PyIcebergTable
 
@@ -77,8 +80,13 @@ class PositionDeleteMetrics:
     data_files_removed: int
     """Data files whose every row was deleted: removed rather than listed."""
     snapshot_id: int | None
-    """None when there was nothing to compact (nothing committed)."""
+    """None when there was nothing to compact (nothing committed); else the last commit's."""
     seconds: float
+    commits: int = 0
+    failed_commits: tuple[str, ...] = ()
+    """With partial progress: why each commit that kept conflicting was given up."""
+    stopped_commits: int = 0
+    """With partial progress: commits not attempted because ``stop`` asked to end."""
 
 
 _Pair = tuple["DataFileRef", tuple["DeleteFileRef", ...]]
@@ -185,24 +193,30 @@ def _dangling_by_metrics(entry: ManifestFileEntry, users: list[PlannedFile], liv
     return int(from_bytes(LongType(), pos)) >= max(p.data_file.record_count for p in users)
 
 
-def rewrite_position_deletes(table: PyIcebergTable, *, run: Runner) -> PositionDeleteMetrics:
-    """Merge the position-delete files of each partition (or data file) of the current snapshot.
+@dataclass(frozen=True)
+class _Plan:
+    """The compaction of one snapshot: its units with their sequence numbers, what they replace."""
 
-    Raises:
-        InvalidArgumentError: A v1 table.
-        CommitConflictError: A concurrent commit removed a file this one replaces.
-    """
-    started = time.monotonic()
-    table = table.refresh()
-    check_rewritable(table)
+    snapshot_id: int
+    units: tuple[PositionUnit, ...]
+    unit_seq: tuple[int, ...]
+    inputs: frozenset[str]
+    old_dvs: frozenset[str]
+    dangling: tuple[str, ...]
+    positions_before: int
+
+
+def _plan(table: PyIcebergTable, *, only: set[str] | None = None) -> _Plan | None:
+    """Plan the compaction of the current snapshot (None: nothing to compact); ``only``: the
+    components of these data files (a group planned again), without the dangling files."""
     metadata, io = table.metadata, table.io
     v3 = metadata.format_version >= 3
     snapshot = metadata.current_snapshot()
     if snapshot is None:
-        return PositionDeleteMetrics(0, 0, 0, 0, 0, 0, None, time.monotonic() - started)
+        return None
     entries = _position_entries(io, table)
     if not entries:
-        return PositionDeleteMetrics(0, 0, 0, 0, 0, 0, None, time.monotonic() - started)
+        return None
     planned = prepare_scan(metadata, io).planned
     live = {p.data_file.path for p in planned}
     users: dict[str, list[PlannedFile]] = defaultdict(list)
@@ -210,7 +224,7 @@ def rewrite_position_deletes(table: PyIcebergTable, *, run: Runner) -> PositionD
         for d in p.delete_files:
             if d.path in entries:
                 users[d.path].append(p)
-    dangling = sorted(path for path in entries if path not in users)
+    dangling = () if only is not None else tuple(sorted(path for path in entries if path not in users))
 
     props = metadata.properties
     granularity = P.choice(props, P.DELETE_GRANULARITY, P.DELETE_GRANULARITY_DEFAULT, ("file", "partition"))
@@ -232,6 +246,8 @@ def rewrite_position_deletes(table: PyIcebergTable, *, run: Runner) -> PositionD
     old_dvs: set[str] = set()
     builder = _Targets(table)
     for files in members.values():
+        if only is not None and not any(p.data_file.path in only for p in files):
+            continue
         per_file = [tuple(d for d in p.delete_files if d.path in entries) for p in files]
         # v3: each data file's DV (if any) is merged with its position deletes into a new DV
         dvs = [_dvs_of(p) if v3 else () for p in files]
@@ -261,7 +277,55 @@ def rewrite_position_deletes(table: PyIcebergTable, *, run: Runner) -> PositionD
             dv_removal_key(d.path, d.content_offset) for ds in dvs for d in ds if d.content_offset is not None
         }
     if not units and not dangling:
-        return PositionDeleteMetrics(0, 0, 0, 0, 0, 0, None, time.monotonic() - started)
+        return None
+    return _Plan(
+        snapshot_id=snapshot.snapshot_id,
+        units=tuple(units),
+        unit_seq=tuple(unit_seq),
+        inputs=frozenset(inputs),
+        old_dvs=frozenset(old_dvs),
+        dangling=dangling,
+        positions_before=sum(entries[p].data_file.record_count for p in inputs),
+    )
+
+
+def _batch(plan: _Plan, index: list[int], dangling: bool) -> _Plan:
+    """The part of ``plan`` made of its units ``index`` (and the dangling files, or not)."""
+    units = [plan.units[i] for i in index]
+    inputs = {d.path for u in units for o in u.outputs for _, ds in o.data_files for d in ds}
+    return _Plan(
+        snapshot_id=plan.snapshot_id,
+        units=tuple(units),
+        unit_seq=tuple(plan.unit_seq[i] for i in index),
+        inputs=frozenset(inputs & plan.inputs),
+        old_dvs=frozenset(
+            k
+            for u in units
+            for o in u.outputs
+            for _, ds in o.data_files
+            for d in ds
+            if d.is_deletion_vector
+            and d.content_offset is not None
+            and (k := dv_removal_key(d.path, d.content_offset)) in plan.old_dvs
+        ),
+        dangling=plan.dangling if dangling else (),
+        positions_before=0,
+    )
+
+
+@dataclass(frozen=True)
+class _Committed:
+    rewritten: int
+    dangling: int
+    added: int
+    positions: int
+    data_removed: int
+    snapshot_id: int
+
+
+def _commit(table: PyIcebergTable, plan: _Plan, run: Runner) -> _Committed:
+    io = table.io
+    units = list(plan.units)
 
     def lost() -> None:
         for u in units:
@@ -273,27 +337,119 @@ def rewrite_position_deletes(table: PyIcebergTable, *, run: Runner) -> PositionD
     )
     written = [w for r in results for w in r.written]
     removed_data = {p for r in results for p in r.removed_data_files}
-    sequence_numbers = {w.path: seq for r, seq in zip(results, unit_seq, strict=True) for w in r.written}
+    sequence_numbers = {w.path: seq for r, seq in zip(results, plan.unit_seq, strict=True) for w in r.written}
     delta = RowDelta(
         table,
-        Validation(
-            start_snapshot_id=snapshot.snapshot_id, serializable=False, removed_data_files=removed_data
-        ),
+        Validation(start_snapshot_id=plan.snapshot_id, serializable=False, removed_data_files=removed_data),
         added_files=written,
-        removed_paths=inputs | set(dangling) | removed_data | old_dvs,
+        removed_paths=set(plan.inputs) | set(plan.dangling) | removed_data | set(plan.old_dvs),
+        # a dangling file another commit removed meanwhile is no conflict
+        optional_removals=set(plan.dangling),
         operation=Operation.REPLACE,
         data_sequence_numbers=sequence_numbers,
     )
     committed = delta.commit()
-    return PositionDeleteMetrics(
-        delete_files_rewritten=len(inputs),
-        dangling_delete_files_removed=len(dangling),
-        delete_files_added=len(written),
-        positions_before=sum(entries[p].data_file.record_count for p in inputs),
-        positions_written=sum(w.record_count for w in written),
-        data_files_removed=len(removed_data),
+    return _Committed(
+        rewritten=len(plan.inputs),
+        dangling=len(plan.dangling),
+        added=len(written),
+        positions=sum(w.record_count for w in written),
+        data_removed=len(removed_data),
         snapshot_id=committed.snapshot_id,
+    )
+
+
+def rewrite_position_deletes(
+    table: PyIcebergTable,
+    *,
+    run: Runner,
+    partial_progress_enabled: bool = False,
+    partial_progress_max_commits: int = 10,
+    max_group_attempts: int = 3,
+    stop: Callable[[], bool] | None = None,
+) -> PositionDeleteMetrics:
+    """Merge the position-delete files of each partition (or data file) of the current snapshot.
+
+    Without partial progress, one commit. With it (Java's ``partial-progress.*`` options of
+    ``rewrite_position_delete_files``), the groups are committed in at most
+    ``partial_progress_max_commits`` commits, each validated on its own; one that conflicts is
+    planned again on the new head, after a backoff, up to ``max_group_attempts`` times.
+
+    Raises:
+        InvalidArgumentError: A v1 table.
+        CommitConflictError: A concurrent commit removed a file this one replaces (with partial
+            progress: only when no commit succeeded).
+    """
+    from icemor.maintenance.data_files import backoff
+
+    started = time.monotonic()
+    if partial_progress_max_commits < 1 or max_group_attempts < 1:
+        msg = "partial_progress_max_commits and max_group_attempts must be >= 1"
+        raise InvalidArgumentError(msg)
+    table = table.refresh()
+    check_rewritable(table)
+    plan = _plan(table)
+    if plan is None:
+        return PositionDeleteMetrics(0, 0, 0, 0, 0, 0, None, time.monotonic() - started)
+    if not partial_progress_enabled:
+        c = _commit(table, plan, run)
+        return PositionDeleteMetrics(
+            c.rewritten, c.dangling, c.added, plan.positions_before, c.positions, c.data_removed,
+            c.snapshot_id, time.monotonic() - started, commits=1,
+        )  # fmt: skip
+    n_units = len(plan.units)
+    per_commit = max(1, -(-n_units // partial_progress_max_commits))
+    indexes = [list(range(i, min(i + per_commit, n_units))) for i in range(0, n_units, per_commit)] or [[]]
+    done: list[_Committed] = []
+    failed: list[str] = []
+    stopped = 0
+    for n, index in enumerate(indexes):
+        if stop is not None and stop():
+            stopped = len(indexes) - n
+            break
+        batch = _batch(plan, index, dangling=n == 0)
+        paths = {pair[0].path for u in batch.units for o in u.outputs for pair in o.data_files}
+        for attempt in range(max_group_attempts):
+            head = table.refresh().metadata.current_snapshot()
+            refs = {pair[0].path: pair[0] for u in batch.units for o in u.outputs for pair in o.data_files}
+            if (
+                head is not None
+                and head.snapshot_id != batch.snapshot_id
+                and (attempt or touched_since(table.metadata, table.io, batch.snapshot_id, refs))
+            ):
+                # after a conflict, or a commit since touched the group's data files: planned again
+                again = _plan(table, only=paths) if paths else None
+                dangling = plan.dangling if n == 0 else ()
+                if again is None and not dangling:
+                    break  # nothing left to compact in this group
+                batch = (
+                    replace(again, dangling=dangling)
+                    if again is not None
+                    else _Plan(head.snapshot_id, (), (), frozenset(), frozenset(), dangling, 0)
+                )
+            try:
+                done.append(_commit(table, batch, run))
+                break
+            except (CommitConflictError, CommitFailedError) as e:
+                if attempt + 1 == max_group_attempts:
+                    failed.append(str(e))
+                    break
+                time.sleep(backoff(attempt))
+    if failed and not done:
+        msg = failed[0] if len(failed) == 1 else f"{failed[0]} (and {len(failed) - 1} more commits)"
+        raise CommitConflictError(msg)
+    return PositionDeleteMetrics(
+        delete_files_rewritten=sum(c.rewritten for c in done),
+        dangling_delete_files_removed=sum(c.dangling for c in done),
+        delete_files_added=sum(c.added for c in done),
+        positions_before=plan.positions_before,
+        positions_written=sum(c.positions for c in done),
+        data_files_removed=sum(c.data_removed for c in done),
+        snapshot_id=done[-1].snapshot_id if done else None,
         seconds=time.monotonic() - started,
+        commits=len(done),
+        failed_commits=tuple(failed),
+        stopped_commits=stopped,
     )
 
 

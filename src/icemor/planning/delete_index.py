@@ -68,10 +68,22 @@ class _Stats:
     value_counts: Mapping[int, int] | None
 
 
+@dataclass(slots=True, frozen=True)
+class _Side:
+    """One column's statistics of one file, decoded once: what the overlap test compares."""
+
+    has_nulls: bool | None
+    all_null: bool
+    lower: Any
+    upper: Any
+
+
 @dataclass(slots=True)
 class _Indexed:
     ref: DeleteFileRef
     stats: _Stats
+    sides: dict[int, _Side] | None = None
+    """The decoded statistics of the equality fields (computed once, on first use)."""
 
 
 @dataclass(slots=True)
@@ -121,6 +133,9 @@ class DeleteFileIndex:
         self._eq_global = _SeqBucket()
         self._eq_by_partition: dict[tuple[int, tuple[Any, ...]], _SeqBucket] = defaultdict(_SeqBucket)
         self.delete_files: list[DeleteFileRef] = []
+        # one tuple object per distinct set of applying delete files: readers memoise what they
+        # derive from a set (its verdict key, its decoded deletes) by that object
+        self._interned: dict[tuple[int, ...], tuple[DeleteFileRef, ...]] = {}
 
         for entry in entries:
             ref = entry.to_delete_ref()
@@ -186,26 +201,48 @@ class DeleteFileIndex:
         bucket = self._eq_by_partition.get((spec_id, partition))
         if bucket is not None:
             candidates = candidates + bucket.applicable(seq, equality_delete_applies)
-        out.extend(i.ref for i in candidates if self._may_overlap(i, data_stats))
-        return tuple(out)
+        if candidates:
+            # the data file's statistics decoded once per field, not once per delete file:
+            # 20,000 files under 50 global equality deletes were a million decodes
+            data_sides: dict[int, _Side | None] = {}
+            out.extend(i.ref for i in candidates if self._may_overlap(i, data_stats, data_sides))
+        if not out:
+            return ()
+        return self._interned.setdefault(tuple(id(r) for r in out), tuple(out))
 
-    def _may_overlap(self, eq: _Indexed, data: _Stats) -> bool:
+    def _side(self, stats: _Stats, field_id: int) -> _Side | None:
+        """A file's decoded statistics for ``field_id``; None when its type's bounds do not order."""
+        ftype = self._field_types.get(field_id)
+        if not isinstance(ftype, _ORDERED_TYPES):
+            return None
+        return _Side(
+            _has_nulls(stats, field_id),
+            _all_null(stats, field_id),
+            _bound(stats.lower, field_id, ftype),
+            _bound(stats.upper, field_id, ftype),
+        )
+
+    def _may_overlap(self, eq: _Indexed, data: _Stats, data_sides: dict[int, _Side | None]) -> bool:
         """False only when the column bounds prove no data row can equal any delete row."""
-        for field_id in eq.ref.equality_ids:
-            ftype = self._field_types.get(field_id)
-            if not isinstance(ftype, _ORDERED_TYPES):
+        if eq.sides is None:
+            eq.sides = {
+                fid: side for fid in eq.ref.equality_ids if (side := self._side(eq.stats, fid)) is not None
+            }
+        for field_id, d in eq.sides.items():
+            if field_id not in data_sides:
+                data_sides[field_id] = self._side(data, field_id)
+            f = data_sides[field_id]
+            if f is None:
                 continue
-            if _has_nulls(eq.stats, field_id) is not False and _has_nulls(data, field_id) is not False:
+            if d.has_nulls is not False and f.has_nulls is not False:
                 continue  # a NULL delete value can match a NULL data value
-            d_lo, d_hi = _bound(eq.stats.lower, field_id, ftype), _bound(eq.stats.upper, field_id, ftype)
-            f_lo, f_hi = _bound(data.lower, field_id, ftype), _bound(data.upper, field_id, ftype)
-            if _all_null(eq.stats, field_id) and _has_nulls(data, field_id) is False:
+            if d.all_null and f.has_nulls is False:
                 return False
-            if _all_null(data, field_id) and _has_nulls(eq.stats, field_id) is False:
+            if f.all_null and d.has_nulls is False:
                 return False
-            if d_lo is not None and f_hi is not None and d_lo > f_hi:
+            if d.lower is not None and f.upper is not None and d.lower > f.upper:
                 return False
-            if d_hi is not None and f_lo is not None and d_hi < f_lo:
+            if d.upper is not None and f.lower is not None and d.upper < f.lower:
                 return False
         return True
 

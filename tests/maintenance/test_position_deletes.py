@@ -1,0 +1,76 @@
+"""Minor compaction with partial progress (in process): each partition group its own commit, and
+a group a concurrent compaction already compacted is planned again and found done."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+import icemor
+from icemor.engines.local import runner
+from icemor.maintenance.position_deletes import rewrite_position_deletes
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from pathlib import Path
+
+    from pyiceberg.io import FileIO
+
+
+def _rows(lo: int, hi: int) -> pa.Table:
+    return pa.table({"id": pa.array(range(lo, hi), pa.int64()), "v": [f"r{i}" for i in range(lo, hi)]})
+
+
+def _table(name: str) -> icemor.Table:
+    """Two partitions, each with two partition-scoped position-delete files."""
+    t = icemor.create_table(
+        name,
+        _rows(0, 100),
+        partition_by=["truncate(100,id)"],
+        properties={"format-version": "2", "write.delete.granularity": "partition"},
+    )
+    t.append(_rows(100, 200))
+    t.delete("id = 1 or id = 101")
+    t.delete("id = 2 or id = 102")
+    return t.refresh()
+
+
+def _ids(t: icemor.Table) -> set[int]:
+    ids = t.refresh().scan(selected_fields=("id",)).to_arrow().column("id").to_pylist()
+    assert len(ids) == len(set(ids))
+    return set(ids)
+
+
+def _position_files(t: icemor.Table) -> int:
+    return sum(len(p.delete_files) for p in t.refresh().scan().plan_files())
+
+
+def test_each_partition_group_commits_on_its_own(home: Path) -> None:
+    t = _table("db.a")
+    assert _position_files(t) == 4
+    m = rewrite_position_deletes(
+        t.pyiceberg, run=runner(t.io), partial_progress_enabled=True, partial_progress_max_commits=10
+    )
+    assert m.commits == 2 and m.delete_files_rewritten == 4 and m.delete_files_added == 2
+    assert _position_files(t) == 2
+    assert _ids(t) == set(range(200)) - {1, 2, 101, 102}
+
+
+def test_a_group_compacted_meanwhile_is_planned_again_and_found_done(home: Path) -> None:
+    t = _table("db.b")
+    local = runner(t.io)
+    pending = [True]
+
+    def run(fn: Callable[[FileIO, Any], Any], items: Sequence[Any]) -> list[Any]:
+        out = local(fn, items)
+        if pending:
+            pending.clear()
+            done = rewrite_position_deletes(icemor.load_table("db.b").pyiceberg, run=local)
+            assert done.commits == 1 and done.delete_files_rewritten == 4
+        return out
+
+    m = rewrite_position_deletes(t.pyiceberg, run=run, partial_progress_enabled=True)
+    assert m.commits == 0 and m.failed_commits == ()
+    assert _position_files(t) == 2
+    assert _ids(t) == set(range(200)) - {1, 2, 101, 102}
