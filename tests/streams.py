@@ -84,16 +84,17 @@ def _initial(lo: int, hi: int) -> pa.Table:
     return pa.table({"id": pa.array(range(lo, hi), pa.int64()), "v": [f"r{i}" for i in range(lo, hi)]})
 
 
-def build(name: str, *, format_version: int, files: int = 40) -> icemor.Table:
+def build(name: str, *, format_version: int, files: int = 40, cdc_deletes: str = "equality") -> icemor.Table:
     """``files`` data files of ``KEYS / files`` rows each (ids in order), a DELETE of every 50th
-    row and a CDC batch deleting 2,000 keys: fragments, position deletes and equality deletes."""
+    row and a CDC batch deleting 2,000 keys: fragments, position deletes and equality deletes
+    (``cdc_deletes``: the table's ``icemor.cdc.delete-mode``; ``position`` writes none)."""
     per = KEYS // files
     t = icemor.create_table(
         name,
         _initial(0, per),
         partition_by=[f"truncate({PARTITION_WIDTH},id)"],
         identifier_fields=["id"],
-        properties={"format-version": str(format_version)},
+        properties={"format-version": str(format_version), "icemor.cdc.delete-mode": cdc_deletes},
     )
     for i in range(1, files):
         t.append(_initial(i * per, (i + 1) * per))
@@ -229,11 +230,12 @@ def run_streams(
     format_version: int,
     seconds: float = 60.0,
     watch_every: float = 1.0,
+    cdc_deletes: str = "equality",
     extra_args: tuple[str, ...] = (),
     note: Callable[[str], None] | None = None,
 ) -> StreamResult:
     """Race the writers against ``icemor optimize NAME --watch`` for ``seconds`` (see the module doc)."""
-    t = build(name, format_version=format_version)
+    t = build(name, format_version=format_version, cdc_deletes=cdc_deletes)
     score_start = t.inspect().table.score
     base = t.metadata.current_snapshot()
     assert base is not None

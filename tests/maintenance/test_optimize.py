@@ -308,24 +308,32 @@ def test_watch_against_delete_and_cdc_writers(home: Path, tmp_path: Path) -> Non
 _STREAM_SECONDS = float(os.environ.get("ICEMOR_STREAM_SECONDS", "60"))
 
 
-@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize(("version", "cdc_deletes"), [(2, "equality"), (3, "equality"), (3, "position")])
 def test_watch_keeps_up_with_three_writers(
-    oracle: IcebergJava, icemor_home: Path, ns: str, version: int
+    oracle: IcebergJava, icemor_home: Path, ns: str, version: int, cdc_deletes: str
 ) -> None:
     """`optimize --watch` against CDC every second, DELETE and MERGE (and UPDATE on v3) for a
-    minute: the final rows are the model's and Iceberg Java reads exactly them, a compaction
-    commits in every 20 s window, the score ends at least where it started, the service stops
-    cleanly on SIGTERM, and every writer committed."""
-    name = f"{ns}.streams_v{version}"
-    r = run_streams(name, icemor_home, format_version=version, seconds=_STREAM_SECONDS)
+    minute: the final rows are the model's and Iceberg Java reads exactly them, the service stops
+    cleanly on SIGTERM, and every writer committed.
+    With equality-delete CDC (the stream leaves work behind every second) a compaction commits in
+    every 20 s window and the score ends at least where it started; with position-mode CDC
+    (deletion vectors on files over the whole key range every second: every rewrite of those
+    files must conflict) compactions may all lose for the whole minute (docs/cdc.md, "Which
+    mode"), and the rows staying right is the point."""
+    name = f"{ns}.streams_v{version}_{cdc_deletes}"
+    r = run_streams(
+        name, icemor_home, format_version=version, seconds=_STREAM_SECONDS, cdc_deletes=cdc_deletes
+    )
     out = r.optimizer_output
     assert not r.errors, r.errors
     assert r.optimizer_returncode == 0 and "Traceback" not in out, out
     assert f"{name}: stopped (SIGTERM)" in out, out
     assert len(r.rows) == len(r.model) and r.rows == r.model
     windows = r.windows(20.0)
-    assert len(windows) >= int(_STREAM_SECONDS // 20) and all(windows), (windows, out)
-    assert r.score_end >= r.score_start, (r.score_start, r.score_end, out)
+    assert len(windows) >= int(_STREAM_SECONDS // 20), (windows, out)
+    if cdc_deletes == "equality":
+        assert all(windows), (windows, out)
+        assert r.score_end >= r.score_start, (r.score_start, r.score_end, out)
     kinds = ("cdc", "delete", "merge", "update") if version >= 3 else ("cdc", "delete", "merge")
     assert all(r.writer_commits.get(k, 0) >= 1 for k in kinds), (r.writer_commits, r.writer_conflicts)
     java = dict(oracle.rows(name, columns=["id", "v"]))

@@ -160,13 +160,17 @@ def test_key_index_sidecars_go_with_their_data_files(home: Path, capsys: pytest.
     from icemor.io.key_index import sidecar_path
 
     t = icemor.create_table("db.t", pa.schema([pa.field("id", pa.int64(), nullable=False)]), format_version=3)
-    t.apply_changes(pa.table({"op": ["I", "I"], "id": pa.array([1, 2], pa.int64())}), key=["id"])
+
+    def cdc(ops: list[str], ids: list[int]) -> None:
+        t.apply_changes(
+            pa.table({"op": ops, "id": pa.array(ids, pa.int64())}), key=["id"], deletes="position"
+        )
+
+    cdc(["I", "I"], [1, 2])
     [old] = [p.data_file.path for p in t.scan().plan_files()]
     sidecar = local_path(sidecar_path(old, [1]))
     assert sidecar.is_file()
-    t.apply_changes(
-        pa.table({"op": ["D", "D"], "id": pa.array([1, 2], pa.int64())}), key=["id"]
-    )  # removes it
+    cdc(["D", "D"], [1, 2])  # removes it
     checksum = local_path(old).parent / ".other.crc"
     checksum.write_bytes(b"x")
     # a sidecar expiry cannot know of (left by a crashed run, or beside a file expired by another tool)
@@ -177,7 +181,7 @@ def test_key_index_sidecars_go_with_their_data_files(home: Path, capsys: pytest.
     assert not local_path(old).exists() and not sidecar.exists() and not stray.exists()
     assert checksum.exists()
     capsys.readouterr()
-    t.apply_changes(pa.table({"op": ["I"], "id": pa.array([3], pa.int64())}), key=["id"])
+    cdc(["I"], [3])
     [live] = [p.data_file.path for p in t.refresh().scan().plan_files()]
     stray.write_bytes(b"x")  # an orphan sidecar: its data file is referenced by no metadata
     assert run(["expire", "db.t", "--remove-orphans", "--older-than", FAR_FUTURE]) == 0

@@ -414,8 +414,9 @@ def prepare_changes(
 
 def delete_mode(metadata: TableMetadata, deletes: str | None = None) -> str:
     """How a CDC batch deletes old rows: ``deletes`` if given, else the table property
-    ``icemor.cdc.delete-mode``, else ``position`` on v3 tables and on tables with
-    ``icemor.v4-ready=true``, ``equality`` on v2.
+    ``icemor.cdc.delete-mode``, else ``position`` on tables with ``icemor.v4-ready=true`` and
+    ``equality`` on the others (a stream's compaction keeps up with equality deletes; position
+    deletes written every second conflict with every rewrite of the files they hit).
 
     Raises:
         InvalidArgumentError: An unknown mode, or ``equality`` on a table marked v4-ready.
@@ -424,7 +425,7 @@ def delete_mode(metadata: TableMetadata, deletes: str | None = None) -> str:
     v4_ready = P.bool_property(props, V4_READY_PROPERTY, False)
     given = deletes if deletes is not None else props.get(DELETE_MODE_PROPERTY)
     if given is None:
-        return POSITION if v4_ready or metadata.format_version >= 3 else EQUALITY
+        return POSITION if v4_ready else EQUALITY
     mode = given.strip().lower()
     if mode not in (EQUALITY, POSITION):
         where = "deletes" if deletes is not None else f"table property {DELETE_MODE_PROPERTY}"
