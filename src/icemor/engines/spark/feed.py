@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from icemor.engines.spark import _arrow_schema
+from icemor.engines.spark.session_kind import task_frame
 from icemor.engines.spark.types import spark_schema
 from icemor.engines.spark.worker import file_io, io_spec
 from icemor.io.changes import (
@@ -112,13 +113,12 @@ def changes_to_dataframe(job: ChangeJob, spark: SparkSession) -> DataFrame:
         both = any(_may_insert(c) for c in step.files) and any(_may_delete(c) for c in step.files)
         opts = full if both or job.net else job.options  # the options read the condition's columns
         blobs += [
-            (pickle.dumps((spec, c, job.options, opts, step.ordinal, step.snapshot_id)),) for c in step.files
+            pickle.dumps((spec, c, job.options, opts, step.ordinal, step.snapshot_id)) for c in step.files
         ]
     if not blobs:
         df = spark.createDataFrame([], schema)
     else:
-        task_schema = st.StructType([st.StructField("task", st.BinaryType(), nullable=False)])
-        tasks = spark.createDataFrame(spark.sparkContext.parallelize(blobs, len(blobs)), task_schema)
+        tasks = task_frame(spark, blobs)
 
         def read(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
             return _read_part(iter(batches), target)
