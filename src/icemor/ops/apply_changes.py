@@ -67,7 +67,7 @@ from icemor.spec import properties as P
 from icemor.spec.files import FileContent
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     import numpy.typing as npt
     from pyiceberg.io import FileIO
@@ -82,6 +82,7 @@ __all__ = [
     "BATCH_ID_PROPERTY",
     "ChangeContext",
     "ChangeMetrics",
+    "ChangeSink",
     "ChangeUnitResult",
     "apply_changes",
     "apply_changes_dataframe",
@@ -548,6 +549,67 @@ def apply_changes_dataframe(
         app=(app_id, batch_id),
         started=started,
     )
+
+
+class ChangeSink:
+    """A ``foreachBatch`` function: each micro-batch applied by :func:`apply_changes_dataframe`
+    with the stream's ``app_id`` and the batch id, so a batch already committed is skipped
+    (see :func:`icemor.spark.cdc_sink`).
+
+    Picklable, because Spark Connect runs a ``foreachBatch`` function in a Python process of its
+    server, not in the client: the function travels there pickled. A table does not pickle (its
+    catalog holds a connection), so the sink travels as the way to load the table again (the
+    catalog's class, name and properties, and the table's identifier) and loads it once in the
+    process that runs it. Where it was made (a classic session calls it in this process) it uses
+    the table it was given, refreshed after each batch.
+    """
+
+    def __init__(
+        self,
+        table: Any,
+        *,
+        key: Sequence[str],
+        app_id: str,
+        op_column: str = "op",
+        order_by: str | None = None,
+        allow_nullable_key: bool = False,
+        partitions: int | None = None,
+        progress: Callable[[int, ChangeMetrics], None] | None = None,
+    ) -> None:
+        _check_app(app_id, 0)
+        self._table: Any = table  # an icemor Table or a pyiceberg table
+        iceberg = getattr(table, "pyiceberg", table)
+        catalog = iceberg.catalog
+        self._reference = (type(catalog), catalog.name, dict(catalog.properties), tuple(iceberg.name()))
+        self._options: dict[str, Any] = {
+            "key": list(key),
+            "op_column": op_column,
+            "order_by": order_by,
+            "allow_nullable_key": allow_nullable_key,
+            "app_id": app_id,
+            "partitions": partitions,
+        }
+        self._progress = progress
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_table"] = None  # loaded again where it runs (see the class)
+        return state
+
+    def _loaded(self) -> Any:
+        if self._table is None:
+            cls, name, properties, identifier = self._reference
+            self._table = cls(name, **properties).load_table(identifier)
+        return self._table
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        table = self._loaded()
+        metrics = apply_changes_dataframe(
+            getattr(table, "pyiceberg", table), df, batch_id=batch_id, **self._options
+        )
+        table.refresh()
+        if self._progress is not None:
+            self._progress(batch_id, metrics)
 
 
 @dataclass(frozen=True)
