@@ -56,18 +56,28 @@ def test_a_classic_session_keeps_its_context(spark: SparkSession) -> None:
     assert session_kind.status_tracker(spark) is not None
 
 
-def test_task_frame_gives_each_blob_its_partition_in_order(spark: SparkSession) -> None:
-    from pyspark.sql import functions as F
+def test_map_tasks_gives_each_blob_its_partition_in_order(spark: SparkSession) -> None:
+    import operator
+    import pickle
 
-    blobs = [bytes([i]) * (i + 1) for i in range(5)]
-    for partitions, want in ((None, [[0], [1], [2], [3], [4]]), (2, [[0, 1], [2, 3, 4]])):
-        df = session_kind.task_frame(spark, blobs, partitions)
-        assert df.columns == [session_kind.TASK_COLUMN]
-        rows = df.select(F.spark_partition_id().alias("p"), F.col("task")).collect()
-        by_partition: dict[int, list[int]] = {}
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from icemor.engines.spark.worker import io_spec, item_blob, run_items
+
+    spec = io_spec(PyArrowFileIO(), "file:///tmp")
+    # each item runs on the executors as fn(io, item): here ``io is not item``, True
+    blobs = [item_blob(spec, operator.is_not, i) for i in range(5)]
+    schema = StructType([StructField("result", BinaryType())])
+    for partitions, want in ((None, [1, 1, 1, 1, 1]), (2, [2, 3])):
+        df = session_kind.map_tasks(spark, blobs, run_items, schema, partitions=partitions)
+        rows = df.select(F.spark_partition_id().alias("p"), F.col("result")).collect()
+        assert all(pickle.loads(r["result"]) is True for r in rows)
+        per_partition: dict[int, int] = {}
         for r in rows:
-            by_partition.setdefault(r["p"], []).append(blobs.index(bytes(r["task"])))
-        assert [by_partition[p] for p in sorted(by_partition)] == want
+            per_partition[r["p"]] = per_partition.get(r["p"], 0) + 1
+        assert [per_partition[p] for p in sorted(per_partition)] == want
 
 
 def test_analyzed_leaves_a_classic_dataframe_as_it_is(spark: SparkSession) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -24,7 +25,7 @@ import pyarrow as pa
 
 # first: without PySpark (an optional extra) this raises the one-line UnsupportedFeatureError
 from icemor.engines.spark import _compat  # noqa: F401
-from icemor.engines.spark.session_kind import analyzed, is_connect, parallelism, task_frame
+from icemor.engines.spark.session_kind import analyzed, is_connect, map_tasks, parallelism
 from icemor.engines.spark.types import spark_schema
 from icemor.engines.spark.worker import io_spec, item_blob, read_partition, run_items, task_blob
 from icemor.exceptions import InvalidArgumentError, UnsupportedFeatureError
@@ -217,12 +218,8 @@ def _python_dataframe(job: ScanJob, spark: SparkSession, planned: list[PlannedFi
         combined = [CombinedScanTask((t,)) for ct in combined for t in ct.tasks]
     if not combined:
         return spark.createDataFrame([], schema)
-    tasks_df = task_frame(spark, [task_blob(spec, ct, job.options) for ct in combined])
-
-    def read(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-        return read_partition(iter(batches), target)
-
-    return tasks_df.mapInArrow(read, schema)
+    blobs = [task_blob(spec, ct, job.options) for ct in combined]
+    return map_tasks(spark, blobs, partial(read_partition, target=target), schema)
 
 
 def collect_arrow(df: DataFrame) -> pa.Table:
@@ -315,12 +312,11 @@ def runner(
             return []
         if progress is not None:
             progress(0, len(items))
-        tasks = task_frame(spark, [item_blob(spec, fn, item) for item in items])
+        from pyspark.sql.types import BinaryType, StructField, StructType
 
-        def work(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-            return run_items(iter(batches))
-
-        results = tasks.mapInArrow(work, "result binary").collect()
+        blobs = [item_blob(spec, fn, item) for item in items]
+        schema = StructType([StructField("result", BinaryType())])
+        results = map_tasks(spark, blobs, run_items, schema).collect()
         if progress is not None:
             progress(len(items), len(items))
         return [pickle.loads(r["result"]) for r in results]

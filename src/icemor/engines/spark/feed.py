@@ -12,12 +12,13 @@ become an update, and with ``net`` the balance of each distinct row over the ran
 from __future__ import annotations
 
 import pickle
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from icemor.engines.spark import _arrow_schema
-from icemor.engines.spark.session_kind import task_frame
+from icemor.engines.spark.session_kind import map_tasks
 from icemor.engines.spark.types import spark_schema
 from icemor.engines.spark.worker import file_io, io_spec
 from icemor.io.changes import (
@@ -36,7 +37,7 @@ from icemor.io.changes import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Iterator
 
     from pyiceberg.io import FileIO
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -118,12 +119,7 @@ def changes_to_dataframe(job: ChangeJob, spark: SparkSession) -> DataFrame:
     if not blobs:
         df = spark.createDataFrame([], schema)
     else:
-        tasks = task_frame(spark, blobs)
-
-        def read(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-            return _read_part(iter(batches), target)
-
-        df = tasks.mapInArrow(read, schema)
+        df = map_tasks(spark, blobs, partial(_read_part, target=target), schema)
     if job.residual is not None:
         df = df.filter(F.expr(job.residual))
     columns = [f.name for f in table_fields]

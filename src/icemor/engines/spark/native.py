@@ -89,15 +89,15 @@ from icemor.engines.spark.session_kind import (
     cache_scope,
     driver_disk_is_executors,
     jvm_handles,
+    map_tasks,
     parallelism,
-    task_frame,
 )
 from icemor.engines.spark.types import spark_type
 from icemor.engines.spark.worker import io_spec
 from icemor.spec.files import FileContent
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable, Iterator
 
     import numpy.typing as npt
     from pyiceberg.expressions import BooleanExpression
@@ -705,14 +705,12 @@ def _positions_df(job: ScanJob, spark: SparkSession, planned: list[PlannedFile])
 
 
 def _decode_job(job: ScanJob, spark: SparkSession, work: list[Any]) -> DataFrame:
+    from pyspark.sql import types as st
+
     spec = io_spec(job.io, job.metadata.location)
     blobs = [pickle.dumps((spec, sp, path, deletes)) for sp, path, deletes in work]
-    tasks = task_frame(spark, blobs, min(len(blobs), parallelism(spark)))
-
-    def decode(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-        return _decode_positions(iter(batches))
-
-    return tasks.mapInArrow(decode, f"{_FP} string, {_POS} long")
+    schema = st.StructType([st.StructField(_FP, st.StringType()), st.StructField(_POS, st.LongType())])
+    return map_tasks(spark, blobs, _decode_positions, schema, partitions=min(len(blobs), parallelism(spark)))
 
 
 _CACHE: OrderedDict[tuple[Any, ...], Any] = OrderedDict()

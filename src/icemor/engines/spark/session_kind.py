@@ -7,8 +7,8 @@ deletes as anti-joins), which a Spark Connect client has too. A classic session 
 SparkContext and py4j JVM in this process) keeps what is faster there; the choice is made here
 and only here, by :func:`is_connect`:
 
-- tasks, one per partition: classic ``SparkContext.parallelize`` (one stage); Connect
-  ``spark.range(n, numPartitions=n)`` joined with the tasks as a broadcast relation;
+- tasks, one per partition: classic ``SparkContext.parallelize``; Connect a Python data source
+  whose partitions are the tasks (:mod:`.task_source`); both sized as unknown by Spark's planner;
 - default parallelism: classic ``SparkContext.defaultParallelism``; Connect the session's
   ``spark.default.parallelism`` if set, else the server's own (one ``range`` query a session);
 - deleted positions in the native strategy: classic (PySpark 3.5) JVM-built bitmap literals;
@@ -27,9 +27,11 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Iterable, Iterator, Sequence
 
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 __all__ = [
     "analyzed",
@@ -37,15 +39,16 @@ __all__ = [
     "driver_disk_is_executors",
     "is_connect",
     "jvm_handles",
+    "map_tasks",
     "parallelism",
     "status_tracker",
-    "task_frame",
 ]
 
 TASK_COLUMN = "task"
 
 _PROBED: dict[str, int] = {}  # Connect session id -> its server's default parallelism
-_PROBED_LOCK = threading.Lock()
+_REGISTERED: set[str] = set()  # Connect session ids the task source is registered in
+_LOCK = threading.Lock()
 # rows of the probe: enough that every partition Spark makes of them holds at least one
 _PROBE_ROWS = 1 << 20
 
@@ -64,9 +67,9 @@ def parallelism(spark: SparkSession) -> int:
     """The number of tasks icemor's Spark stages aim at: Spark's default parallelism.
 
     Classic: ``SparkContext.defaultParallelism``. Connect has no SparkContext: the session's
-    ``spark.default.parallelism`` when set (the explicit way, e.g. in the server's configuration),
-    else the partitions the server gives a ``spark.range`` without a count (Spark's leaf-node
-    default parallelism, which is ``defaultParallelism`` unless
+    ``spark.default.parallelism`` when set (the explicit way: the server's configuration, or
+    ``spark.conf.set`` in the session), else the partitions the server gives a ``spark.range``
+    without a count (Spark's leaf-node default parallelism, which is ``defaultParallelism`` unless
     ``spark.sql.leafNodeDefaultParallelism`` says otherwise), asked once per session.
     """
     if not is_connect(spark):
@@ -78,7 +81,7 @@ def parallelism(spark: SparkSession) -> int:
         except ValueError:
             pass
     key = str(spark.session_id)  # type: ignore[attr-defined,unused-ignore]
-    with _PROBED_LOCK:
+    with _LOCK:
         known = _PROBED.get(key)
     if known is not None:
         return known
@@ -87,36 +90,62 @@ def parallelism(spark: SparkSession) -> int:
     # Range rows lie in order across its partitions: the last row is in the last partition
     last = spark.range(_PROBE_ROWS).where(F.col("id") == _PROBE_ROWS - 1).select(F.spark_partition_id())
     found = max(1, int(last.first()[0]) + 1)  # type: ignore[index]
-    with _PROBED_LOCK:
+    with _LOCK:
         _PROBED[key] = found
     return found
 
 
-def task_frame(spark: SparkSession, blobs: Sequence[bytes], partitions: int | None = None) -> DataFrame:
-    """A DataFrame of one binary column ``task``, ``blobs`` spread over ``partitions`` partitions
-    (default one each), in order, as equal as can be.
+def map_tasks(
+    spark: SparkSession,
+    blobs: Sequence[bytes],
+    fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    schema: StructType,
+    *,
+    partitions: int | None = None,
+) -> DataFrame:
+    """The rows ``fn`` makes of ``blobs``, run on the executors: ``blobs`` spread over
+    ``partitions`` Spark tasks (default one each), in order, as equal as can be; each task calls
+    ``fn`` with Arrow batches of one binary column ``task`` holding its blobs, and ``fn`` yields
+    batches in ``schema`` (as ``mapInArrow`` wants them: timestamps in UTC).
 
-    Classic: ``SparkContext.parallelize`` (one stage). Connect: ``spark.range(len, numPartitions)``
-    (exactly ``partitions`` partitions, consecutive ids) joined with the blobs as a broadcast
-    relation, so each partition holds the blobs of its ids and nothing is shuffled. A round-robin
-    ``repartition`` would not do: Spark gives each input partition a random first target, so
-    two blobs can meet in one partition while another stays empty.
+    Classic: an RDD of the blobs (``SparkContext.parallelize``) and ``mapInArrow``. Connect:
+    icemor's Python data source (:mod:`.task_source`), whose partitions are the groups and
+    whose reader runs ``fn`` (which must pickle: a module-level function, or a
+    ``functools.partial`` of one). Either way Spark's planner sizes the result as unknown, so
+    as large: a local relation (``createDataFrame``) would be sized by its few rows, and Spark
+    would then broadcast whole tables joined with a scan built on it.
     """
-    from pyspark.sql.types import BinaryType, LongType, StructField, StructType
+    from pyspark.sql.types import BinaryType, StructField, StructType
 
     n = max(1, min(partitions or len(blobs), len(blobs)))
-    schema = StructType([StructField(TASK_COLUMN, BinaryType(), nullable=False)])
     if not is_connect(spark):
-        rows = [(b,) for b in blobs]
-        return spark.createDataFrame(spark.sparkContext.parallelize(rows, n), schema)
-    from pyspark.sql import functions as F
+        task_schema = StructType([StructField(TASK_COLUMN, BinaryType(), nullable=False)])
+        rdd = spark.sparkContext.parallelize([(b,) for b in blobs], n)
 
-    indexed = spark.createDataFrame(
-        list(enumerate(blobs)),
-        StructType([StructField("id", LongType(), False), StructField(TASK_COLUMN, BinaryType(), False)]),
-    )
-    ids = spark.range(0, len(blobs), 1, n)
-    return ids.join(F.broadcast(indexed), "id").select(TASK_COLUMN)
+        def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            return fn(iter(batches))
+
+        return spark.createDataFrame(rdd, task_schema).mapInArrow(run, schema)
+    from icemor.engines.spark._compat import arrow_schema_of
+    from icemor.engines.spark.task_source import NAME, TASKS_OPTION, encode_tasks
+
+    _register_task_source(spark)
+    groups = [blobs[i * len(blobs) // n : (i + 1) * len(blobs) // n] for i in range(n)]
+    option = encode_tasks(groups, fn, arrow_schema_of(schema))
+    return spark.read.format(NAME).schema(schema).option(TASKS_OPTION, option).load()
+
+
+def _register_task_source(spark: SparkSession) -> None:
+    """Register :class:`.task_source.TaskSource` in ``spark`` (a Connect session), once."""
+    key = str(spark.session_id)  # type: ignore[attr-defined,unused-ignore]
+    with _LOCK:
+        if key in _REGISTERED:
+            return
+    from icemor.engines.spark.task_source import TaskSource
+
+    spark.dataSource.register(TaskSource)  # type: ignore[attr-defined,unused-ignore]
+    with _LOCK:
+        _REGISTERED.add(key)
 
 
 def cache_scope(spark: SparkSession) -> tuple[str, str]:
