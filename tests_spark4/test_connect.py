@@ -1,16 +1,18 @@
 """Spark Connect: every Spark-engine path works on a Connect session, as on a classic one.
 
-PySpark 4.x ships the Connect server; ``SparkSession.builder.remote("local[2]")`` starts one
-(without a SPARK_HOME). A process that runs a classic session cannot also be a Connect client
-(PySpark switches its functions to Connect's for the whole process), so the Connect side runs in
-a subprocess (``twins.py connect``), at the same time as the classic side runs here, on the
-session fixture (``local[2]`` too). Both run :func:`twins.run` over twin tables: reads with
-every delete kind (v2 position deletes and v3 deletion vectors written by Iceberg Java,
-equality deletes) and every strategy, DELETE, UPDATE with a partition move, MERGE from a
-DataFrame and from an Arrow table, a CDC batch, ``rewrite_equality_deletes``, the change feed,
-the streaming CDC sink (run by the Connect server, pickled) and a refused UPDATE. Each step is
-checked against a Python model inside the run; here the two runs must agree on every row and
-every metric, and the final rows go to ``tools/spark4_check.py check`` (Iceberg Java).
+PySpark 4.x ships the Connect server (no SPARK_HOME needed). A process that runs a classic
+session cannot also be a Connect client (PySpark switches its functions to Connect's for the
+whole process), so the Connect side runs in a subprocess (``twins.py connect``: a client only,
+with a temp directory of its own, whose server is another process, ``local[2]``, on a free
+port), at the same time as the classic side runs here, on the session fixture (``local[2]``).
+Both run :func:`twins.run` over twin tables: reads with every delete kind (v2 position deletes
+and v3 deletion vectors written by Iceberg Java, equality deletes) and every strategy, DELETE,
+UPDATE with a partition move, MERGE from a DataFrame and from an Arrow table, a CDC batch,
+``rewrite_equality_deletes``, the change feed, the streaming CDC sink (run by the Connect
+server, pickled) and a refused UPDATE. Each step is checked against a Python model inside the
+run; here the two runs must agree on every row and every metric, and the final rows go to
+``tools/spark4_check.py check`` (Iceberg Java). A join of a scan with a small range must
+broadcast the range on both (Spark's planner must not take a Connect scan for a small table).
 """
 
 from __future__ import annotations
@@ -36,7 +38,14 @@ def test_connect_session_runs_every_path_as_a_classic_session(spark: SparkSessio
     assert not is_connect(spark)
     result_path = out_dir / "connect-result.json"
     result_path.unlink(missing_ok=True)
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    client_tmp = out_dir / "connect-client-tmp"
+    client_tmp.mkdir(exist_ok=True)
+    env = {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "TMPDIR": str(client_tmp),
+    }
     log = (out_dir / "connect-client.log").open("w")
     client = subprocess.Popen(
         [sys.executable, str(Path(twins.__file__)), "connect", str(out_dir), str(result_path)],
@@ -53,10 +62,14 @@ def test_connect_session_runs_every_path_as_a_classic_session(spark: SparkSessio
             client.kill()
         log.close()
     assert returncode == 0, (out_dir / "connect-client.log").read_text()[-4000:]
+    # the server's executors made nothing in the client's temp directory, nor the client
+    assert not any(client_tmp.iterdir()), sorted(client_tmp.iterdir())
     connect = json.loads(result_path.read_text())
 
     assert connect["parallelism"] == parallelism(spark) == 2
+    assert connect["parallelism_set"] == 5
     assert connect["reads"] == classic["reads"]
+    assert connect["broadcast"] == classic["broadcast"] == "range"
     # a MERGE spreads its changes over tasks by a hash of each row's data file path, which differs
     # between twin tables: how many files its tasks wrote may differ, the rows may not
     for side in (connect, classic):

@@ -12,8 +12,8 @@ change feed's rows; the final rows are saved for ``tools/spark4_check.py check``
 
 Script use (the Connect side runs in a process of its own, as a Connect client in a process
 that already runs a classic session is not possible): ``python twins.py connect OUT_DIR
-RESULT.json`` starts a local Connect server (``builder.remote("local[2]")``) and writes
-:func:`run`'s result as JSON.
+RESULT.json`` starts a Connect server (``local[2]``) in a process of its own
+(:mod:`connect_server`), runs :func:`run` as its client and writes the result as JSON.
 """
 
 from __future__ import annotations
@@ -94,6 +94,24 @@ def _feed_rows(table: pa.Table) -> list[list[Any]]:
     return sorted(rows, key=json.dumps)  # NULLs among the columns: a total order all the same
 
 
+def _broadcast_side(spark: SparkSession, name: str) -> str:
+    """What Spark broadcasts in a join of a Python-worker scan with a 1000-row range: the range
+    (the scan's size is unknown to the planner), not the scan."""
+    import contextlib
+    import io
+
+    import icemor
+
+    scan = icemor.load_table(name).to_spark(spark, strategy="python")
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        scan.join(spark.range(1000), "id").explain()
+    lines = text.getvalue().splitlines()
+    below = [lines[i + 1] for i, line in enumerate(lines[:-1]) if "BroadcastExchange" in line]
+    assert len(below) == 1 and "Range (" in below[0], text.getvalue()
+    return "range"
+
+
 def _equality_table(name: str) -> dict[int, Row]:
     """``name`` with equality deletes (written by the local engine); its model."""
     table = scenarios.create_table(name, partitioned=False)
@@ -140,6 +158,7 @@ def run(spark: SparkSession, ns: str, out: Path) -> dict[str, Any]:
     lap("reads java.dv")
     eq_name = f"{ns}.eq"
     result["reads"]["eq"] = _reads(spark, eq_name, _equality_table(eq_name), filtered=True)
+    result["broadcast"] = _broadcast_side(spark, eq_name)
     lap("reads equality")
 
     name = f"{ns}.t"
@@ -309,36 +328,43 @@ def main(argv: list[str]) -> int:
     kind, out, result_path = argv[1], Path(argv[2]).resolve(), Path(argv[3])
     assert kind == "connect", kind
     os.environ["ICEMOR_HOME"] = str(out / "home")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from connect_server import connect_server
     from pyspark.sql import SparkSession
 
-    from icemor.engines.spark.session_kind import is_connect, parallelism
+    from icemor.engines.spark import default_driver_memory
 
     started = time.monotonic()
-    spark = SparkSession.builder.remote("local[2]").getOrCreate()
-    try:
-        assert is_connect(spark), type(spark)
-        # as the classic fixture's session; progress as often as the classic poller reads it
-        spark.conf.set("spark.sql.shuffle.partitions", "4")
-        spark.conf.set("spark.connect.progress.reportInterval", "50ms")
-        import icemor.engines.spark as engine
-
-        # the session icemor.spark.session() hands out is the active Connect session
-        assert engine.session() is spark
-        ready = time.monotonic()
-        result = run(spark, "connect", out)
-        result["parallelism"] = parallelism(spark)
-        seen = progress_seen(spark)
-        result["progress"] = [s if s is None else [s.done, s.total] for s in seen]
-        result["seconds"] = {"start": ready - started, "scenario": time.monotonic() - ready}
-        from icemor.engines.spark import native
-
-        # no file on the client's disk for the executors (links are for a classic local master)
-        assert not native._LINK_ROOT, native._LINK_ROOT
-    finally:
-        spark.stop()
+    # the server: a process of its own with its own temp directory; this process is only a client
+    conf = {"spark.sql.shuffle.partitions": "4", "spark.driver.memory": default_driver_memory()}
+    with connect_server(out / "connect-server", conf=conf) as url:
+        spark = SparkSession.builder.remote(url).getOrCreate()
+        try:
+            result = _run_connect(spark, out, started)
+        finally:
+            spark.stop()
     result_path.write_text(json.dumps(result))
     return 0
+
+
+def _run_connect(spark: SparkSession, out: Path, started: float) -> dict[str, Any]:
+    from icemor.engines.spark import native
+    from icemor.engines.spark import session as icemor_session
+    from icemor.engines.spark.session_kind import is_connect, parallelism
+
+    assert is_connect(spark), type(spark)
+    assert icemor_session() is spark  # icemor.spark.session() hands out the active Connect session
+    spark.conf.set("spark.connect.progress.reportInterval", "50ms")  # as often as the classic poller
+    ready = time.monotonic()
+    result = run(spark, "connect", out)
+    result["parallelism"] = parallelism(spark)
+    spark.conf.set("spark.default.parallelism", "5")  # the explicit way wins over the server's
+    result["parallelism_set"] = parallelism(spark)
+    seen = progress_seen(spark)
+    result["progress"] = [s if s is None else [s.done, s.total] for s in seen]
+    result["seconds"] = {"start": ready - started, "scenario": time.monotonic() - ready}
+    # nothing on the client's disk for the executors (links are for a classic local master)
+    assert not native._LINK_ROOT, native._LINK_ROOT
+    return result
 
 
 if __name__ == "__main__":
