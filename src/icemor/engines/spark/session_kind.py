@@ -1,9 +1,9 @@
 """Classic session or Spark Connect: the one switch between a classic session's faster paths and
 the public DataFrame API that every session has.
 
-Every Spark path of icemor is built on public DataFrame APIs (tasks as a small DataFrame run by
-``mapInArrow``, results collected as a small DataFrame of file metadata, Spark's Parquet reader,
-deletes as anti-joins), which a Spark Connect client has too. A classic session (with its
+Every Spark path of icemor is built on public DataFrame APIs (tasks as a DataFrame whose
+partitions are the tasks, results collected as a small DataFrame of file metadata, Spark's
+Parquet reader, deletes as anti-joins), which a Spark Connect client has too. A classic session (with its
 SparkContext and py4j JVM in this process) keeps what is faster there; the choice is made here
 and only here, by :func:`is_connect`:
 
