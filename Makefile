@@ -1,10 +1,18 @@
 # Two commands set up a fresh machine: `make demo` and `make test` (see README.md).
+#
+# One venv per purpose, none installing into another's: `.venv` holds the test pins (PySpark
+# 3.5 for the Iceberg Java oracle, polars 1.x, ...) for test, test-fast, lint, oracle and bench;
+# `.venv-demo` is a user's environment, `pip install -e '.[spark,report]'` with the newest
+# versions pyproject.toml allows (PySpark 4.x), for demo; `.venv-spark4` is the PySpark 4.x suite's.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.icemor-installed
 TEST_STAMP := $(VENV)/.icemor-test-installed
+DEMO_VENV := .venv-demo
+DEMO_STAMP := $(DEMO_VENV)/.icemor-installed
 ORACLE_ENV := .cache/oracle/oracle.env.json
+# DuckDB 1.5.5 with its iceberg extension, beside the test environment (tests/realservers)
+REALSERVERS := .cache/realservers/duckdb-1.5.5/.prepared
 
 # The coverage floor of `make test` (percent of src/icemor's lines; code run in subprocesses
 # and Spark's Python workers is not counted): a few points under the figure measured, 91% for
@@ -14,25 +22,25 @@ COV_FAIL_UNDER := 89
 .PHONY: demo test test-fast lint oracle bench test-spark4 clean
 
 # Debian's own python3 ships venv separately (python3-venv): install it when it is missing.
-$(VENV)/bin/python:
-	$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV) && apt-get update -qq && \
-		apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV); }
-	$(PY) -m pip install --quiet --upgrade pip
-
-$(STAMP): pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install --quiet -e '.[spark,report]'
-	touch $@
+$(VENV)/bin/python $(DEMO_VENV)/bin/python:
+	$(PYTHON) -m venv $(@D:/bin=) || { rm -rf $(@D:/bin=) && apt-get update -qq && \
+		apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(@D:/bin=); }
+	$@ -m pip install --quiet --upgrade pip
 
 $(TEST_STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install --quiet -e '.[test]'
 	# headless Chromium renders the HTML health report in tests/test_report_html.py
 	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
-	touch $(STAMP) $@
+	touch $@
+
+$(DEMO_STAMP): pyproject.toml | $(DEMO_VENV)/bin/python
+	$(DEMO_VENV)/bin/python -m pip install --quiet -e '.[spark,report]'
+	touch $@
 
 # the whole pipeline on Spark local[*] (DEMO_ENGINE=local: the embedded engine), < 3 min on 2 cores
 DEMO_ENGINE ?= spark
-demo: $(STAMP)
-	$(VENV)/bin/icemor demo --engine $(DEMO_ENGINE)
+demo: $(DEMO_STAMP)
+	$(DEMO_VENV)/bin/icemor demo --engine $(DEMO_ENGINE)
 
 # The reference implementation: Java 17, Iceberg 1.10.2's Spark runtime, relocated Jackson,
 # SQLite JDBC. Installs what is missing (apt-get / PyPI) and caches the built jar.
@@ -41,6 +49,10 @@ oracle: $(TEST_STAMP)
 
 $(ORACLE_ENV): $(TEST_STAMP) tools/prepare_oracle.py
 	$(PY) tools/prepare_oracle.py
+
+# The real-server tier's DuckDB (from PyPI; its tests would make it too, when missing)
+$(REALSERVERS): $(TEST_STAMP) tools/prepare_realservers.py
+	$(PY) tools/prepare_realservers.py duckdb
 
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check src tests tools benchmarks
@@ -53,7 +65,7 @@ lint: $(TEST_STAMP)
 
 # Everything (what CI runs): lint, then every test, Iceberg Java's and the slow ones too, with
 # the coverage of src/icemor.
-test: $(TEST_STAMP) $(ORACLE_ENV) lint
+test: $(TEST_STAMP) $(ORACLE_ENV) $(REALSERVERS) lint
 	$(VENV)/bin/pytest --cov=icemor --cov-report=term --cov-fail-under=$(COV_FAIL_UNDER)
 	$(MAKE) --no-print-directory test-spark4
 
@@ -71,6 +83,8 @@ bench: $(TEST_STAMP) $(ORACLE_ENV)
 	$(PY) benchmarks/bench_v3_delete.py
 	$(PY) benchmarks/bench_optimize.py
 	$(PY) benchmarks/bench_spark_memory.py
+	$(PY) benchmarks/bench_spark_append.py
+	$(PY) benchmarks/bench_rest_s3.py
 
 # The Spark engine on PySpark 4.x (tests_spark4/, docs/spark.md), in a venv of its own made once
 # (again only when pyproject.toml changes): `pip install -e .[spark]` with the newest 4.x (and the
@@ -98,4 +112,4 @@ test-spark4: $(SPARK4_STAMP) $(ORACLE_ENV)
 	$(PY) tools/spark4_check.py check $(SPARK4_OUT)
 
 clean:
-	rm -rf $(VENV) $(SPARK4_VENV) .cache .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO_VENV) $(SPARK4_VENV) .cache .pytest_cache .mypy_cache .ruff_cache

@@ -15,7 +15,8 @@ ids spread over every data file, half new; ``UPDATE SET *`` / ``INSERT *``) run 
 Java's merge-on-read ``UPDATE`` / ``MERGE INTO`` the same way, each result checked exactly
 (count, sum(id), sum of qty in cents) through Java. Java's MERGE and icemor's Spark-engine MERGE
 read the same source: a temporary view's DataFrame built once (the local engine takes the Arrow
-table).
+table). The same ``MERGE INTO`` text also runs through ``icemor.spark.sql`` (parsed, then the same
+builder on Spark): its time must be within 5% of the builder's, and its parse time is printed.
 """
 
 from __future__ import annotations
@@ -198,6 +199,7 @@ def _bench_conversion(java: Any, icemor: Any, runs: int, counter: list[int], ids
 
 
 JAVA = "Iceberg Java on Spark (merge-on-read)"
+SQL_STATEMENT = "icemor.spark.sql(MERGE INTO …)"
 
 
 def _cents(ids: Any) -> Any:
@@ -281,6 +283,7 @@ def _bench_update_merge(
             .when_not_matched_insert_all()
             .execute()
         ),
+        SQL_STATEMENT: lambda name: icemor.spark.sql(java.spark, merge_sql.format(t=name)),
     }
     for engine, run in engines.items():
         print(f"  MERGE: {engine} ...", flush=True)
@@ -288,6 +291,14 @@ def _bench_update_merge(
             out[("MERGE", engine)] = _time(java, runs, counter, run, merge_check)
         except Exception as e:
             out[("MERGE", engine)] = one_line(e)
+    from icemor.expr.dml import parse_statement
+
+    statement = merge_sql.format(t=f"{NAMESPACE}.base")
+    parse_statement(statement).translate(["id"])  # the first parse imports sqlglot's dialect
+    t0 = time.perf_counter()
+    for _ in range(100):
+        parse_statement(statement).translate(["id"])
+    out[("MERGE", "parse")] = [(time.perf_counter() - t0) / 100]
     return out
 
 
@@ -338,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     import icemor
+    import icemor.spark
 
     java = open_base(args.data_dir, args.rows)
     ids = np.arange(args.rows, dtype=np.int64)
@@ -410,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     um_rows = [["operation", "engine", "median s", "runs", "vs Java (same run)"]]
     for (label, engine), value in update_merge.items():
+        if engine == "parse":
+            continue
         java_t = update_merge.get((label, JAVA))
         java_med = statistics.median(java_t) if isinstance(java_t, list) else None
         if isinstance(value, list):
@@ -431,6 +445,18 @@ def main(argv: list[str] | None = None) -> int:
             if isinstance(ours_t, list) and isinstance(java_t, list):
                 a, b = statistics.median(ours_t), statistics.median(java_t)
                 print(f"  {label}, {ours}: {'pass' if a <= b else 'FAIL'} ({a:.3f} s vs {b:.3f} s)")
+    statement_t, builder_t = (
+        update_merge.get(("MERGE", SQL_STATEMENT)),
+        update_merge.get(("MERGE", spark_engines["MERGE"])),
+    )
+    parse_t = update_merge.get(("MERGE", "parse"))
+    if isinstance(statement_t, list) and isinstance(builder_t, list) and isinstance(parse_t, list):
+        a, b = statistics.median(statement_t), statistics.median(builder_t)
+        verdict = "pass" if a <= 1.05 * b else "FAIL"
+        print(
+            f"  MERGE, SQL statement within 5% of the builder on Spark: {verdict} "
+            f"({a:.3f} s vs {b:.3f} s, {a / b:.3f}x; parsing the statement {parse_t[0] * 1000:.2f} ms)"
+        )
     for label, *_ in PREDICATES:
         for ours in ("icemor local", "icemor, per-file work on Spark"):
             ours_t = results.get((label, ours))

@@ -150,3 +150,23 @@ def test_spark_engine_refuses_a_file_spark_would_read_as_empty(
     err = done.stderr.decode().strip().splitlines()
     assert done.returncode == 2 and len(err) == 1 and "Spark skips files named like this" in err[0], err
     assert _rows(table) == []
+
+
+def test_icemor_warnings_are_notes_on_the_terminal(table: str, tmp_path: Path) -> None:
+    """A warning of icemor's (here: a verdict-store setting it cannot read) is one ``icemor: note:``
+    line on stderr, not a bare log line, and the command still succeeds."""
+    first = _file(tmp_path / "a.parquet", [("I", 1, "a"), ("I", 2, "b")])
+    second = _file(tmp_path / "b.parquet", [("U", 1, "c")])
+    assert run(["apply-changes", table, "--changes", first, "--key", "id"]) == 0
+    assert run(["apply-changes", table, "--changes", second, "--key", "id"]) == 0  # an equality delete
+    import os
+
+    env = {**os.environ, "ICEMOR_VERDICT_CACHE_BYTES": "lots"}
+    done = subprocess.run(
+        [sys.executable, "-m", "icemor", "count", table], capture_output=True, text=True, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "2"
+    notes = [line for line in done.stderr.splitlines() if line.strip()]
+    assert notes and all(line.startswith("icemor: note: ") for line in notes), notes
+    assert any("ICEMOR_VERDICT_CACHE_BYTES" in line for line in notes), notes

@@ -1,7 +1,13 @@
-"""Every catalog commit goes through ``src/icemor/commit/``: fail on one made anywhere else.
+"""Every catalog commit goes through one door in ``src/icemor/commit/``: fail on any other.
 
-Run by ``make lint``. It reads the source (AST, nothing is imported) and reports, outside
-``icemor/commit/``:
+Run by ``make lint``. It reads the source (AST, nothing is imported) and reports:
+
+- anywhere, ``commit/`` included: a ``commit_table`` call site unless it is the only one in the
+  tree (``icemor.commit.door``: one retry loop, one outcome classification, one retention), and
+  no call site at all; a call of pyiceberg's own commit paths (``commit_transaction``,
+  ``_do_commit``); a ``with`` block on a pyiceberg update or transaction, which commits on exit.
+
+Outside ``icemor/commit/`` it also reports:
 
 - a call of a method that commits or stages a metadata change whatever its receiver:
   ``commit_table``, ``transaction``, ``update_schema``, ``update_spec``, ``update_snapshot``,
@@ -37,6 +43,10 @@ ANY_RECEIVER = frozenset(
         "merge_append",
     }
 )
+# methods that commit through pyiceberg's own path (its retries, its cleanup), bypassing the door
+PYICEBERG_COMMIT_PATHS = frozenset({"commit_transaction", "_do_commit"})
+# pyiceberg's updates and transactions commit when their ``with`` block exits
+COMMIT_ON_EXIT = ANY_RECEIVER - {"commit_table", "_do_commit", "new_snapshot"}
 # methods of pyiceberg's Table that commit a snapshot
 TABLE_METHODS = frozenset(
     {
@@ -89,6 +99,41 @@ def _table_variables(tree: ast.Module, classes: set[str]) -> set[str]:
     return out
 
 
+def _call_name(node: ast.expr) -> str | None:
+    """The method name of ``x.name(...)``, else None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.attr
+    return None
+
+
+def commit_table_calls(source: str, filename: str = "<source>") -> list[str]:
+    """The ``commit_table`` call sites in ``source`` (``file:line``)."""
+    tree = ast.parse(source, filename)
+    return [
+        f"{filename}:{node.lineno}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and _call_name(node) == "commit_table"
+    ]
+
+
+def check_everywhere(source: str, filename: str = "<source>") -> list[str]:
+    """The calls in ``source`` that commit around the door, in any module (``commit/`` too)."""
+    tree = ast.parse(source, filename)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _call_name(node) in PYICEBERG_COMMIT_PATHS:
+            found.append(f"{filename}:{node.lineno}: .{_call_name(node)}() commits around icemor.commit.door")
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                method = _call_name(item.context_expr)
+                if method in COMMIT_ON_EXIT:
+                    found.append(
+                        f"{filename}:{node.lineno}: `with ....{method}()` commits on exit, "
+                        "around icemor.commit.door"
+                    )
+    return found
+
+
 def check_source(source: str, filename: str = "<source>") -> list[str]:
     """The commit calls in ``source`` (``file:line: what``), for a module outside ``commit/``."""
     tree = ast.parse(source, filename)
@@ -111,12 +156,19 @@ def check_source(source: str, filename: str = "<source>") -> list[str]:
 
 
 def check_tree(src: Path) -> list[str]:
-    """The commit calls in every module under ``src`` but ``src/commit/``."""
+    """The commits around the door in every module under ``src``, and the ``commit_table`` call
+    sites when there is not exactly one."""
     found = []
+    sites = []
     for path in sorted(src.rglob("*.py")):
-        if (src / "commit") in path.parents:
-            continue
-        found.extend(check_source(path.read_text(encoding="utf-8"), str(path)))
+        source = path.read_text(encoding="utf-8")
+        sites.extend(commit_table_calls(source, str(path)))
+        found.extend(check_everywhere(source, str(path)))
+        if (src / "commit") not in path.parents:
+            found.extend(check_source(source, str(path)))
+    if len(sites) != 1:
+        where = ", ".join(sites) if sites else "none"
+        found.append(f"{len(sites)} commit_table call sites ({where}): icemor calls it in one place only")
     return found
 
 
@@ -126,7 +178,7 @@ def main(argv: list[str]) -> int:
     for line in found:
         print(line)
     if found:
-        print(f"{len(found)} commit(s) outside {src / 'commit'}: move them behind a function there")
+        print(f"{len(found)} commit path problem(s) in {src}: every commit goes through icemor.commit.door")
         return 1
     return 0
 

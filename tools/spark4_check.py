@@ -9,7 +9,8 @@ for Spark 4 can be installed. Run with the main venv's Python, this script
   ``tests_spark4/scenarios.py``'s ``initial_rows()`` without ``id % 5 = 0``;
 - ``check OUT``: reads every table the suite left in ``OUT/home`` with Iceberg Java and fails
   unless it reads exactly the rows the suite's Python model expects, saved in
-  ``OUT/expected/<namespace.table>.json`` (sorted ``[id, part, qty, note]`` lists).
+  ``OUT/expected/<namespace.table>.json`` (sorted ``[id, part, qty, note]`` lists, or
+  ``{"columns": [...], "rows": [...]}`` whose columns are names or Spark SQL expressions).
 
 Usage: ``python tools/spark4_check.py prepare|check OUT_DIR``; exit 0 on success, 1 otherwise.
 """
@@ -91,7 +92,8 @@ def check(out: Path) -> int:
     failed = 0
     try:
         for name, (columns, want) in expected.items():
-            got = sorted_rows(java.rows(name, columns=columns))
+            # a column may be an expression (``CAST(ts AS STRING)``: text both Sparks print alike)
+            got = sorted_rows(java.dataframe(name).selectExpr(*columns).collect())
             if got == sorted_rows(want):
                 print(f"spark4_check: {name}: Iceberg Java reads the {len(want)} expected rows")
             else:

@@ -94,8 +94,10 @@ def create_table(
         identifier: ``namespace.table``.
         schema_or_data: A pyiceberg ``Schema``, an Arrow schema, or data whose schema the table
             takes and whose rows become its first snapshot: an Arrow table, batch or
-            RecordBatchReader, a pandas or polars DataFrame, or Parquet file path(s). Nanosecond
-            timestamps become microsecond columns; columns are optional unless identifier fields.
+            RecordBatchReader, a pandas or polars DataFrame, Parquet file path(s), or a Spark
+            DataFrame (its Spark schema, every column optional as in Spark's CREATE TABLE AS
+            SELECT; its rows written on the executors). Nanosecond timestamps become microsecond
+            columns; columns are optional unless identifier fields.
         partition_by: Partition fields: ``"region"``, ``"day(ts)"``, ``"bucket(16, id)"``,
             ``"truncate(4, s)"``, ``year|month|hour(col)``.
         identifier_fields: The row key (Iceberg's identifier fields): these columns become
@@ -114,10 +116,15 @@ def create_table(
     from icemor.catalog import table_locations
     from icemor.ops.create import create_table as _create
     from icemor.ops.inputs import schema_of
-    from icemor.table import Table
+    from icemor.table import Table, _is_spark_dataframe
 
     cat = _catalog(catalog)
-    schema, data = schema_of(schema_or_data, what="the data")
+    if _is_spark_dataframe(schema_or_data):  # its Spark schema; its rows written on the executors
+        from icemor.engines.spark.table_writes import dataframe_rows, new_table_schema_of
+
+        schema, data = new_table_schema_of(schema_or_data), dataframe_rows(schema_or_data)
+    else:
+        schema, data = schema_of(schema_or_data, what="the data")
 
     def append(created: PyIcebergTable) -> None:
         Table(created, cat).append(data, note=note)

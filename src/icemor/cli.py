@@ -8,6 +8,7 @@ interrupt removes what it wrote unless the catalog may have committed.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 from enum import StrEnum
@@ -634,7 +635,7 @@ def apply_changes(
 
         # executors on other hosts cannot read the driver's files: staged in the warehouse
         paths = [str(f.resolve()) for f in changes]
-        with staged_parquet(spark_session(), t.io, t.metadata.location, paths) as df:
+        with staged_parquet(spark_session(), t.io, t.metadata.location, paths, t.metadata.properties) as df:
             m = t.apply_changes(df, **options)
     else:
         # one unit of work: the bar shows that it runs and for how long (Spark jobs: their tasks)
@@ -1141,10 +1142,31 @@ def _one_line(e: BaseException) -> str:
     return text[0] if text else type(e).__name__
 
 
+class _NoteHandler(logging.Handler):
+    """icemor's own warnings (e.g. a verdict store it will not use) as ``icemor: note:`` lines."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        _note(record.getMessage())
+
+
+@contextlib.contextmanager
+def _notes_from_logs() -> Iterator[None]:
+    logger = logging.getLogger("icemor")
+    if logger.handlers:  # the embedding application configured its own
+        yield
+        return
+    handler = _NoteHandler(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default: the process arguments) and return its exit code."""
     os.environ.setdefault("PYICEBERG_MAX_WORKERS", str(os.cpu_count() or 1))
-    with _sigterm_as_interrupt():
+    with _sigterm_as_interrupt(), _notes_from_logs():
         return _run(lambda _: app(args=argv, prog_name="icemor"))
 
 

@@ -1,8 +1,13 @@
-"""``icemor.spark.session()``: the active SparkSession, or a new one set up for icemor; and
-``icemor.spark.cdc_sink()``: exactly-once change ingestion from Structured Streaming.
+"""``icemor.spark.session()``: the active SparkSession, or a new one set up for icemor;
+``icemor.spark.read()``: an icemor table (or its change feed) as a DataFrame, on every PySpark
+version; ``icemor.spark.register()``: the ``icemor`` Spark data source (PySpark 4.2+);
+``icemor.spark.cdc_sink()``: exactly-once change ingestion from Structured Streaming;
+``icemor.spark.sql()``: Spark SQL's ``MERGE INTO``, ``UPDATE`` and ``DELETE FROM`` on icemor tables;
+``icemor.spark.write()``: a DataFrame appended or overwritten on the executors; and
+``icemor.spark.ship()`` / ``pack()``: icemor for executors that do not have it installed.
 
 A thin, lazy front for :mod:`icemor.engines.spark`; importing this module does not import
-pyspark, calling :func:`session` does.
+pyspark, calling its functions does.
 """
 
 from __future__ import annotations
@@ -11,12 +16,21 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
+    from pathlib import Path
 
+    import pyarrow as pa
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table as PyIcebergTable
     from pyspark.sql import DataFrame, SparkSession
 
+    from icemor.engines.spark.ship import EnvironmentArchive
     from icemor.ops.apply_changes import ChangeMetrics
+    from icemor.ops.delete import DeleteMetrics
+    from icemor.ops.merge import MergeMetrics
+    from icemor.ops.overwrite import OverwriteMetrics
+    from icemor.ops.update import UpdateMetrics
 
-__all__ = ["cdc_sink", "session"]
+__all__ = ["cdc_sink", "pack", "read", "register", "session", "ship", "sql", "write"]
 
 
 def session(
@@ -26,15 +40,77 @@ def session(
     app_name: str = "icemor",
     quiet: bool = True,
     driver_memory: str | None = None,
+    ship: bool = False,
 ) -> SparkSession:
     """Return the active SparkSession, or build one (master ``local[*]`` or ``$ICEMOR_SPARK_MASTER``).
 
     ``quiet`` (default) logs errors only; False keeps Spark's WARN lines. ``driver_memory``
     (e.g. ``"8g"``) defaults to a quarter of the machine's memory, 1-8 GiB (docs/spark.md).
+    ``ship``: then :func:`ship` icemor to the executors (a cluster whose executors lack it).
+    ``conf={"spark.pyspark.python": ...}`` sets the executors' interpreter (a packed environment's).
     """
     from icemor.engines.spark import session as _session
 
-    return _session(master=master, conf=conf, app_name=app_name, quiet=quiet, driver_memory=driver_memory)
+    spark = _session(master=master, conf=conf, app_name=app_name, quiet=quiet, driver_memory=driver_memory)
+    if ship:
+        from icemor.engines.spark.ship import ship as _ship
+
+        _ship(spark)
+    return spark
+
+
+def ship(
+    spark: SparkSession,
+    *,
+    cache_dir: str | Path | None = None,
+    exclude: Sequence[str] = (),
+    check: bool = True,
+) -> EnvironmentArchive:
+    """Make icemor importable on ``spark``'s executors, which need not have it installed.
+
+    Packs icemor and every distribution it requires at run time (pyarrow, pyiceberg,
+    pyroaring, numpy, pandas, ...; not pyspark and py4j, which Spark brings) exactly as the
+    driver has them into one zip (:func:`pack`, cached), adds it to the session
+    (``SparkContext.addArchive``: each executor fetches and unpacks it once) and puts it first
+    on the Python workers' path, for every job started afterwards; then checks, with a short
+    job, that the executors import icemor. The executors need a Python of the driver's
+    version on the driver's platform (PySpark already requires the version); otherwise use a
+    packed environment with its interpreter (docs/spark.md, "Running on a cluster").
+
+    Example::
+
+        spark = icemor.spark.session(master="spark://head:7077")
+        icemor.spark.ship(spark)        # or icemor.spark.session(..., ship=True)
+        table.delete("day < '2024-01-01'", spark=spark)
+
+    Args:
+        spark: A classic session (Spark Connect: start the server with :func:`pack`'s archive).
+        cache_dir: Where the zip is kept (default ``~/.cache/icemor/ship``).
+        exclude: Distributions to leave out of the zip (ones the executors have or never use).
+        check: Check that the executors import icemor afterwards.
+
+    Returns:
+        The archive: its ``path``, ``distributions`` (``name==version``) and ``size``.
+
+    Raises:
+        UnsupportedFeatureError: A Spark Connect session; a distribution whose files are not
+            recorded; executors that still cannot import icemor (the message names why).
+    """
+    from icemor.engines.spark.ship import ship as _ship
+
+    return _ship(spark, cache_dir=cache_dir, exclude=exclude, check=check)
+
+
+def pack(*, cache_dir: str | Path | None = None, exclude: Sequence[str] = ()) -> EnvironmentArchive:
+    """The zip :func:`ship` adds to a session, built (or found in the cache) without one.
+
+    For sessions set up outside Python: ``spark-submit --archives PATH#icemor-env --conf
+    spark.executorEnv.PYTHONPATH=./icemor-env app.py``, or a Spark Connect server started with
+    the same options (docs/spark.md, "Running on a cluster").
+    """
+    from icemor.engines.spark.ship import build_archive
+
+    return build_archive(cache_dir=cache_dir, exclude=exclude)
 
 
 def cdc_sink(
@@ -91,3 +167,248 @@ def cdc_sink(
         partitions=partitions,
         progress=progress,
     )
+
+
+def sql(
+    spark: SparkSession, text: str, *, catalog: Catalog | str | None = None
+) -> MergeMetrics | UpdateMetrics | DeleteMetrics:
+    """Run one Spark SQL ``MERGE INTO``, ``UPDATE`` or ``DELETE FROM`` statement on an icemor table.
+
+    The statement is parsed in Spark's dialect (sqlglot) and run by the builders, on ``spark``'s
+    executors: ``MERGE`` by :meth:`icemor.table.Table.merge` (each ``WHEN`` clause in the order
+    written), ``UPDATE`` by :meth:`~icemor.table.Table.update`, ``DELETE`` by
+    :meth:`~icemor.table.Table.delete`; conditions and values go to them as written (the subset
+    of docs/sql.md, Spark SQL's meaning). The
+    target is a table of icemor's catalog (``catalog``: a name or catalog, default the embedded
+    one); a MERGE source is a table or view Spark knows (``spark.table``) or a ``(query)`` run
+    by Spark, never collected.
+
+    Example::
+
+        icemor.spark.sql(spark, "MERGE INTO shop.orders t USING updates s ON t.id = s.id "
+                                "WHEN MATCHED AND s.op = 'D' THEN DELETE "
+                                "WHEN MATCHED THEN UPDATE SET * "
+                                "WHEN NOT MATCHED THEN INSERT *")
+
+    Returns:
+        The builder's metrics: :class:`~icemor.ops.merge.MergeMetrics`,
+        :class:`~icemor.ops.update.UpdateMetrics` or :class:`~icemor.ops.delete.DeleteMetrics`.
+
+    Raises:
+        InvalidArgumentError: Not one MERGE INTO, UPDATE or DELETE FROM statement; a form Spark
+            refuses (with Spark's reason) or icemor does not run (``WHEN NOT MATCHED BY SOURCE``,
+            a CTE, ``DELETE … USING``, …, named); an unknown source; whatever the builder refuses.
+        NoSuchTableError: The target is not in the catalog.
+        CommitConflictError: A concurrent commit conflicts; nothing is committed.
+    """
+    from icemor.expr.dml import Delete, Update, parse_statement
+    from icemor.table import Table
+
+    statement = parse_statement(text)
+    table = Table.load(statement.target, catalog=catalog)
+    plan = statement.translate([f.name for f in table.schema().fields])
+    if isinstance(plan, Delete):
+        return table.delete(plan.where, spark=spark)
+    if isinstance(plan, Update):
+        return table.update(plan.set, plan.where, spark=spark)
+    source = _source(spark, plan.source_table, plan.source_query)
+    builder = table.merge(
+        source, plan.on, source_alias=plan.source_alias, target_alias=plan.target_alias, spark=spark
+    )
+    for clause in plan.clauses:
+        if clause.kind == "delete":
+            builder.when_matched_delete(clause.condition)
+        elif clause.kind == "update":
+            if clause.values is None:
+                builder.when_matched_update_all(clause.condition)
+            else:
+                builder.when_matched_update(clause.values, clause.condition)
+        elif clause.values is None:
+            builder.when_not_matched_insert_all(clause.condition)
+        else:
+            builder.when_not_matched_insert(clause.values, clause.condition)
+    return builder.execute()
+
+
+def _source(spark: SparkSession, table: str | None, query: str | None) -> DataFrame:
+    """The MERGE source as a DataFrame; Spark's refusal of it (an unknown view, a query that does
+    not parse or resolve) as one line. Its schema is resolved here, on Connect sessions too."""
+    from icemor.exceptions import InvalidArgumentError
+
+    what = f"the MERGE source {table}" if table is not None else "the MERGE source query"
+    try:
+        df = spark.table(table) if table is not None else spark.sql(query or "")
+        df.columns  # noqa: B018  (analysis: a Connect session resolves names lazily)
+    except Exception as e:
+        if not {"AnalysisException", "ParseException"} & {c.__name__ for c in type(e).__mro__}:
+            raise
+        lines = str(e).strip().splitlines()
+        msg = f"{what}: {lines[0] if lines else type(e).__name__}"
+        raise InvalidArgumentError(msg) from e
+    return df
+
+
+def write(df: DataFrame, table: str, *, mode: str = "append", **options: Any) -> int | OverwriteMetrics:
+    """Write ``df`` to the table ``table`` on its session's executors (PySpark 3.5 and 4.x).
+
+    The function form of ``df.write.format("icemor").mode(mode).options(**options).save(table)``
+    (PySpark 4.x, :class:`icemor.engines.spark.table_writes.IcemorBatchWriter`), with the same
+    meaning: ``append`` adds the rows as one snapshot; ``overwrite`` replaces the rows matching
+    the condition (merge-on-read: their deletes and the new data files, one snapshot), every row
+    without one. Columns are matched by name and converted by the rules of ``table.append``.
+    Only the written files' metadata comes to the driver (docs/spark.md, "Writing DataFrames").
+
+    Example::
+
+        icemor.spark.write(updates, "shop.orders", mode="overwrite", where="day = '2024-05-01'")
+
+    Args:
+        df: The rows.
+        table: ``namespace.table``.
+        mode: ``append`` or ``overwrite``.
+        **options: ``where`` (or ``overwrite-where``): the overwrite's condition, SQL in the
+            scan's language (docs/sql.md); ``catalog``: a catalog name (default: icemor's
+            embedded catalog). Names are case-insensitive, ``_`` or ``-``.
+
+    Returns:
+        The rows appended (``append``, as ``table.append``), or the overwrite's metrics (as
+        ``table.overwrite``).
+
+    Raises:
+        InvalidArgumentError: An unknown mode or option, a bad condition, rows that do not fit
+            the table (named); nothing is committed and no file is left.
+        NoSuchTableError: No such table.
+    """
+    import logging
+
+    from icemor.engines.spark.table_writes import (
+        MODES,
+        dataframe_rows,
+        load_table,
+        removal_runner,
+        write_options,
+    )
+    from icemor.exceptions import InvalidArgumentError
+    from icemor.ops.append import append_data
+    from icemor.ops.overwrite import overwrite_rows
+
+    chosen = str(mode).strip().lower()
+    if chosen not in MODES:
+        msg = f"unknown write mode {mode!r}: use {' or '.join(repr(m) for m in MODES)}"
+        raise InvalidArgumentError(msg)
+    where, catalog = write_options(options, overwrite=chosen == "overwrite")
+    target = load_table(table, catalog)
+    note = logging.getLogger("icemor").warning
+    if chosen == "append":
+        return append_data(target, dataframe_rows(df), note=note)
+    return overwrite_rows(target, dataframe_rows(df), where, run=removal_runner(df, target), note=note)
+
+
+def read(spark: SparkSession, table: str | None = None, **options: Any) -> DataFrame:
+    """An icemor table as a DataFrame read on the executors, on every PySpark version: the
+    function form of ``spark.read.format("icemor")``, with the same options and the same rows.
+
+    Options (as keywords, ``snapshot_id=5``, or as the data source spells them,
+    ``**{"snapshot-id": "5"}``: names match ignoring case, ``-`` and ``_``):
+
+    - ``catalog``: a catalog name (default: icemor's embedded catalog);
+    - ``snapshot_id``, ``as_of_timestamp`` (ms, ISO-8601 text or a datetime), ``branch``, ``tag``:
+      at most one; default the current snapshot;
+    - ``columns``: ``"a,b"`` or a list, in the order given (as ``select``); ``filter``: a row
+      filter (SQL, docs/sql.md's conditions); ``metadata_columns``: add ``_file`` and ``_pos``;
+    - the change feed instead of the table: ``read_change_feed=True`` and/or ``starting_snapshot_id``
+      / ``starting_timestamp`` (exclusive) and ``ending_snapshot_id`` / ``ending_timestamp``
+      (inclusive), with ``columns``, ``filter`` and ``key``: the rows of ``table.changes(...)``;
+    - ``strategy`` (this function only): ``auto`` (default), ``python`` or ``native``, as
+      :meth:`icemor.table.Table.to_spark`.
+
+    This is ``table.to_spark(...)`` (``table.changes(...).to_spark(...)``): Spark's own Parquet
+    reader for files without equality deletes (docs/spark.md, "Data source").
+
+    Raises:
+        InvalidArgumentError: An unknown option, a malformed value, conflicting selectors.
+        NoSuchTableError: The table does not exist.
+        NoSuchSnapshotError: The snapshot, time, branch or tag does not exist.
+    """
+    from icemor.engines.spark import scan_to_dataframe
+    from icemor.engines.spark.datasource import (
+        change_request,
+        is_change_feed,
+        ordered_names,
+        plan_changes_job,
+        plan_scan,
+        read_request,
+    )
+    from icemor.engines.spark.feed import changes_to_dataframe
+    from icemor.exceptions import InvalidArgumentError
+    from icemor.io.changes import CHANGE_COLUMNS
+    from icemor.table import Table, to_epoch_ms
+
+    strategy = "auto"
+    rest = {}
+    for key, value in options.items():
+        if key.lower().replace("-", "").replace("_", "") == "strategy":
+            strategy = str(value)
+        else:
+            rest[key] = value
+    if is_change_feed(rest):
+        if strategy != "auto":
+            msg = "strategy is for reads of a table, not of its change feed"
+            raise InvalidArgumentError(msg)
+        changes = change_request(rest, to_epoch_ms, table=table, stream=False)
+        t = Table.load(changes.table, catalog=changes.catalog)
+        job = plan_changes_job(t.metadata, t.io, changes)
+        df = changes_to_dataframe(job, spark)
+        return df.select(*ordered_names(changes.columns, job.output_names), *CHANGE_COLUMNS)
+    request = read_request(rest, to_epoch_ms, table=table)
+    t = Table.load(request.table, catalog=request.catalog)
+    df = scan_to_dataframe(plan_scan(t.metadata, t.io, request), spark, strategy=strategy)
+    order = ordered_names(request.columns, df.columns)
+    return df if order == df.columns else df.select(*order)
+
+
+def register(spark: SparkSession, *, fast_reads: bool = True) -> None:
+    """Register the ``icemor`` Spark data source on ``spark`` (PySpark 4.2+; classic or Connect).
+
+    Then ``spark.read.format("icemor").load("db.t")`` (the options of :func:`read`),
+    ``spark.readStream.format("icemor").option("readChangeFeed", "true").load("db.t")`` (the
+    change feed as a stream), ``df.writeStream.format("icemor").option("key", "id")`` (CDC,
+    exactly once) and ``df.write.format("icemor")`` work on this session.
+
+    Args:
+        spark: The session.
+        fast_reads: This Python client's ``spark.read.format("icemor")...load()`` returns
+            :func:`read`'s DataFrame (``to_spark``'s plan: Spark's own Parquet reader where no
+            equality delete applies; the same rows), not the data source's, which costs several
+            times as much (docs/spark.md, "Data source"). SQL, streams and other clients use the
+            data source either way. False: the data source serves every read.
+
+    Raises:
+        UnsupportedFeatureError: PySpark 3.5 (or 4.0, 4.1): no Python data sources; use
+            :func:`read` and :func:`cdc_sink`.
+    """
+    from icemor.engines.spark.datasource import Services
+    from icemor.engines.spark.datasource import register as _register
+    from icemor.table import to_epoch_ms
+
+    services = Services(load_table=_load_table, epoch_ms=to_epoch_ms, apply_changes=_apply_changes)
+    _register(spark, services, front=_front_read if fast_reads else None)
+
+
+def _front_read(spark: SparkSession, table: str | None, options: dict[str, Any]) -> DataFrame:
+    """``spark.read.format("icemor")...load(table)`` of a registered Python client."""
+    return read(spark, table, **options)
+
+
+def _load_table(identifier: str, catalog: str | None) -> PyIcebergTable:
+    """The data source's way to a table (Spark's Python workers call it, by reference)."""
+    from icemor.table import Table
+
+    return Table.load(identifier, catalog=catalog).pyiceberg
+
+
+def _apply_changes(identifier: str, catalog: str | None, rows: pa.Table, **options: Any) -> ChangeMetrics:
+    """The streaming sink's commit: one batch as ``Table.apply_changes`` applies it (its input rules)."""
+    from icemor.table import Table
+
+    return Table.load(identifier, catalog=catalog).apply_changes(rows, **options)

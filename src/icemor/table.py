@@ -284,8 +284,10 @@ class Table:
 
         Args:
             data: An Arrow table, record batch or RecordBatchReader (or any object with
-                ``__arrow_c_stream__``), a pandas or polars DataFrame, or Parquet file path(s).
-                Columns are matched by name; missing optional ones are NULL. Conversions:
+                ``__arrow_c_stream__``), a pandas or polars DataFrame, Parquet file path(s), or
+                a Spark DataFrame (written on its session's executors; only file metadata comes
+                to the driver: docs/spark.md, "Writing DataFrames"). Columns are matched by
+                name; missing optional ones are NULL. Conversions:
                 docs/semantics.md, "Input rows" (``int -> long``, ``float -> double``,
                 ``int``/``long -> double``, NULL-typed columns, nanosecond timestamps truncated to
                 microseconds).
@@ -302,6 +304,10 @@ class Table:
         """
         from icemor.ops.append import append_data
 
+        if _is_spark_dataframe(data):  # written on its session's executors
+            from icemor.engines.spark.table_writes import dataframe_rows
+
+            data = dataframe_rows(data)
         rows = append_data(self._table, data, progress=progress, note=note or _log.warning)
         self.refresh()
         return rows
@@ -323,7 +329,8 @@ class Table:
         Args:
             data: What :meth:`append` takes.
             where: A row filter in the scan language, or a pyiceberg expression.
-            spark: Run the per-file delete work on this SparkSession's executors.
+            spark: Run the per-file delete work on this SparkSession's executors (default for a
+                Spark DataFrame: its session's, or local threads on a Spark Connect client).
             note: As in :meth:`append`.
 
         Raises:
@@ -332,7 +339,14 @@ class Table:
         """
         from icemor.ops.overwrite import overwrite_rows
 
-        metrics = overwrite_rows(self._table, data, where, run=self._runner(spark), note=note or _log.warning)
+        if _is_spark_dataframe(data):  # written on its session's executors
+            from icemor.engines.spark.table_writes import dataframe_rows, removal_runner
+
+            run = self._runner(spark) if spark is not None else removal_runner(data, self._table)
+            data = dataframe_rows(data)
+        else:
+            run = self._runner(spark)
+        metrics = overwrite_rows(self._table, data, where, run=run, note=note or _log.warning)
         self.refresh()
         return metrics
 

@@ -380,6 +380,52 @@ def test_schema_update_changes_are_staged_not_committed(tmp_path: Path) -> None:
     catalog.engine.dispose()
 
 
+def test_snapshot_producer_changes_use_the_given_snapshot_id_and_commit_nothing(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.io.pyarrow import parquet_file_to_data_file
+    from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, SetSnapshotRefUpdate
+
+    catalog = SqlCatalog("c", uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse=(tmp_path / "w").as_uri())
+    catalog.create_namespace("db")
+    table = catalog.create_table("db.t", schema=SCHEMA)
+    path = str(tmp_path / "f.parquet")
+    pq.write_table(pa.table({"id": pa.array([1], pa.int64()), "cat": ["a"]}), path)
+    producer = table.transaction().update_snapshot().fast_append()
+    producer.append_data_file(parquet_file_to_data_file(table.io, table.metadata, path))
+    updates, requirements = compat.snapshot_producer_changes(producer, 1234567)
+    assert [type(u) for u in updates] == [AddSnapshotUpdate, SetSnapshotRefUpdate]
+    snapshot = updates[0].snapshot  # type: ignore[attr-defined]
+    assert snapshot.snapshot_id == 1234567
+    assert "snap-1234567-" in snapshot.manifest_list
+    assert [
+        e.snapshot_id for m in snapshot.manifests(table.io) for e in m.fetch_manifest_entry(table.io)
+    ] == [1234567]
+    assert [type(r) for r in requirements] == [AssertRefSnapshotId]
+    assert catalog.load_table("db.t").metadata.snapshots == []  # not committed
+    catalog.engine.dispose()
+
+
+def test_staged_create_changes_are_the_updates_of_the_create(tmp_path: Path) -> None:
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.exceptions import NoSuchTableError
+    from pyiceberg.table import StagedTable
+    from pyiceberg.table.update import AssignUUIDUpdate, SetLocationUpdate
+
+    catalog = SqlCatalog("c", uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse=(tmp_path / "w").as_uri())
+    catalog.create_namespace("db")
+    staged, updates = compat.staged_create_changes(catalog.create_table_transaction("db.t", schema=SCHEMA))
+    assert isinstance(staged, StagedTable)
+    assert staged.name() == ("db", "t")
+    kinds = {type(u) for u in updates}
+    assert AssignUUIDUpdate in kinds and SetLocationUpdate in kinds
+    uuid = next(u.uuid for u in updates if isinstance(u, AssignUUIDUpdate))
+    assert uuid == staged.metadata.table_uuid
+    with pytest.raises(NoSuchTableError):  # staged only
+        catalog.load_table("db.t")
+    catalog.engine.dispose()
+
+
 def test_parquet_statistics_from_the_footer(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 

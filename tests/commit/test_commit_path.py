@@ -1,9 +1,10 @@
-"""Every catalog commit goes through icemor.commit: ``tools/check_commit_path.py``.
+"""Every catalog commit goes through icemor.commit's one door: ``tools/check_commit_path.py``.
 
 ``make lint`` runs the tool on ``src/icemor``; these tests prove it finds each kind of commit
 (the calls that were outside ``commit/`` before: ``ops/append.py``'s transaction,
 ``ops/apply_changes.py``'s ``update_schema`` and ``commit_table``, ``ops/add_files.py``'s
-``table.add_files``) and that the tree has none.
+``table.add_files``) and that the tree has none; that the tree has exactly one ``commit_table``
+call site (``commit/door.py``), and that pyiceberg's own commit paths fail inside ``commit/`` too.
 """
 
 from __future__ import annotations
@@ -74,3 +75,38 @@ def test_the_tool_fails_on_a_commit_outside_commit(tmp_path: Path) -> None:
     assert check.main(["check", str(tmp_path)]) == 0
     (tmp_path / "ops.py").write_text("def f(t):\n    t.catalog.commit_table(t, (), ())\n")
     assert check.main(["check", str(tmp_path)]) == 1
+
+
+def test_the_tree_has_exactly_one_commit_table_call_site() -> None:
+    src = ROOT / "src" / "icemor"
+    sites = [s for p in sorted(src.rglob("*.py")) for s in check.commit_table_calls(p.read_text(), str(p))]
+    assert len(sites) == 1 and sites[0].startswith(str(src / "commit" / "door.py")), sites
+
+
+def test_a_second_commit_table_call_site_in_commit_fails(tmp_path: Path) -> None:
+    """Two doors are one too many, even inside ``commit/``: no call site at all fails too."""
+    (tmp_path / "commit").mkdir()
+    assert check.main(["check", str(tmp_path)]) == 1  # none
+    (tmp_path / "commit" / "door.py").write_text("def f(t):\n    t.catalog.commit_table(t, (), ())\n")
+    assert check.main(["check", str(tmp_path)]) == 0
+    (tmp_path / "commit" / "other.py").write_text("def g(c, t):\n    c.commit_table(t, (), ())\n")
+    found = check.check_tree(tmp_path)
+    assert len(found) == 1 and found[0].startswith("2 commit_table call sites"), found
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def f(tx):\n    tx.commit_transaction()\n",
+        "def f(t, u, r):\n    t._do_commit(u, r)\n",
+        "def f(t):\n    with t.transaction() as tx:\n        tx.set_properties(a='b')\n",
+        "def f(t):\n    with t.update_schema() as u:\n        u.add_column('x', 'string')\n",
+        "def f(tx):\n    with tx.update_snapshot().fast_append() as a:\n        pass\n",
+    ],
+)
+def test_pyiceberg_commit_paths_fail_inside_commit_too(tmp_path: Path, source: str) -> None:
+    (tmp_path / "commit").mkdir()
+    (tmp_path / "commit" / "door.py").write_text("def f(t):\n    t.catalog.commit_table(t, (), ())\n")
+    (tmp_path / "commit" / "append.py").write_text(source)
+    found = check.check_tree(tmp_path)
+    assert len(found) == 1 and "around icemor.commit.door" in found[0], found

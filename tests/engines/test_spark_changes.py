@@ -36,7 +36,7 @@ def _changes(path: Path, rows: list[tuple[str, int, str | None]]) -> str:
 
 
 def _staging_files(location: str) -> list[Path]:
-    root = Path(location.removeprefix("file://")) / "metadata" / ".icemor-staging"
+    root = Path(location.removeprefix("file://")) / "data" / "_icemor-staging"
     return [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
 
 

@@ -7,6 +7,8 @@ No JVM here: the value :func:`session` gives Spark is computed, and given only w
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from icemor.engines.spark import default_driver_memory
@@ -32,3 +34,50 @@ def test_default_driver_memory_reads_this_machine() -> None:
 
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     assert default_driver_memory() == f"{min(max(1024, total // 4 // 2**20), 8192)}m"
+
+
+class _Builder:
+    """Records what :func:`session` configures; builds nothing."""
+
+    def __init__(self) -> None:
+        self.conf: dict[str, str] = {}
+
+    def master(self, _: str) -> _Builder:
+        return self
+
+    def appName(self, _: str) -> _Builder:
+        return self
+
+    def config(self, key: str, value: str) -> _Builder:
+        self.conf[key] = value
+        return self
+
+    def getOrCreate(self) -> object:
+        context = type("SparkContext", (), {"setLogLevel": lambda self, level: None})()
+        return type("SparkSession", (), {"sparkContext": context})()
+
+
+def test_session_runs_workers_with_the_interpreter_conf_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PySpark takes the workers' interpreter from PYSPARK_PYTHON when the context starts, not
+    from ``spark.pyspark.python``: a conf naming one (a packed environment's) must set it."""
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    from icemor.engines.spark import session
+
+    builder = _Builder()
+    monkeypatch.setattr(SparkSession, "getActiveSession", staticmethod(lambda: None))
+    monkeypatch.setattr(SparkSession, "builder", builder)
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)  # an earlier session's default
+    session(conf={"spark.pyspark.python": "./env/bin/python"})
+    assert os.environ["PYSPARK_PYTHON"] == "./env/bin/python"
+    assert builder.conf["spark.pyspark.python"] == "./env/bin/python"
+
+    # without one: this interpreter, or what the environment already says (spark-submit's)
+    monkeypatch.delenv("PYSPARK_PYTHON")
+    session()
+    assert os.environ["PYSPARK_PYTHON"] == sys.executable
+    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/python/bin/python3")
+    session()
+    assert os.environ["PYSPARK_PYTHON"] == "/opt/python/bin/python3"

@@ -51,12 +51,12 @@ def _make(oracle: IcebergJava, name: str, layout: str | None) -> list[Row]:
 
 def _files_left(oracle: IcebergJava, name: str) -> tuple[set[str], set[str]]:
     """(files under the table's data directory, files that any snapshot references), and asserts
-    that no staging file is left under metadata/."""
+    that no staging file is left under data/_icemor-staging/."""
     q = oracle.qualified(name)
     location = oracle.sql(f"DESCRIBE TABLE EXTENDED {q}")
     loc = next(r[1] for r in location if r[0] == "Location")
     root = local_path(loc)
-    staging = root / "metadata" / ".icemor-staging"
+    staging = root / "data" / "_icemor-staging"
     assert not staging.exists() or not any(p.is_file() for p in staging.rglob("*"))
     on_disk = {str(p) for p in (root / "data").rglob("*") if p.is_file() and not p.name.startswith(".")}
     referenced = {str(local_path(r[0])) for r in oracle.sql(f"SELECT file_path FROM {q}.all_files")}
@@ -352,7 +352,7 @@ class CrashingIO(PyArrowFileIO):
         from pyspark import TaskContext
 
         context = TaskContext.get()
-        if context is not None and context.attemptNumber() == 0 and ".icemor-staging" not in location:
+        if context is not None and context.attemptNumber() == 0 and "_icemor-staging" not in location:
             _OPENED[context.taskAttemptId()] += 1
             if _OPENED[context.taskAttemptId()] == 2:
                 os._exit(17)
@@ -492,3 +492,22 @@ def test_split_settings_come_back_when_the_job_fails() -> None:
     with pytest.raises(RuntimeError), _whole_files(session, [64 << 20]):
         raise RuntimeError
     assert session.conf.values == {"spark.sql.files.maxPartitionBytes": "1m"}
+
+
+def test_staging_lies_in_the_data_path() -> None:
+    """Markers go where the table's data files go (a table bucket takes those), hidden by ``_``;
+    a FileIO that cannot list gets none (they could never be found again)."""
+    from pyiceberg.io.fsspec import FsspecFileIO
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    from icemor.engines.spark.write import Staging
+
+    io = PyArrowFileIO()
+    assert Staging(io, "s3://b/db/t/").prefix.startswith("s3://b/db/t/data/_icemor-staging/")
+    moved = Staging(io, "s3://b/db/t", {"write.data.path": "s3://other/db/t/"})
+    assert moved.prefix.startswith("s3://other/db/t/_icemor-staging/")
+    legacy = Staging(io, "s3://b/db/t", {"write.object-storage.path": "s3://objects/t"})
+    assert legacy.prefix.startswith("s3://objects/t/_icemor-staging/")
+    unlisted = Staging(FsspecFileIO({}), "s3://b/db/t")
+    assert unlisted.prefix == "" and unlisted.root.startswith("s3://b/db/t/data/_icemor-staging/")
+    assert unlisted.finish() == []

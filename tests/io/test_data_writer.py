@@ -307,3 +307,19 @@ def test_java_reads_the_files_and_an_update_adds_one_data_and_delete_file_per_pa
     expected = df.copy()
     expected.loc[expected["id"] % 119 == 7, "v"] += 1
     assert java(f"{ns}.t") == model(expected)
+
+
+def test_a_date_past_year_9999_is_one_line_and_leaves_no_file(home: Path) -> None:
+    """Iceberg allows it; pyiceberg's statistics raised a bare OverflowError from the writer."""
+    import datetime as dt
+
+    import icemor
+    from icemor.exceptions import UnsupportedFeatureError
+
+    table = icemor.create_table("db.d", pa.table({"d": pa.array([dt.date(9999, 12, 31)], pa.date32())}))
+    before = sorted(p.name for p in home.rglob("*.parquet"))
+    far = pa.table({"d": pa.array([2_932_897 + 10], pa.int32()).cast(pa.date32())})  # 10000-01-10
+    with pytest.raises(UnsupportedFeatureError, match="after 9999-12-31"):
+        table.append(far)
+    assert sorted(p.name for p in home.rglob("*.parquet")) == before
+    assert table.scan().count() == 1

@@ -6,8 +6,9 @@
 - Refused by the catalog on every attempt (in process): ``CommitFailedError`` after
   ``commit.retry.num-retries`` + 1 attempts, the table unchanged, and no file left behind (no
   delete file, manifest or manifest list).
-- A catalog that commits and then reports an unknown commit state: the committed snapshot must
-  stay readable (its files must not be removed).
+- A catalog that commits and then reports an unknown commit state: the commit is recognised (its
+  snapshot id is in the table) and succeeds, its files kept; one that reports it and did not
+  commit: ``CommitStateUnknownError``, every file kept.
 """
 
 from __future__ import annotations
@@ -195,23 +196,54 @@ def test_delete_refused_on_every_attempt_leaves_nothing(
 def test_commit_state_unknown_keeps_the_committed_files(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The catalog commits, then reports an unknown commit state (a REST catalog's 5xx/timeout).
 
-    Whatever icemor raises, it must not remove the files of a snapshot that may be (here: is)
-    the table's current one: the table must stay readable, with the rows deleted.
+    icemor must not remove the files of a snapshot that may be (here: is) the table's current
+    one, and finds that it is: the attempt's snapshot id is in the table, so the DELETE succeeded
+    (once: no second snapshot) and the table reads with the rows deleted.
     """
     create_table()
     table = icemor.load_table(TABLE)
     original = SqlCatalog.commit_table
+    calls: list[int] = []
 
     def commit_then_unknown(self: SqlCatalog, *args: Any) -> Any:
+        calls.append(1)
         original(self, *args)
         msg = "504 Gateway Timeout"
         raise CommitStateUnknownException(msg)
 
-    # removing the files of a snapshot that may be committed would break the table
-    with monkeypatch.context() as patched, pytest.raises(CommitStateUnknownError, match="may or may not"):
+    with monkeypatch.context() as patched:
         patched.setattr(SqlCatalog, "commit_table", commit_then_unknown)
+        metrics = table.delete("id < 50")
+
+    assert calls == [1]  # recognised as committed: not tried again
+    fresh = icemor.load_table(TABLE)
+    assert len(fresh.metadata.snapshots) == 4  # the swap happened, once
+    assert fresh.metadata.current_snapshot_id == metrics.snapshot_id
+    assert read_rows(fresh) == [r for r in original_rows() if r[0] >= 50]
+
+
+def test_commit_state_unknown_not_in_the_table_keeps_every_file(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The catalog reports an unknown commit state and did not commit: the table does not show
+    the attempt, but that proves nothing (a REST server may still be committing it), so the
+    error says the state is unknown and no file is removed."""
+    t = create_table()
+    before_files = files_under(t)
+    table = icemor.load_table(TABLE)
+
+    def unknown(self: SqlCatalog, *args: Any) -> Any:
+        msg = "504 Gateway Timeout"
+        raise CommitStateUnknownException(msg)
+
+    with (
+        monkeypatch.context() as patched,
+        pytest.raises(CommitStateUnknownError, match="may or may not have happened"),
+    ):
+        patched.setattr(SqlCatalog, "commit_table", unknown)
         table.delete("id < 50")
 
-    fresh = icemor.load_table(TABLE)
-    assert len(fresh.metadata.snapshots) == 4  # the swap happened
-    assert read_rows(fresh) == [r for r in original_rows() if r[0] >= 50]
+    left = files_under(t) - before_files
+    assert any(p.name.endswith("-deletes.parquet") for p in left), left
+    assert any(p.name.startswith("snap-") for p in left), left
+    assert read_rows(icemor.load_table(TABLE)) == original_rows()

@@ -98,3 +98,24 @@ def test_decimal256_converts_to_the_tables_decimal() -> None:
     rows = TableRows(schema, table="db.t")
     batch = pa.record_batch({"d": pa.array([decimal.Decimal("12.34"), None], pa.decimal256(20, 2))})
     assert rows.convert(batch, what="the data").column("d").to_pylist() == [decimal.Decimal("12.34"), None]
+
+
+def test_uuids_inside_structs_and_lists_convert() -> None:
+    """A struct or list of uuids (as icemor reads them: Arrow's uuid extension) is checked and
+    converted like any column; building the check's empty batch once failed on them."""
+    from pyiceberg.types import ListType, StructType, UUIDType
+
+    schema = Schema(
+        NestedField(1, "s", StructType(NestedField(2, "u", UUIDType()))),
+        NestedField(3, "l", ListType(4, UUIDType(), element_required=False)),
+    )
+    convert = TableRows(schema, table="db.t")
+    value = b"\x01" * 16
+    uuids = pa.ExtensionArray.from_storage(pa.uuid(), pa.array([value, None], pa.binary(16)))
+    struct = pa.StructArray.from_arrays([uuids], names=["u"], mask=pa.array([False, True]))
+    lists = pa.ListArray.from_arrays(pa.array([0, 2, 2], pa.int32()), uuids, mask=pa.array([False, True]))
+    rows = pa.table({"s": struct, "l": lists})
+    out = convert.convert_table(rows, what="the data")
+    assert out.schema == convert.arrow_schema
+    assert out.column("s").to_pylist()[0]["u"].bytes == value
+    assert out.column("l").to_pylist()[1] is None

@@ -11,7 +11,9 @@ What counts as borrowed (``tools/check_borrowed.py`` refuses each outside this m
 - any ``_``-prefixed name or attribute of pyiceberg: ``_get_column_projection_values``,
   ``_pyarrow_to_schema_without_ids``, ``_check_pyarrow_schema_compatible``,
   ``_InclusiveMetricsEvaluator``, ``ManifestWriter._meta`` / ``._with_partition``,
-  ``MetastoreCatalog._write_metadata``, ``UpdateSchema._commit``, ``DataFile._spec_id``;
+  ``MetastoreCatalog._write_metadata``, ``UpdateSchema._commit``, ``DataFile._spec_id``,
+  ``_SnapshotProducer._commit`` / ``._snapshot_id``, ``CreateTableTransaction._table`` /
+  ``._updates``;
 - pyiceberg's Avro layer (``pyiceberg.avro.*``: ``AvroFile`` with ``read_types`` /
   ``read_enums``, the codec names);
 - names its ``Table`` API uses internally but does not offer users: ``ArrowProjectionVisitor``
@@ -70,10 +72,12 @@ if TYPE_CHECKING:
     from pyiceberg.manifest import ManifestWriter
     from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.schema import Schema
+    from pyiceberg.table import CreateTableTransaction, StagedTable
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Operation
     from pyiceberg.table.update import TableRequirement, TableUpdate
     from pyiceberg.table.update.schema import UpdateSchema
+    from pyiceberg.table.update.snapshot import _SnapshotProducer
     from pyiceberg.typedef import TableVersion
 
 __all__ = [
@@ -100,7 +104,9 @@ __all__ = [
     "schema_update_changes",
     "set_spec_id",
     "set_v3_field",
+    "snapshot_producer_changes",
     "snapshot_summary",
+    "staged_create_changes",
     "to_file_schema",
     "to_requested_schema",
     "v3_data_file",
@@ -144,6 +150,7 @@ BORROWED: tuple[tuple[str, str], ...] = (
     ("pyiceberg.avro.file", "AvroOutputFile"),
     ("pyiceberg.table.update", "_apply_table_update"),
     ("pyiceberg.table.metadata", "TableMetadataUtil._construct_without_validation"),
+    ("pyiceberg.table.update.snapshot", "_SnapshotProducer._commit"),
 )
 
 
@@ -488,6 +495,31 @@ def schema_update_changes(
     return update._commit()
 
 
+def snapshot_producer_changes(
+    producer: _SnapshotProducer[Any], snapshot_id: int
+) -> tuple[tuple[TableUpdate, ...], tuple[TableRequirement, ...]]:
+    """The updates and requirements of a pyiceberg snapshot producer (fast or merging append) as
+    snapshot ``snapshot_id``, its manifests and manifest list written, not committed.
+
+    Why: pyiceberg's producer draws a new snapshot id when it is built and commits through its
+    transaction on exit; icemor commits through :mod:`icemor.commit.door`, and keeps one
+    snapshot id across the attempts of a commit (an attempt that landed although it raised is
+    then found by that id). The id is read by the producer only when it writes (``_commit``).
+    """
+    producer._snapshot_id = snapshot_id
+    return producer._commit()
+
+
+def staged_create_changes(transaction: CreateTableTransaction) -> tuple[StagedTable, tuple[TableUpdate, ...]]:
+    """The staged table of a create transaction and the updates that create it (``AssignUUID``,
+    schema, spec, sort order, location, properties), not committed.
+
+    Why: pyiceberg commits a staged create only through the transaction; icemor sends its updates
+    (with ``AssertCreate``) through :mod:`icemor.commit.door` like every other commit.
+    """
+    return transaction._table, transaction._updates  # type: ignore[return-value]
+
+
 def parquet_statistics(
     parquet_metadata: pq.FileMetaData, schema: Schema, metrics_properties: Mapping[str, str]
 ) -> dict[str, Any]:
@@ -784,7 +816,9 @@ def _install_v3_json() -> None:
 def _install_v3_upgrade() -> None:
     """Let pyiceberg's ``UpgradeFormatVersionUpdate`` handler take a table to format version 3
     inside :func:`v3_metadata_json` only (it refuses versions above 2, also for a table created
-    as v3); ``next-row-id`` starts at 0 (spec, "Row Lineage": existing rows have no ids).
+    as v3: a staged create applies its updates to pyiceberg's empty v1 metadata, so v1 -> 3 is let
+    through for metadata without snapshots); ``next-row-id`` starts at 0 (spec, "Row Lineage":
+    existing rows have no ids).
     """
     from pyiceberg.table import update as _pyiceberg_update
     from pyiceberg.table.update import UpgradeFormatVersionUpdate
@@ -796,7 +830,13 @@ def _install_v3_upgrade() -> None:
         original = apply.dispatch(UpgradeFormatVersionUpdate)
 
         def upgrade(update: UpgradeFormatVersionUpdate, base: TableMetadata, context: Any) -> TableMetadata:
-            if not _V3_JSON.get() or update.format_version != 3 or base.format_version not in (2, 3):
+            # v1 -> 3 only without snapshots: a staged create starts from pyiceberg's empty v1 metadata
+            from_v1 = base.format_version == 1 and not base.snapshots
+            if (
+                not _V3_JSON.get()
+                or update.format_version != 3
+                or not (base.format_version in (2, 3) or from_v1)
+            ):
                 return original(update, base, context)
             if base.format_version == 3:
                 return base

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -21,18 +20,18 @@ from pyiceberg.manifest import (
 )
 
 from icemor._compat.pyiceberg import ManifestWriterV3, manifest_writer, v3_fields
+from icemor.commit.files import delete_quietly, writing
 from icemor.commit.v3 import as_v3, is_v3, live_entries
-from icemor.exceptions import WriteFailedError
 from icemor.spec.dv import dv_removal_key
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping
+    from collections.abc import Iterable, Mapping
 
     from pyiceberg.io import FileIO
     from pyiceberg.manifest import DataFile, ManifestFile, ManifestWriter
     from pyiceberg.table.metadata import TableMetadata
 
-__all__ = ["ManifestChanges", "delete_quietly", "removal_key", "write_snapshot_manifests", "writing"]
+__all__ = ["ManifestChanges", "removal_key", "write_snapshot_manifests"]
 
 
 @dataclass
@@ -167,25 +166,3 @@ def write_snapshot_manifests(
         delete_quietly(io, changes.written_paths)
         raise
     return changes
-
-
-@contextmanager
-def writing(path: str) -> Iterator[None]:
-    """Raise an OSError of the block (disk full, permission denied) as WriteFailedError naming ``path``."""
-    try:
-        yield
-    except OSError as e:
-        raise WriteFailedError.of(path, e) from e
-
-
-def delete_quietly(io: FileIO, paths: Iterable[str]) -> list[str]:
-    """Delete files best effort; return the paths that could not be deleted."""
-    failed = []
-    for path in paths:
-        try:
-            io.delete(path)
-        except FileNotFoundError:
-            pass
-        except OSError:
-            failed.append(path)
-    return failed

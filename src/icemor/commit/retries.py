@@ -11,7 +11,7 @@ from icemor.spec import properties as P
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
-__all__ = ["attempts"]
+__all__ = ["attempts", "status_checks"]
 
 
 def attempts(properties: Mapping[str, str]) -> Iterator[int]:
@@ -32,3 +32,19 @@ def attempts(properties: Mapping[str, str]) -> Iterator[int]:
             if time.monotonic() > deadline:
                 return
         yield attempt
+
+
+def status_checks(properties: Mapping[str, str]) -> Iterator[int]:
+    """Check numbers 0, 1, …: how often to look whether a commit in an unknown state landed, when
+    looking fails (``commit.status-check.*``, as Java's ``checkCommitStatus``): backoff between."""
+    retries = P.int_property(properties, P.COMMIT_NUM_STATUS_CHECKS, P.COMMIT_NUM_STATUS_CHECKS_DEFAULT)
+    min_wait = P.int_property(
+        properties, P.COMMIT_STATUS_CHECKS_MIN_WAIT_MS, P.COMMIT_STATUS_CHECKS_MIN_WAIT_MS_DEFAULT
+    )
+    max_wait = P.int_property(
+        properties, P.COMMIT_STATUS_CHECKS_MAX_WAIT_MS, P.COMMIT_STATUS_CHECKS_MAX_WAIT_MS_DEFAULT
+    )
+    for check in range(retries + 1):
+        if check:
+            time.sleep(min(min_wait * 2 ** (check - 1), max_wait) / 1000)
+        yield check

@@ -2,12 +2,13 @@
 
 Each attempt reads the catalog's current metadata, validates the commits made since the
 operation's scan (:mod:`icemor.commit.validation`), writes manifests against the current head
-and swaps the table pointer with a compare-and-swap (``AssertRefSnapshotId``). A lost swap is
+and swaps the table pointer with a compare-and-swap (``AssertRefSnapshotId``) through
+:func:`icemor.commit.door.commit`, with one snapshot id for every attempt. A lost swap is
 retried with backoff, following ``commit.retry.*`` as Iceberg Java does; a conflict is not.
 When the commit certainly did not happen, whatever the reason (a conflict, a full disk, a
 read-only catalog, an interrupt), every file written for it (manifests, manifest lists, the
 metadata JSON of a refused swap and the caller's data/delete files) is removed, best effort;
-when the catalog may have committed, every file stays (:mod:`icemor.commit.swap`).
+when the catalog may have committed, every file stays.
 """
 
 from __future__ import annotations
@@ -19,21 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 from pyiceberg.table.snapshots import Operation, Snapshot
-from pyiceberg.table.update import (
-    AddSnapshotUpdate,
-    AssertRefSnapshotId,
-    AssertTableUUID,
-    SetSnapshotRefUpdate,
-)
+from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, SetSnapshotRefUpdate
 
 from icemor._compat.pyiceberg import ManifestListWriterV3, manifest_list_writer, snapshot_summary
 from icemor.commit.data_file_struct import to_data_file
-from icemor.commit.manifest_writer import delete_quietly, write_snapshot_manifests, writing
-from icemor.commit.retries import attempts
-from icemor.commit.swap import Outcome, SwapError, first_line, swap
+from icemor.commit.door import Change, commit, may_have_committed
+from icemor.commit.files import delete_quietly, writing
+from icemor.commit.manifest_writer import write_snapshot_manifests
 from icemor.commit.v3 import is_v3, next_row_id, snapshot_manifests, validate_no_concurrent_dvs
 from icemor.commit.validation import Validation, validate
-from icemor.exceptions import CommitConflictError, CommitFailedError, CommitStateUnknownError, IcemorError
+from icemor.exceptions import CommitConflictError, IcemorError
 from icemor.spec import properties as P
 
 if TYPE_CHECKING:
@@ -65,14 +61,14 @@ class RowDelta:
     owns_added_files: bool = True
     """Remove the added files when the commit fails; False for files the caller registers
     (``add-files``), which are never the commit's to delete."""
-    _may_have_committed: bool = field(default=False, init=False, repr=False)
 
     def commit(self) -> Snapshot:
-        """Commit, retrying lost compare-and-swaps; on failure remove what was written.
+        """Commit through :func:`icemor.commit.door.commit`; on failure remove what was written.
 
-        Whatever the failure (a conflict, a full disk, a read-only catalog, an interrupt), every
-        file written for the commit is removed, the caller's data and delete files too, unless
-        the catalog may have committed: then every file stays.
+        One snapshot id for every attempt. Whatever the failure (a conflict, a full disk, a
+        read-only catalog, an interrupt), every file written for the commit is removed, the
+        caller's data and delete files too, unless the catalog may have committed: then every
+        file stays.
 
         Raises:
             CommitConflictError: A concurrent commit conflicts (nothing committed).
@@ -82,11 +78,24 @@ class RowDelta:
             CommitStateUnknownError: The catalog call failed in a way that leaves unknown whether
                 the commit happened; every written file is kept.
         """
-        self._may_have_committed = False
+        snapshot_id = self.table.metadata.new_snapshot_id()
+        name = ".".join(self.table.name())
+        built: list[Snapshot] = []
+
+        def prepare(metadata: TableMetadata, attempt: int) -> Change:
+            change, snapshot = self._attempt(metadata, attempt, snapshot_id)
+            built.append(snapshot)
+            return change
+
         try:
-            return self._commit_with_retries()
+            done = commit(
+                self.table,
+                prepare,
+                what=f"the commit to {name}",
+                snapshot_id=snapshot_id,
+            )
         except BaseException as e:
-            if self._may_have_committed or isinstance(e, CommitStateUnknownError):
+            if may_have_committed(e):
                 raise  # the commit may have happened: its files must stay
             owned = [f.path for f in self.added_files] if self.owns_added_files else []
             failed = delete_quietly(self.table.io, owned)
@@ -94,21 +103,11 @@ class RowDelta:
                 msg = f"{e}; also could not remove {len(failed)} written file(s), e.g. {failed[0]}"
                 raise type(e)(msg) from e
             raise
+        # (the table's own record, unless a concurrent expiry removed it already)
+        return done.metadata.snapshot_by_id(snapshot_id) or built[-1]
 
-    def _commit_with_retries(self) -> Snapshot:
-        last: Exception | None = None
-        tried = 0
-        for attempt in attempts(self.table.metadata.properties):
-            tried = attempt + 1
-            metadata = self.table.refresh().metadata
-            try:
-                return self._attempt(metadata, attempt)
-            except _LostSwap as e:
-                last = e.__cause__ if isinstance(e.__cause__, Exception) else e
-        msg = f"commit to {'.'.join(self.table.name())} failed after {tried} attempt(s): {last}"
-        raise CommitFailedError(msg)
-
-    def _attempt(self, metadata: TableMetadata, attempt: int) -> Snapshot:
+    def _attempt(self, metadata: TableMetadata, attempt: int, snapshot_id: int) -> tuple[Change, Snapshot]:
+        """Validate against ``metadata`` and write the manifests and manifest list of the snapshot."""
         io = self.table.io
         validate(metadata, io, self.validation)
         # v3: a data file may have one live DV only (Java's validateAddedDVs)
@@ -117,7 +116,6 @@ class RowDelta:
             metadata, io, self.validation.start_snapshot_id, {p for p in dv_files if p is not None}
         )
         parent = metadata.current_snapshot()
-        snapshot_id = metadata.new_snapshot_id()
         v3 = is_v3(metadata)
         added = [to_data_file(f, format_version=metadata.format_version) for f in self.added_files]
         changes = write_snapshot_manifests(
@@ -169,7 +167,7 @@ class RowDelta:
             snapshot = Snapshot(  # type: ignore[call-arg]  # pydantic aliases
                 **lineage,
                 snapshot_id=snapshot_id,
-                parent_snapshot_id=parent.snapshot_id if parent is not None else None,
+                parent_snapshot_id=parent_id,
                 sequence_number=sequence_number,
                 timestamp_ms=int(time.time() * 1000),
                 manifest_list=list_path,
@@ -179,31 +177,18 @@ class RowDelta:
         except BaseException:
             delete_quietly(io, written)
             raise
-        try:
-            self._swap(metadata, parent, snapshot)
-        except SwapError as e:
-            name = ".".join(self.table.name())
-            if e.outcome == Outcome.UNKNOWN:
-                # the swap may have happened (a timeout after the catalog committed, an interrupt):
-                # removing files now could break a committed snapshot, so keep every one (Java does too)
-                self._may_have_committed = True
-                if not isinstance(e.error, Exception):
-                    raise e.error from e.error.__cause__
-                msg = f"commit to {name} may or may not have happened: {first_line(e.error)}"
-                raise CommitStateUnknownError(msg) from e.error
-            delete_quietly(io, written)  # the catalog refused: nothing references these
-            if e.outcome == Outcome.LOST:
-                raise _LostSwap from e.error
-            if not isinstance(e.error, Exception) or isinstance(e.error, IcemorError):
-                raise e.error from e.error.__cause__
-            msg = f"the catalog refused the commit to {name}: {first_line(e.error)}"
-            raise CommitFailedError(msg) from e.error
-        except BaseException:
-            self._may_have_committed = True  # raised outside the catalog call: cannot tell
-            raise
-        self._may_have_committed = True  # committed: whatever fails now, the files are the table's
-        self.table.refresh()
-        return snapshot
+        requirements = (
+            AssertRefSnapshotId(  # type: ignore[call-arg]  # pydantic aliases
+                snapshot_id=parent_id, ref=MAIN_BRANCH
+            ),
+        )
+        updates = (
+            AddSnapshotUpdate(snapshot=snapshot),
+            SetSnapshotRefUpdate(  # type: ignore[call-arg]
+                ref_name=MAIN_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=snapshot_id
+            ),
+        )
+        return Change(requirements, updates, written), snapshot
 
     def _summary(
         self,
@@ -228,22 +213,3 @@ class RowDelta:
             partition_summary_limit=limit,
             previous=parent.summary if parent is not None else None,
         )
-
-    def _swap(self, metadata: TableMetadata, parent: Snapshot | None, snapshot: Snapshot) -> None:
-        requirements = (
-            AssertTableUUID(uuid=metadata.table_uuid),
-            AssertRefSnapshotId(  # type: ignore[call-arg]  # pydantic aliases
-                snapshot_id=parent.snapshot_id if parent is not None else None, ref=MAIN_BRANCH
-            ),
-        )
-        updates = (
-            AddSnapshotUpdate(snapshot=snapshot),
-            SetSnapshotRefUpdate(  # type: ignore[call-arg]
-                ref_name=MAIN_BRANCH, type=SnapshotRefType.BRANCH, snapshot_id=snapshot.snapshot_id
-            ),
-        )
-        swap(self.table, requirements, updates)
-
-
-class _LostSwap(Exception):
-    """The catalog's compare-and-swap lost against a concurrent commit: retry on the new head."""

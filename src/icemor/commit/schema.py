@@ -1,6 +1,6 @@
 """Metadata-only changes (no snapshot): schema updates, identifier fields and partition specs.
 
-Each is a compare-and-swap through :func:`icemor.commit.swap.swap` (a refused one leaves no
+Each is a compare-and-swap through :func:`icemor.commit.door.commit` (a refused one leaves no
 metadata JSON), tried again on fresh metadata after a lost swap as ``commit.retry.*`` says.
 """
 
@@ -14,13 +14,11 @@ from pyiceberg.table.update import (
     AddPartitionSpecUpdate,
     AssertLastAssignedPartitionId,
     AssertRefSnapshotId,
-    AssertTableUUID,
 )
 
 from icemor._compat.pyiceberg import schema_update_changes
-from icemor.commit.retries import attempts
-from icemor.commit.swap import Outcome, SwapError, first_line, swap
-from icemor.exceptions import CommitConflictError, CommitFailedError, CommitStateUnknownError, IcemorError
+from icemor.commit.door import Change, commit
+from icemor.exceptions import CommitConflictError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -30,7 +28,13 @@ if TYPE_CHECKING:
     from pyiceberg.table.update import TableRequirement, TableUpdate
     from pyiceberg.table.update.schema import UpdateSchema
 
-__all__ = ["add_unpartitioned_spec", "commit_schema_update", "set_identifier_fields", "unpartitioned_spec_id"]
+__all__ = [
+    "add_unpartitioned_spec",
+    "commit_metadata_change",
+    "commit_schema_update",
+    "set_identifier_fields",
+    "unpartitioned_spec_id",
+]
 
 _Change = tuple[tuple["TableRequirement", ...], tuple["TableUpdate", ...]]
 
@@ -38,7 +42,8 @@ _Change = tuple[tuple["TableRequirement", ...], tuple["TableUpdate", ...]]
 def commit_metadata_change(
     table: PyIcebergTable, what: str, change: Callable[[TableMetadata], _Change | None]
 ) -> TableMetadata:
-    """Commit ``change(current metadata)``; after a lost swap, ask again on fresh metadata.
+    """Commit ``change(current metadata)`` through :func:`icemor.commit.door.commit`; after a lost
+    swap, ask again on fresh metadata.
 
     ``change`` returns None when there is nothing (left) to do. Returns the metadata after.
 
@@ -46,31 +51,12 @@ def commit_metadata_change(
         CommitFailedError: Every attempt lost its swap, or the catalog refused the change.
         CommitStateUnknownError: The catalog call may have committed.
     """
-    name = ".".join(table.name())
-    last: BaseException | None = None
-    tried = 0
-    for _ in attempts(table.metadata.properties):
-        tried += 1
-        metadata = table.refresh().metadata
+
+    def prepare(metadata: TableMetadata, attempt: int) -> Change | None:
         todo = change(metadata)
-        if todo is None:
-            return metadata
-        try:
-            swap(table, *todo)
-        except SwapError as e:
-            if e.outcome == Outcome.LOST:
-                last = e.error
-                continue
-            if not isinstance(e.error, Exception) or isinstance(e.error, IcemorError):
-                raise e.error from e.error.__cause__
-            if e.outcome == Outcome.UNKNOWN:
-                msg = f"{what} of {name} may or may not have committed: {first_line(e.error)}"
-                raise CommitStateUnknownError(msg) from e.error
-            msg = f"the catalog refused {what} of {name}: {first_line(e.error)}"
-            raise CommitFailedError(msg) from e.error
-        return table.refresh().metadata
-    msg = f"{what} of {name} failed after {tried} attempt(s): {last}"
-    raise CommitFailedError(msg)
+        return None if todo is None else Change(*todo)
+
+    return commit(table, prepare, what=f"{what} of {'.'.join(table.name())}").metadata
 
 
 def commit_schema_update(
@@ -104,7 +90,7 @@ def commit_schema_update(
                     ref=MAIN_BRANCH, snapshot_id=current.snapshot_id if current is not None else None
                 ),
             )
-        return (AssertTableUUID(uuid=metadata.table_uuid), *requirements, *pinned), updates
+        return (*requirements, *pinned), updates
 
     return commit_metadata_change(table, "the schema change", change)
 
@@ -123,7 +109,7 @@ def set_identifier_fields(table: PyIcebergTable, names: Sequence[str]) -> None:
         update = table.update_schema()
         update.set_identifier_fields(*names)
         updates, requirements = schema_update_changes(update)
-        return (AssertTableUUID(uuid=metadata.table_uuid), *requirements), updates
+        return requirements, updates
 
     metadata = commit_metadata_change(table, "setting the identifier fields", change)
     schema = metadata.schema()
@@ -151,7 +137,6 @@ def add_unpartitioned_spec(table: PyIcebergTable) -> int:
         # partition field id); it is a one-time change and the next attempt sees the spec.
         return (
             (
-                AssertTableUUID(uuid=metadata.table_uuid),
                 AssertLastAssignedPartitionId(  # type: ignore[call-arg]  # pydantic aliases
                     last_assigned_partition_id=metadata.last_partition_id
                 ),

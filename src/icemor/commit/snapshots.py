@@ -4,7 +4,8 @@ The metadata changes are pyiceberg's table updates (``RemoveSnapshotRefUpdate``,
 ``RemoveSnapshotsUpdate``, which also drops the statistics of removed snapshots, and
 ``RemovePartitionStatisticsUpdate``); icemor decides which, and guards the swap: every ref must
 still point where it pointed when the removal was chosen, so a commit, branch or tag move made
-meanwhile makes the attempt start again from the new metadata (``commit.retry.*``).
+meanwhile makes the attempt start again from the new metadata (``commit.retry.*``). The commit
+goes through :func:`icemor.commit.door.commit`.
 
 A ref created meanwhile cannot be asserted absent in advance; if it names a snapshot being
 removed, the catalog's update drops it with the snapshot. The window is the catalog call.
@@ -17,16 +18,13 @@ from typing import TYPE_CHECKING
 
 from pyiceberg.table.update import (
     AssertRefSnapshotId,
-    AssertTableUUID,
     RemovePartitionStatisticsUpdate,
     RemoveSnapshotRefUpdate,
     RemoveSnapshotsUpdate,
     update_table_metadata,
 )
 
-from icemor.commit.retries import attempts
-from icemor.commit.swap import Outcome, SwapError, first_line, swap
-from icemor.exceptions import CommitFailedError, CommitStateUnknownError, IcemorError
+from icemor.commit.door import Change, commit
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -73,50 +71,32 @@ def preview_removal(metadata: TableMetadata, removal: SnapshotRemoval) -> TableM
 def commit_removal(
     table: PyIcebergTable, choose: Callable[[TableMetadata], SnapshotRemoval]
 ) -> tuple[TableMetadata, TableMetadata, SnapshotRemoval]:
-    """Commit ``choose(current metadata)``, choosing again on fresh metadata after a lost swap.
+    """Commit ``choose(current metadata)`` through :func:`icemor.commit.door.commit`, choosing
+    again on fresh metadata after a lost swap.
 
     Returns:
         The metadata before and after the commit, and what was removed (nothing committed when
         the removal is empty: then before and after are the same).
 
     Raises:
-        CommitFailedError: Every attempt lost its swap.
+        CommitFailedError: Every attempt lost its swap, or the catalog refused the removal.
         CommitStateUnknownError: The catalog call failed in a way that leaves unknown whether
             it committed (no file has been deleted yet).
         WriteFailedError: The new metadata file could not be written (nothing committed).
     """
-    last: BaseException | None = None
-    tried = 0
-    for _ in attempts(table.metadata.properties):
-        tried += 1
-        metadata = table.refresh().metadata
+    chosen: list[SnapshotRemoval] = []
+
+    def prepare(metadata: TableMetadata, attempt: int) -> Change | None:
         removal = choose(metadata)
+        chosen.append(removal)
         if not removal:
-            return metadata, metadata, removal
-        requirements: tuple[TableRequirement, ...] = (
-            AssertTableUUID(uuid=metadata.table_uuid),
-            *(
-                AssertRefSnapshotId(ref=name, snapshot_id=ref.snapshot_id)  # type: ignore[call-arg]
-                for name, ref in sorted(metadata.refs.items())
-            ),
+            return None
+        # every ref must still point where it pointed when the removal was chosen
+        requirements: tuple[TableRequirement, ...] = tuple(
+            AssertRefSnapshotId(ref=name, snapshot_id=ref.snapshot_id)  # type: ignore[call-arg]
+            for name, ref in sorted(metadata.refs.items())
         )
-        try:
-            swap(table, requirements, _updates(metadata, removal))
-        except SwapError as e:
-            name = ".".join(table.name())
-            if e.outcome == Outcome.LOST:
-                last = e.error
-                continue
-            if not isinstance(e.error, Exception) or isinstance(e.error, IcemorError):
-                raise e.error from e.error.__cause__
-            if isinstance(e.error, ValueError):  # the updates do not apply: refused before any write
-                msg = f"cannot expire snapshots of {name}: {first_line(e.error)}"
-                raise CommitFailedError(msg) from e.error
-            if e.outcome == Outcome.UNKNOWN:
-                msg = f"expiring snapshots of {name} may or may not have committed: {first_line(e.error)}"
-                raise CommitStateUnknownError(msg) from e.error
-            msg = f"the catalog refused to expire snapshots of {name}: {first_line(e.error)}"
-            raise CommitFailedError(msg) from e.error
-        return metadata, table.refresh().metadata, removal
-    msg = f"expiring snapshots of {'.'.join(table.name())} failed after {tried} attempt(s): {last}"
-    raise CommitFailedError(msg)
+        return Change(requirements, _updates(metadata, removal))
+
+    done = commit(table, prepare, what=f"expiring snapshots of {'.'.join(table.name())}")
+    return done.base, done.metadata, chosen[-1]

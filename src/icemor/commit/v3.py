@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.manifest import DataFile, FileFormat, ManifestContent, ManifestEntry, ManifestEntryStatus
+from pyiceberg.table.update import UpgradeFormatVersionUpdate
 
 from icemor._compat.pyiceberg import (
     V3_DATA_FILE_POSITIONS,
@@ -30,7 +31,9 @@ from icemor._compat.pyiceberg import (
     v3_fields,
     v3_metadata_json,
 )
-from icemor.exceptions import UnsupportedFeatureError
+from icemor.commit.schema import commit_metadata_change
+from icemor.commit.validation import history
+from icemor.exceptions import CommitConflictError, InvalidArgumentError, UnsupportedFeatureError
 from icemor.planning.manifest_reader import live_with_first_row_ids
 
 if TYPE_CHECKING:
@@ -129,11 +132,6 @@ def commit_format_upgrade(table: PyIcebergTable, format_version: int) -> int:
         InvalidArgumentError: A downgrade, a version above 3, or v1 -> v3 in one step.
         CommitFailedError: The catalog refused it, or every attempt lost its swap.
     """
-    from pyiceberg.table.update import AssertTableUUID, UpgradeFormatVersionUpdate
-
-    from icemor.commit.schema import commit_metadata_change
-    from icemor.exceptions import InvalidArgumentError
-
     name = ".".join(table.name())
     before = table.metadata.format_version
 
@@ -150,10 +148,7 @@ def commit_format_upgrade(table: PyIcebergTable, format_version: int) -> int:
         if format_version - current > 1 and current < 2:
             msg = f"{name} is a format-version 1 table: upgrade it to 2 first"
             raise InvalidArgumentError(msg)
-        return (
-            (AssertTableUUID(uuid=metadata.table_uuid),),
-            (UpgradeFormatVersionUpdate(format_version=format_version),),  # type: ignore[call-arg]
-        )
+        return (), (UpgradeFormatVersionUpdate(format_version=format_version),)  # type: ignore[call-arg]
 
     commit_metadata_change(table, f"upgrading the format version to {format_version}", change)
     return before
@@ -169,9 +164,6 @@ def validate_no_concurrent_dvs(
     Raises:
         CommitConflictError: Naming the data file and the concurrent snapshot.
     """
-    from icemor.commit.validation import history
-    from icemor.exceptions import CommitConflictError
-
     if not dv_data_files:
         return
     for snap in history(metadata, start_snapshot_id):

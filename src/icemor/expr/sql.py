@@ -313,9 +313,10 @@ def _spark_reads_otherwise(sql: str) -> str | None:
     as an escape (``'a\\nb'`` holds a newline). Silently different results: refused.
     """
     tokens = duckdb.tokenize(sql)
+    raw = sql.encode()  # DuckDB's token positions are UTF-8 byte offsets
     for k, (start, kind) in enumerate(tokens):
-        end = tokens[k + 1][0] if k + 1 < len(tokens) else len(sql)
-        token = sql[start:end].rstrip()
+        end = tokens[k + 1][0] if k + 1 < len(tokens) else len(raw)
+        token = raw[start:end].decode(errors="replace").rstrip()
         if kind == duckdb.token_type.identifier and token.startswith('"'):
             return (
                 f"quotes a name with double quotes ({token}), which Spark SQL reads as a string: "

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -36,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.io import FileIO, OutputFile
+from pyiceberg.types import UUIDType
 
 from icemor._compat import pyiceberg as compat
 from icemor.exceptions import UnsupportedFeatureError, WriteFailedError
@@ -47,13 +49,12 @@ from icemor.spec.metadata_columns import LAST_UPDATED_SEQUENCE_NUMBER, ROW_ID
 from icemor.spec.v3_types import describe_unwritable
 
 if TYPE_CHECKING:
-    import uuid
     from collections.abc import Callable, Iterable, Mapping
 
     import numpy.typing as npt
     from pyiceberg.io import InputFile, OutputStream
     from pyiceberg.manifest import DataFile
-    from pyiceberg.partitioning import PartitionKey
+    from pyiceberg.partitioning import PartitionField, PartitionKey
     from pyiceberg.schema import Schema
     from pyiceberg.table.metadata import TableMetadata
 
@@ -160,8 +161,20 @@ def parquet_metrics(
     f: ParquetOutput, schema: Schema, metrics_properties: Mapping[str, str]
 ) -> dict[str, Any]:
     """The metrics of a closed file (pyiceberg's serialized statistics), by the metrics modes of
-    ``metrics_properties`` (``write.metadata.metrics.*``)."""
-    return compat.parquet_statistics(f.metadata, schema, metrics_properties)
+    ``metrics_properties`` (``write.metadata.metrics.*``).
+
+    Raises:
+        UnsupportedFeatureError: A date or timestamp after year 9999, which Iceberg allows but
+            pyiceberg's statistics (Python's ``datetime``) cannot hold.
+    """
+    try:
+        return compat.parquet_statistics(f.metadata, schema, metrics_properties)
+    except OverflowError as e:
+        msg = (
+            f"cannot write data file {f.location}: a date or timestamp after 9999-12-31 (or before "
+            f"0001-01-01), which icemor's column statistics cannot hold ({e})"
+        )
+        raise UnsupportedFeatureError(msg) from e
 
 
 def write_data_files_in_order(
@@ -635,7 +648,11 @@ class TableDataWriter:
                 msg = f"partition field {pf.name!r} has no source column in the table schema"
                 raise WriteFailedError(msg)
             source = self._schema.find_field(pf.source_id)
-            columns[f"p{i}"] = pf.transform.pyarrow_transform(source.field_type)(column_by_path(table, name))
+            value = pf.transform.pyarrow_transform(source.field_type)(column_by_path(table, name))
+            if isinstance(value.type, pa.BaseExtensionType):  # a uuid: Arrow groups its bytes only
+                chunks = value.chunks if isinstance(value, pa.ChunkedArray) else [value]
+                value = pa.chunked_array([c.storage for c in chunks], value.type.storage_type)
+            columns[f"p{i}"] = value
         names = list(columns)
         indexed = pa.table({**columns, "rows": pa.array(np.arange(table.num_rows, dtype=np.int64))})
         # one thread keeps each partition's rows in their order
@@ -643,7 +660,7 @@ class TableDataWriter:
         out: list[tuple[tuple[Any, ...], PartitionKey | None, pa.Array | None]] = []
         for g in range(groups.num_rows):
             values = [
-                PartitionFieldValue(pf, groups.column(f"p{i}")[g].as_py())
+                PartitionFieldValue(pf, _partition_value(groups.column(f"p{i}")[g].as_py(), pf, self._schema))
                 for i, pf in enumerate(self._spec.fields)
             ]
             key = PartitionKey(field_values=values, partition_spec=self._spec, schema=self._schema)
@@ -723,6 +740,15 @@ class TableDataWriter:
             if not open_files:
                 return
             self._close_file(max(open_files, key=lambda s: s.file.size() if s.file is not None else 0))
+
+
+def _partition_value(value: Any, pf: PartitionField, schema: Schema) -> Any:
+    """A grouped partition value as pyiceberg's PartitionKey takes it (a uuid's bytes as UUID)."""
+    if isinstance(value, bytes) and isinstance(
+        pf.transform.result_type(schema.find_type(pf.source_id)), UUIDType
+    ):
+        return uuid.UUID(bytes=value)
+    return value
 
 
 def with_row_id(rows: pa.Table, arrow_schema: pa.Schema, *, lineage: bool) -> pa.Table:

@@ -33,6 +33,33 @@ PUFFIN_MAGIC = b"PFA1"
 CREATED_BY = "icemor"
 
 
+# how object stores word a refused PUT (pyarrow: "AWS Error ACCESS_DENIED"; S3: "AccessDenied")
+_DENIED = ("ACCESS_DENIED", "AccessDenied", "Access Denied", "Forbidden")
+_OBJECT_STORES = (
+    "s3://",
+    "s3a://",
+    "s3n://",
+    "gs://",
+    "abfs://",
+    "abfss://",
+    "wasb://",
+    "wasbs://",
+    "oss://",
+)
+
+
+def _refusal_hint(location: str, error: OSError) -> str:
+    """The likely cause when an object store refuses a Puffin file: some keep tables in buckets that
+    take only the file kinds they expect (SeaweedFS's table buckets refuse ``.puffin`` keys)."""
+    if not location.startswith(_OBJECT_STORES) or not any(d in str(error) for d in _DENIED):
+        return ""
+    return (
+        "; the store refused a .puffin object (v3 deletion vectors): if it takes the table's Parquet "
+        "files, it likely refuses .puffin keys in this bucket (SeaweedFS's table buckets do): set the "
+        "table property write.data.path to a location outside the table bucket (docs/rest-s3.md)"
+    )
+
+
 def write_deletion_vectors(
     io: FileIO, target: DeleteFileTarget, deletes: Sequence[tuple[str, npt.NDArray[np.int64]]]
 ) -> list[WrittenFile]:
@@ -74,7 +101,7 @@ def write_deletion_vectors(
     except OSError as e:
         with contextlib.suppress(OSError):
             io.delete(location)
-        raise WriteFailedError.of(location, e) from e
+        raise WriteFailedError(f"{WriteFailedError.of(location, e)}{_refusal_hint(location, e)}") from e
     return [
         WrittenFile(
             content=FileContent.POSITION_DELETES,

@@ -13,7 +13,7 @@ import pickle
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from icemor.commit.manifest_writer import delete_quietly
+from icemor.commit.files import delete_quietly
 from icemor.exceptions import IcemorError, InvalidArgumentError, UnsupportedFeatureError
 
 if TYPE_CHECKING:

@@ -6,23 +6,26 @@ promotions, NULL-typed columns, nanosecond timestamps) and written by one
 :class:`icemor.io.data_writer.TableDataWriter` (a rolling file per partition); all its files are
 committed as one snapshot. Whatever fails (an interrupt too), every file written is removed
 unless the catalog may have committed.
+
+Rows another engine writes (a Spark DataFrame on its executors: :class:`ExternalRows`) follow
+the same rules there; only their files' metadata reaches this process, which commits them alike.
 """
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 from pyiceberg.exceptions import CommitFailedException
 
 from icemor.commit.append import commit_append
-from icemor.commit.swap import Outcome, failed_outcome, first_line, tracked_swaps
+from icemor.commit.door import first_line, may_have_committed
 from icemor.exceptions import (
     NO_ROOM_ERRNOS,
     CommitFailedError,
-    CommitStateUnknownError,
     IcemorError,
     InvalidArgumentError,
     WriteFailedError,
@@ -31,14 +34,18 @@ from icemor.io.data_writer import RecordingIO, TableDataWriter
 from icemor.ops.inputs import TableRows, input_batches
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Collection, Sequence
 
     from pyiceberg.io import FileIO
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table as PyIcebergTable
 
+    from icemor.spec.files import WrittenFile
+
 __all__ = [
     "BATCH_ROWS",
+    "ExternalFiles",
+    "ExternalRows",
     "append_data",
     "append_files",
     "downcast_ns_timestamps",
@@ -52,6 +59,34 @@ BATCH_ROWS = 1 << 20
 # Called with the number of rows of every batch held in memory before it is written (tests
 # check the peak against BATCH_ROWS).
 observe_chunk: Callable[[int], None] | None = None
+
+
+class ExternalFiles(Protocol):
+    """Data files another engine wrote for one operation (nothing committed yet)."""
+
+    @property
+    def rows(self) -> int: ...
+    @property
+    def files(self) -> list[WrittenFile]: ...
+
+    def finish(self, keep: Collection[str]) -> list[str]:
+        """Remove every file the write made but ``keep``; return those that could not be removed."""
+        ...
+
+
+@dataclass(frozen=True)
+class ExternalRows:
+    """Rows that another engine writes as data files (a Spark DataFrame, on its executors).
+
+    ``write(table, convert)`` checks the rows' schema by ``convert`` (the input rules, a
+    :class:`TableRows`) before writing any, writes them by the same rules, adds its counts of
+    truncated values to ``convert``'s, and removes what it wrote if it fails. The operation that
+    called it then calls :meth:`ExternalFiles.finish` once, whatever happens: with the files it
+    committed (or all of them when the catalog may have committed), else with none.
+    """
+
+    write: Callable[[PyIcebergTable, TableRows], ExternalFiles]
+    what: str
 
 
 def append_files(
@@ -85,8 +120,9 @@ def append_data(
     Args:
         table: The pyiceberg table.
         data: An Arrow table, record batch or reader, a pandas or polars DataFrame, or Parquet
-            file path(s) (local).
-        progress: Called with the number of rows of each batch once it is written.
+            file path(s) (local); or :class:`ExternalRows` (a Spark DataFrame's rows).
+        progress: Called with the number of rows of each batch once it is written (of
+            :class:`ExternalRows`: once, with all of them).
         note: Told, in one line, how many nanosecond timestamps lost digits (if any did).
 
     Returns:
@@ -101,30 +137,66 @@ def append_data(
             file is kept.
     """
     name = ".".join(table.name())
+    if isinstance(data, ExternalRows):
+        return _append_external(table, data, progress=progress, note=note)
     # every file this append writes (data files, manifests, manifest list) goes through it
     io = RecordingIO(table.io)
-    with tracked_swaps(table.catalog) as calls:
+    try:
+        rows, written, convert = write_rows(table, io, data, what="the data", progress=progress)
+        if written:
+            commit_append(table, io, written, what=f"the append to {name}")
+    except BaseException as e:
+        if may_have_committed(e):
+            raise  # the catalog may have committed: every file may be the table's now
+        # nothing was committed: the files written so far would be orphans
+        io.discard()
+        error = _user_error(e, name, io.paths)
+        if error is e:
+            raise
+        raise error from e
+    if note is not None and (text := convert.summary()):
+        note(text)
+    return rows
+
+
+def _append_external(
+    table: PyIcebergTable,
+    data: ExternalRows,
+    *,
+    progress: Callable[[int], None] | None,
+    note: Callable[[str], None] | None,
+) -> int:
+    """:func:`append_data` of rows another engine writes: its files committed here, as one snapshot."""
+    from icemor.commit.data_file_struct import to_data_file
+
+    name = ".".join(table.name())
+    convert = TableRows(table.metadata.schema(), table=name)
+    written = data.write(table, convert)  # removes what it wrote if it fails
+    paths = [f.path for f in written.files]
+    keep: list[str] = []
+    io = RecordingIO(table.io)  # the manifests and the manifest list
+    try:
+        if progress is not None:
+            progress(written.rows)
         try:
-            rows, written, convert = write_rows(table, io, data, what="the data", progress=progress)
-            if written:
-                commit_append(table, io, written)
+            if written.files:
+                added = [to_data_file(f) for f in written.files]
+                commit_append(table, io, added, what=f"the append to {name}")
+            keep = paths
         except BaseException as e:
-            outcome = failed_outcome(calls, e)
-            if outcome == Outcome.UNKNOWN:
-                # the catalog may have committed: every file may be the table's now
-                if isinstance(e, Exception) and not calls.committed:
-                    msg = f"append to {name} may or may not have happened: {first_line(e)}"
-                    raise CommitStateUnknownError(msg) from e
+            if may_have_committed(e):
+                keep = paths  # the catalog may have committed: every file may be the table's now
                 raise
-            # nothing was committed: the files written so far would be orphans
             io.discard()
             error = _user_error(e, name, io.paths)
             if error is e:
                 raise
             raise error from e
+    finally:
+        written.finish(keep)
     if note is not None and (text := convert.summary()):
         note(text)
-    return rows
+    return written.rows
 
 
 def write_rows(

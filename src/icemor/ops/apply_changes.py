@@ -50,7 +50,7 @@ from pyiceberg.typedef import Record
 from pyiceberg.types import DoubleType, FloatType, PrimitiveType
 
 from icemor._compat.pyiceberg import check_arrow_schema_compatible, to_file_schema
-from icemor.commit.manifest_writer import delete_quietly
+from icemor.commit.files import delete_quietly
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.schema import add_unpartitioned_spec, set_identifier_fields, unpartitioned_spec_id
 from icemor.commit.validation import Validation

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from icemor._compat.pyiceberg import arrow_schema_to_iceberg_without_ids
-from icemor.commit.v3 import v3_metadata_json
+from icemor.commit.create import create_table as commit_create_table
 from icemor.exceptions import InvalidArgumentError
 from icemor.ops.append import downcast_ns_timestamps
 from icemor.ops.inputs import new_table_schema
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from pyiceberg.catalog import Catalog
-    from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.schema import Schema
     from pyiceberg.table import Table as PyIcebergTable
 
@@ -125,18 +124,20 @@ def create_table(
     if identifier in known:
         msg = f"table {identifier!r} already exists"
         raise InvalidArgumentError(msg)
-    made_namespace = _create_namespace(catalog, namespace)
+
     new_dirs = _NewDirectories()
+
+    def check(location: str) -> None:
+        paths = [location, *(props[p] for p in LOCATION_PROPERTIES if props.get(p))]
+        for path in paths:
+            _check_location(identifier, path, known)
+        new_dirs.note(paths)
+
+    made_namespace = _create_namespace(catalog, namespace)
     try:
-        with v3_metadata_json():  # pyiceberg 0.12 builds and serialises v3 metadata only inside it
-            location = _default_location(catalog, identifier, parts, schema, spec, props)
-            paths = [location, *(props[p] for p in LOCATION_PROPERTIES if props.get(p))]
-            for path in paths:
-                _check_location(identifier, path, known)
-            new_dirs.note(paths)
-            created = catalog.create_table(
-                identifier, schema=schema, location=location, partition_spec=spec, properties=props
-            )
+        created = commit_create_table(
+            catalog, identifier, parts, schema=schema, partition_spec=spec, properties=props, check=check
+        )
     except TableAlreadyExistsError as e:
         _drop_namespace(catalog, namespace, made_namespace)
         msg = f"table {identifier!r} already exists"
@@ -246,30 +247,6 @@ def _local_path(location: str) -> Path | None:
     if not parsed.scheme or (len(parsed.scheme) == 1 and location[1:2] == ":"):  # a drive letter
         return Path(location)
     return None
-
-
-def _default_location(
-    catalog: Catalog,
-    identifier: str,
-    parts: tuple[str, ...],
-    schema: Schema,
-    spec: PartitionSpec,
-    props: dict[str, str],
-) -> str:
-    """The location the catalog chooses for a new table, asked by staging a create (which writes
-    nothing); it is then passed to ``create_table`` so the table goes where it was checked."""
-    try:
-        staged = catalog.create_table_transaction(
-            identifier, schema=schema, partition_spec=spec, properties=dict(props)
-        )  # a copy: pyiceberg pops format-version from the properties it is given
-    except ValueError:
-        # pyiceberg's staging takes (namespace, table) only, while the SQL catalog's create_table
-        # keeps a nested namespace as one dotted name: stage it under that name
-        namespace = ".".join(parts[:-1])
-        staged = catalog.create_table_transaction(
-            (namespace, parts[-1]), schema=schema, partition_spec=spec, properties=dict(props)
-        )
-    return staged.table_metadata.location
 
 
 def _create_namespace(catalog: Catalog, namespace: str) -> bool:

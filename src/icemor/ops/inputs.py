@@ -402,7 +402,7 @@ class TableRows:
         if schema in self._checked:
             return
         check_distinct_names(schema.names, what=what)
-        empty = pa.RecordBatch.from_pylist([], schema=schema)
+        empty = _empty_batch(schema)
         self._convert(empty, what=what, count=False)
         self._checked.add(schema)
 
@@ -419,7 +419,7 @@ class TableRows:
         """:meth:`convert` for each batch of ``table``, as one table."""
         if table.num_rows == 0:
             self.check(table.schema, what=what)
-            empty = pa.RecordBatch.from_pylist([], schema=table.schema)
+            empty = _empty_batch(table.schema)
             return pa.Table.from_batches([self._convert(empty, what=what, count=False)])
         batches = [self.convert(b, what=what) for b in table.to_batches()]
         return pa.Table.from_batches(batches)
@@ -512,6 +512,11 @@ class TableRows:
     def _mismatch(self, name: str, source: pa.DataType) -> str:
         field = self.schema.find_field(name)
         return f"column {name!r} is {source}, the table's is {field.field_type}"
+
+
+def _empty_batch(schema: pa.Schema) -> pa.RecordBatch:
+    """A batch of no rows of ``schema`` (``from_pylist`` cannot build a nested uuid column)."""
+    return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
 
 
 class _Mismatch(Exception):

@@ -6,7 +6,8 @@ merge-on-read DELETE deletes them (position-delete files, or a data file removed
 live row of it matches; with no condition every data and delete file is removed); then one
 ``overwrite`` snapshot adds both, validated as a DELETE (``write.delete.isolation-level``).
 Whatever fails, nothing is committed and every file written is removed (unless the catalog
-may have committed).
+may have committed). The new rows may also be written by another engine
+(:class:`icemor.ops.append.ExternalRows`: a Spark DataFrame on its executors), by the same rules.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from pyiceberg.schema import Schema
 from pyiceberg.table.snapshots import Operation
 
 from icemor.commit.data_file_struct import from_data_file
-from icemor.commit.manifest_writer import delete_quietly
+from icemor.commit.door import may_have_committed
+from icemor.commit.files import delete_quietly
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
-from icemor.ops.append import write_rows
+from icemor.ops.append import ExternalRows, write_rows
+from icemor.ops.inputs import TableRows
 from icemor.ops.units import Positions, check_writable, delete_units, run_units
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
@@ -39,7 +42,7 @@ if TYPE_CHECKING:
     from icemor.planning.scan_job import ScanJob
     from icemor.spec.files import WrittenFile
 
-__all__ = ["OverwriteMetrics", "overwrite_rows"]
+__all__ = ["OverwriteMetrics", "check_overwrite", "overwrite_rows"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,8 @@ def overwrite_rows(
 
     Args:
         table: The pyiceberg table (refreshed here).
-        data: The new rows: what :func:`icemor.ops.append.append_data` takes.
+        data: The new rows: what :func:`icemor.ops.append.append_data` takes (an
+            :class:`icemor.ops.append.ExternalRows` too).
         where: A filter in the scan language (SQL-like string) or a pyiceberg expression.
         run: The scheduler of the per-file delete work.
         note: Told, in one line, how many nanosecond timestamps lost digits (if any did).
@@ -81,12 +85,53 @@ def overwrite_rows(
     """
     started = time.monotonic()
     table = table.refresh()
-    check_writable(table)
     # the condition is checked before anything is written
-    job = prepare_scan(table.metadata, table.io, row_filter=where, selected_fields=("_file", "_pos"))
-    rows, data_files, convert = write_rows(table, table.io, data, what="the data")
-    spec_id = table.metadata.default_spec_id
-    added = [from_data_file(f, spec_id) for f in data_files]
+    job = check_overwrite(table, where)
+    if isinstance(data, ExternalRows):
+        convert = TableRows(table.metadata.schema(), table=".".join(table.name()))
+        written = data.write(table, convert)  # removes what it wrote if it fails
+        keep: list[str] = []
+        try:
+            metrics = _overwrite(table, job, where, run, written.rows, list(written.files), started)
+            keep = [f.path for f in written.files]
+        except BaseException as e:
+            if may_have_committed(e):
+                keep = [f.path for f in written.files]  # the catalog may have committed them
+            raise
+        finally:
+            written.finish(keep)
+    else:
+        rows, data_files, convert = write_rows(table, table.io, data, what="the data")
+        spec_id = table.metadata.default_spec_id
+        added = [from_data_file(f, spec_id) for f in data_files]
+        metrics = _overwrite(table, job, where, run, rows, added, started)
+    if note is not None and metrics.snapshot_id is not None and (text := convert.summary()):
+        note(text)
+    return metrics
+
+
+def check_overwrite(table: PyIcebergTable, where: str | BooleanExpression | None) -> ScanJob:
+    """Refuse an overwrite of ``table`` before any row is written: a v1 or copy-on-write table, a
+    bad condition or column. Returns the scan of the rows it replaces (on the current snapshot).
+
+    Raises:
+        InvalidArgumentError: As :func:`overwrite_rows`.
+    """
+    check_writable(table)
+    return prepare_scan(table.metadata, table.io, row_filter=where, selected_fields=("_file", "_pos"))
+
+
+def _overwrite(
+    table: PyIcebergTable,
+    job: ScanJob,
+    where: str | BooleanExpression | None,
+    run: Runner,
+    rows: int,
+    added: list[WrittenFile],
+    started: float,
+) -> OverwriteMetrics:
+    """Delete what ``job`` matches and add ``added`` (written), in one snapshot; on failure the
+    added files are removed (unless the catalog may have committed)."""
     try:
         removal = _removal(table, job, where, run)
     except BaseException:
@@ -114,8 +159,6 @@ def overwrite_rows(
         operation=Operation.OVERWRITE,
     )
     committed = delta.commit()  # on failure it removes the files it was given
-    if note is not None and (text := convert.summary()):
-        note(text)
     return OverwriteMetrics(
         rows_deleted=removal.rows,
         rows_added=rows,

@@ -395,7 +395,7 @@ def write_and_commit_on_spark(
     data_paths = set(templates)
     # a clustered write whose check fails is written again, shuffled (see write_changes)
     for shuffled in (False, True) if clustered else (True,):
-        staging = Staging(table.io, table.metadata.location)
+        staging = Staging(table.io, table.metadata.location, table.metadata.properties)
         keep: set[str] = set()
         try:
             outcomes: list[ChangeResult] = write_changes(

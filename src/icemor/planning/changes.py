@@ -64,6 +64,7 @@ __all__ = [
     "change_batches",
     "plan_changes",
     "prepare_changes",
+    "snapshot_changes",
     "snapshot_range",
 ]
 
@@ -359,31 +360,15 @@ def change_batches(job: ChangeJob, run: Runner) -> Iterator[pa.RecordBatch]:
     Within a snapshot: deletes, then update pairs (before, after), then inserts. With ``net``,
     every snapshot's changes are held in memory and netted at the end.
     """
-    io = job.io
     out_schema = job.arrow_schema
     compare = [f.name for f in job.options.schema.fields]
     netted: list[pa.Table] = []
     for step in job.planned:
-        if not step.files:
-            continue
-        sets: list[RowSet] = [
-            s for group in run(lambda c: row_sets(io, c, job.options), step.files) for s in group
-        ]
-        if not sets:
-            continue
-        both = any(s.kind == DELETE for s in sets) and any(s.kind == INSERT for s in sets)
-        opts = job.full_options if both or job.net else job.options
-        deletes, inserts = read_snapshot(io, sets, opts, run)
-        if job.residual is not None:
-            deletes, inserts = _where(deletes, job.residual), _where(inserts, job.residual)
-        rows = snapshot_rows(
-            deletes,
-            inserts,
-            snapshot_id=step.snapshot_id,
-            ordinal=step.ordinal,
-            compare=compare if both else (),
-            key=job.key,
+        rows = snapshot_changes(
+            job.io, step, run, options=job.options, residual=job.residual, key=job.key, every_column=job.net
         )
+        if rows is None:
+            continue
         if job.net:
             netted.append(rows)
             continue
@@ -391,6 +376,41 @@ def change_batches(job: ChangeJob, run: Runner) -> Iterator[pa.RecordBatch]:
     if job.net and netted:
         rows = net_changes(pa.concat_tables(netted), compare, job.key)
         yield from rows.select(out_schema.names).cast(out_schema).to_batches()
+
+
+def snapshot_changes(
+    io: FileIO,
+    step: SnapshotChange,
+    run: Runner,
+    *,
+    options: ReadOptions,
+    residual: str | None,
+    key: tuple[str, ...] | None,
+    every_column: bool = False,
+) -> pa.Table | None:
+    """One snapshot's change rows (of ``step.files``: all of its changed files, or any subset
+    that cannot both delete and insert rows), or None when none changed.
+
+    Columns: ``options``' projection (every column when the snapshot both deletes and inserts,
+    or with ``every_column``), then the change columns. Picklable arguments only: Spark
+    executors run it for one snapshot (the streaming source).
+    """
+    sets: list[RowSet] = [s for group in run(lambda c: row_sets(io, c, options), step.files) for s in group]
+    if not sets:
+        return None
+    both = any(s.kind == DELETE for s in sets) and any(s.kind == INSERT for s in sets)
+    opts = replace(options, projected_schema=options.schema) if both or every_column else options
+    deletes, inserts = read_snapshot(io, sets, opts, run)
+    if residual is not None:
+        deletes, inserts = _where(deletes, residual), _where(inserts, residual)
+    return snapshot_rows(
+        deletes,
+        inserts,
+        snapshot_id=step.snapshot_id,
+        ordinal=step.ordinal,
+        compare=[f.name for f in options.schema.fields] if both else (),
+        key=key,
+    )
 
 
 def _where(table: pa.Table, condition: str) -> pa.Table:

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.expressions.visitors import expression_evaluator, inclusive_projection, manifest_evaluator
+from pyiceberg.expressions.visitors import (
+    bind,
+    expression_evaluator,
+    extract_field_ids,
+    inclusive_projection,
+    manifest_evaluator,
+)
 from pyiceberg.manifest import ManifestContent
 from pyiceberg.schema import Schema, index_by_id
 from pyiceberg.transforms import VoidTransform
-from pyiceberg.types import PrimitiveType, StructType
+from pyiceberg.typedef import Record
+from pyiceberg.types import PrimitiveType, StructType, UUIDType
 
 from icemor._compat.pyiceberg import inclusive_metrics_evaluator
 from icemor.planning.delete_index import DeleteFileIndex
@@ -67,11 +75,18 @@ def plan_files(
     }
     partition_evaluators: dict[int, Callable[[DataFile], bool]] = {}
     for spec_id, spec in specs.items():
+        partition_type = spec.partition_type(schema)
         evaluator = expression_evaluator(
-            Schema(*spec.partition_type(schema).fields), partition_filters[spec_id], case_sensitive
+            Schema(*partition_type.fields), partition_filters[spec_id], case_sensitive
         )
-        partition_evaluators[spec_id] = lambda f, ev=evaluator: ev(f.partition)  # type: ignore[misc]
+        uuids = [i for i, f in enumerate(partition_type.fields) if isinstance(f.field_type, UUIDType)]
+        if uuids:  # manifests give a UUID, pyiceberg's literals hold its bytes: compare bytes
+            partition_evaluators[spec_id] = lambda f, ev=evaluator, at=uuids: ev(_uuid_bytes(f.partition, at))  # type: ignore[misc]
+        else:
+            partition_evaluators[spec_id] = lambda f, ev=evaluator: ev(f.partition)  # type: ignore[misc]
     metrics_eval = inclusive_metrics_evaluator(schema, row_filter, case_sensitive=case_sensitive)
+    parents = all_field_parents(metadata)
+    nested = [fid for fid in _filter_ids(schema, row_filter, case_sensitive) if fid in parents]
 
     selected: list[ManifestFile] = [m for m in manifests if keep_manifest[m.partition_spec_id](m)]
     if sum(not manifest_entries_cached(m) for m in selected) <= 1:
@@ -89,7 +104,7 @@ def plan_files(
             if not part_ok(entry.data_file):
                 continue
             if manifest.content == ManifestContent.DATA and entry.content == FileContent.DATA:
-                if metrics_eval(entry.data_file):
+                if metrics_eval(entry.data_file) or _unsound_nested_metrics(entry.data_file, nested):
                     data_entries.append(entry)
             elif entry.content != FileContent.DATA:
                 delete_entries.append(entry)
@@ -120,6 +135,25 @@ def plan_files(
     return planned
 
 
+def _filter_ids(schema: Schema, row_filter: BooleanExpression, case_sensitive: bool) -> set[int]:
+    if isinstance(row_filter, AlwaysTrue):
+        return set()
+    return extract_field_ids(bind(schema, row_filter, case_sensitive=case_sensitive))
+
+
+def _unsound_nested_metrics(f: DataFile, nested: list[int]) -> bool:
+    """Whether a data file's metrics of a field inside a struct cannot be right.
+
+    Such a field has one value (NULL included) per row. Iceberg Java 1.10 writes a double or float
+    field under a NULL struct as neither a value nor a NULL (value count 0, null count 0), so its
+    own planning skips the file for ``st.c IS NULL``, which every such row satisfies; icemor does
+    not prune a file by metrics that do not add up.
+    """
+    if not nested or not f.value_counts:
+        return False
+    return any((n := f.value_counts.get(fid)) is not None and n != f.record_count for fid in nested)
+
+
 def all_field_parents(metadata: TableMetadata) -> dict[int, tuple[int, ...]]:
     """For every field id nested in structs (in any schema), the ids of its enclosing structs."""
     parents: dict[int, tuple[int, ...]] = {}
@@ -134,6 +168,14 @@ def all_field_parents(metadata: TableMetadata) -> dict[int, tuple[int, ...]]:
     for schema in metadata.schemas:
         walk(schema.as_struct(), ())
     return parents
+
+
+def _uuid_bytes(partition: Record, at: list[int]) -> Record:
+    values = [partition[i] for i in range(len(partition))]
+    for i in at:
+        if isinstance(values[i], uuid.UUID):
+            values[i] = values[i].bytes
+    return Record(*values)
 
 
 def _is_unpartitioned(spec: PartitionSpec) -> bool:

@@ -18,6 +18,9 @@ __all__ = [
     "DELETE_ISOLATION_LEVEL",
     "DELETE_MODE",
     "DELETE_TARGET_FILE_SIZE_BYTES",
+    "METADATA_DELETE_AFTER_COMMIT_ENABLED",
+    "METADATA_PREVIOUS_VERSIONS_MAX",
+    "bool_property",
     "choice",
     "int_property",
 ]
@@ -47,6 +50,20 @@ COMMIT_MAX_RETRY_WAIT_MS_DEFAULT = 60_000
 COMMIT_TOTAL_RETRY_TIME_MS = "commit.retry.total-timeout-ms"
 COMMIT_TOTAL_RETRY_TIME_MS_DEFAULT = 1_800_000
 
+# after a commit: check whether one that failed in an unknown state landed (Java's status checks)
+COMMIT_NUM_STATUS_CHECKS = "commit.status-check.num-retries"
+COMMIT_NUM_STATUS_CHECKS_DEFAULT = 3
+COMMIT_STATUS_CHECKS_MIN_WAIT_MS = "commit.status-check.min-wait-ms"
+COMMIT_STATUS_CHECKS_MIN_WAIT_MS_DEFAULT = 1000
+COMMIT_STATUS_CHECKS_MAX_WAIT_MS = "commit.status-check.max-wait-ms"
+COMMIT_STATUS_CHECKS_MAX_WAIT_MS_DEFAULT = 60_000
+
+# metadata retention: after a commit, delete the metadata files that fell out of the metadata log
+METADATA_DELETE_AFTER_COMMIT_ENABLED = "write.metadata.delete-after-commit.enabled"
+METADATA_DELETE_AFTER_COMMIT_ENABLED_DEFAULT = False
+METADATA_PREVIOUS_VERSIONS_MAX = "write.metadata.previous-versions-max"  # the catalog trims the log
+METADATA_PREVIOUS_VERSIONS_MAX_DEFAULT = 100
+
 WRITE_TARGET_FILE_SIZE_BYTES = "write.target-file-size-bytes"
 WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT = 512 * 1024 * 1024
 
@@ -69,6 +86,15 @@ def int_property(properties: Mapping[str, str], name: str, default: int) -> int:
     except ValueError as e:
         msg = f"table property {name}={raw!r} is not an integer"
         raise InvalidArgumentError(msg) from e
+
+
+def bool_property(properties: Mapping[str, str], name: str, default: bool) -> bool:
+    """A boolean table property as Java's ``propertyAsBoolean`` reads it: true when it is ``true``
+    (any case), false for any other value."""
+    raw = properties.get(name)
+    if raw is None:
+        return default
+    return raw.lower() == "true"
 
 
 def choice(properties: Mapping[str, str], name: str, default: str, allowed: tuple[str, ...]) -> str:

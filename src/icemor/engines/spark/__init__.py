@@ -97,10 +97,13 @@ def session(
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    # PySpark 3.5 picks the worker interpreter from PYSPARK_PYTHON when the context starts
+    conf = dict(conf or {})
+    # PySpark picks the worker interpreter from PYSPARK_PYTHON when the context starts, not from
+    # spark.pyspark.python: a conf naming one (a packed environment's ./env/bin/python) sets it
+    if "spark.pyspark.python" in conf:
+        os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    conf = dict(conf or {})
     conf.setdefault("spark.driver.memory", driver_memory or default_driver_memory())
     if quiet:
         # Local work needs no network: binding to loopback spares the "hostname resolves to a

@@ -22,7 +22,7 @@ from icemor.engines.spark.session_kind import parallelism
 from icemor.engines.spark.worker import file_io, io_spec
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+    from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 
     from pyiceberg.io import FileIO
     from pyspark.sql import DataFrame, SparkSession
@@ -63,13 +63,18 @@ def read_parquet_in_order(spark: SparkSession, paths: Sequence[str]) -> DataFram
 
 @contextmanager
 def staged_parquet(
-    spark: SparkSession, io: FileIO, location: str, paths: Sequence[str]
+    spark: SparkSession,
+    io: FileIO,
+    location: str,
+    paths: Sequence[str],
+    properties: Mapping[str, str] | None = None,
 ) -> Generator[DataFrame, None, None]:
     """Parquet files on the driver's disk as a DataFrame that executors anywhere can read.
 
     Executors on other hosts cannot open a driver-local path. Each file is copied, a chunk at a
-    time, under a staging prefix of the table (``<location>/metadata/.icemor-staging/<id>/``; the
-    warehouse is the one storage every executor shares) and read from there in the given order
+    time, under a staging directory in the table's data path (``<write.data.path>/_icemor-staging/
+    <id>/``, :class:`icemor.engines.spark.write.Staging`; the warehouse is the one storage every
+    executor shares) and read from there in the given order
     (:func:`read_parquet_in_order`); the copies are removed when the block ends.
 
     Raises:
@@ -84,11 +89,11 @@ def staged_parquet(
         if listing_skips(p):
             msg = f"{p}: Spark skips files named like this (hidden or temporary); rename it"
             raise InvalidArgumentError(msg)
-    staging = Staging(io, location)
+    staging = Staging(io, location, properties)
     staged: list[str] = []
     try:
         for i, p in enumerate(paths):
-            target = f"{staging.prefix}/{i:05d}.parquet"
+            target = f"{staging.root}/{i:05d}.parquet"
             staged.append(target)
             with open(p, "rb") as src, io.new_output(target).create(overwrite=True) as out:
                 shutil.copyfileobj(src, out, 8 << 20)

@@ -18,9 +18,14 @@ for that job; the caller still checks that no data file came to two tasks
 Spark runs a failed task again and may run speculative copies: only the results of the
 attempts it keeps reach the driver, but every attempt may have written files. So every file
 is announced before it is created: a tiny marker holding its path, under a staging prefix of
-this write in the table location (``<location>/metadata/.icemor-staging/<write id>/``; the
-warehouse is the only storage every executor and the driver share). :meth:`Staging.finish`,
-after the job and the commit, removes every announced file that is not kept, then the markers.
+this write in the table's data path (``<write.data.path>/_icemor-staging/<write id>/``, by
+default ``<location>/data/_icemor-staging/...``: where the executors write the data files
+anyway, so a store that takes those takes the markers; object stores that keep tables in
+table buckets refuse other keys, e.g. SeaweedFS's refuses anything but Avro and metadata JSON
+under ``metadata/`` and names starting with ``.``; ``_`` keeps the markers hidden from orphan
+removal, as Java's filter hides them). :meth:`Staging.finish`, after the job and the commit,
+removes every announced file that is not kept, then the markers. A FileIO that cannot list
+(not pyiceberg's PyArrowFileIO) gets no markers at all: they could never be found again.
 """
 
 from __future__ import annotations
@@ -39,14 +44,16 @@ from icemor.engines.spark.session_kind import parallelism
 from icemor.engines.spark.worker import file_io, io_spec
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
     from pyiceberg.io import InputFile, OutputFile
     from pyspark.sql import DataFrame
 
-__all__ = ["Staging", "StagingIO", "files_seen_twice", "write_changes"]
+__all__ = ["Staging", "StagingIO", "data_path", "files_seen_twice", "write_changes"]
 
-STAGING_DIR = "metadata/.icemor-staging"
+STAGING_DIR = "_icemor-staging"
+# Iceberg Java's data-path properties, newest first (the last two are deprecated spellings)
+_DATA_PATHS = ("write.data.path", "write.object-storage.path", "write.folder-storage.path")
 _TASK_ERROR = re.compile(r"icemor\.exceptions\.(\w+): (.+)")
 
 
@@ -62,9 +69,14 @@ class StagingIO(FileIO):
         return self.inner.new_input(location)
 
     def new_output(self, location: str) -> OutputFile:
-        marker = f"{self.staging}/{uuid.uuid4().hex}"
-        with self.inner.new_output(marker).create(overwrite=True) as out:
-            out.write(location.encode())
+        if self.staging:  # "" when the FileIO cannot list: no markers (Staging)
+            marker = f"{self.staging}/{uuid.uuid4().hex}"
+            try:
+                with self.inner.new_output(marker).create(overwrite=True) as out:
+                    out.write(location.encode())
+            except OSError as e:  # the marker was refused, not the file it announces
+                msg = f"cannot stage {location}: {exceptions.os_reason(e)} (writing its marker {marker})"
+                raise exceptions.WriteFailedError(msg) from e
         return self.inner.new_output(location)
 
     def delete(self, location: str | InputFile | OutputFile) -> None:
@@ -74,9 +86,12 @@ class StagingIO(FileIO):
 class Staging:
     """The staging prefix of one write: what its tasks announced, and its removal."""
 
-    def __init__(self, io: FileIO, location: str) -> None:
+    def __init__(self, io: FileIO, location: str, properties: Mapping[str, str] | None = None) -> None:
         self.io = io
-        self.prefix = f"{location.rstrip('/')}/{STAGING_DIR}/{uuid.uuid4().hex}"
+        self.root = f"{data_path(location, properties or {})}/{STAGING_DIR}/{uuid.uuid4().hex}"
+        """This write's staging directory."""
+        self.prefix = self.root if _can_list(io) else ""
+        """Where tasks announce their files: ``root``, or "" (no markers) when ``io`` cannot list."""
 
     def _listing(self) -> tuple[Any, list[str], str] | None:
         """The pyarrow filesystem, the markers' paths there, and the prefix URIs need; None when
@@ -84,7 +99,7 @@ class Staging:
         import pyarrow.fs as pafs
         from pyiceberg.io.pyarrow import PyArrowFileIO
 
-        if not isinstance(self.io, PyArrowFileIO):
+        if not self.prefix or not isinstance(self.io, PyArrowFileIO):
             return None
         scheme, netloc, path = PyArrowFileIO.parse_location(self.prefix)
         fs = self.io.fs_by_scheme(scheme, netloc)
@@ -125,6 +140,22 @@ class Staging:
         with contextlib.suppress(OSError):
             fs.delete_dir(root)
         return failed
+
+
+def data_path(location: str, properties: Mapping[str, str]) -> str:
+    """Where the table writes its data files (Iceberg Java's ``LocationProviders``): the first of
+    ``write.data.path`` and its deprecated spellings that is set, else ``<location>/data``."""
+    for key in _DATA_PATHS:
+        value = properties.get(key)
+        if value:
+            return value.rstrip("/")
+    return f"{location.rstrip('/')}/data"
+
+
+def _can_list(io: FileIO) -> bool:
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    return isinstance(io, PyArrowFileIO)
 
 
 def write_changes(
