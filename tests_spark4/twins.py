@@ -137,6 +137,7 @@ def _apply(model: dict[int, Row], changes: list[tuple[Any, ...]]) -> None:
 def run(spark: SparkSession, ns: str, out: Path) -> dict[str, Any]:
     """The scenario on ``spark``, its tables in namespace ``ns``; returns what the twin compares."""
     import icemor
+    import icemor.spark
     from icemor.engines.spark import collect_arrow
     from icemor.exceptions import InvalidArgumentError
 
@@ -223,6 +224,29 @@ def run(spark: SparkSession, ns: str, out: Path) -> dict[str, Any]:
     _apply(model, changes)
     scenarios.check(name, model, "CDC batch")
     lap("CDC batch")
+
+    # main's Spark surface on the same session: SQL DML, a DataFrame append on the executors, and
+    # spark.read.format("icemor") served by to_spark's plan (register's front)
+    metrics["sql_update"] = _metrics(
+        icemor.spark.sql(spark, f"UPDATE {name} SET note = 'sql' WHERE id % 11 = 2")
+    )
+    model = {k: ((*r[:3], "sql") if k % 11 == 2 else r) for k, r in model.items()}
+    scenarios.check(name, model, "icemor.spark.sql UPDATE")
+    appended: list[Row] = [(i, f"p{i % 2}", i, "written") for i in range(1000, 1040)]
+    metrics["write_append"] = icemor.spark.write(
+        spark.createDataFrame(appended, schema=scenarios.SPARK_DDL), name
+    )
+    model.update({r[0]: r for r in appended})
+    scenarios.check(name, model, "icemor.spark.write append")
+    icemor.spark.register(spark)
+    try:
+        assert type(spark.read).__name__ == "IcemorReadFront", type(spark.read)
+        front = spark.read.format("icemor").option("columns", ",".join(COLUMNS)).load(name)
+        result["reads"]["front"] = _sorted_rows(collect_arrow(front))
+    finally:
+        icemor.spark.register(spark, fast_reads=False)  # the session's reader is PySpark's again
+    assert result["reads"]["front"] == sorted(list(r) for r in model.values())
+    lap("SQL UPDATE, write, front read")
 
     metrics["rewrite_equality_deletes"] = _metrics(table.maintenance.rewrite_equality_deletes(spark=spark))
     table.refresh()
