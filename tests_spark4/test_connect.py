@@ -7,13 +7,14 @@ with a temp directory of its own, whose server is another process, ``local[2]``,
 port), at the same time as the classic side runs here, on the session fixture (``local[2]``).
 Both run :func:`twins.run` over twin tables: reads with every delete kind (v2 position deletes
 and v3 deletion vectors written by Iceberg Java, equality deletes) and every strategy, DELETE,
-UPDATE with a partition move, MERGE from a DataFrame and from an Arrow table, a CDC batch,
-``rewrite_equality_deletes``, the change feed, the streaming CDC sink (run by the Connect
-server, pickled) and a refused UPDATE. Each step is checked against a Python model inside the
-run; here the two runs must agree on every row and every metric, and the final rows go to
-``tools/spark4_check.py check`` (Iceberg Java). A join of a scan with a small range must
-broadcast the range on both (Spark's planner must not take a Connect scan for a small table).
-"""
+UPDATE with a partition move, MERGE from a DataFrame and from an Arrow table, a CDC batch, an
+``icemor.spark.sql`` UPDATE, ``icemor.spark.write`` append and overwrite, a read through
+``register``'s front (``spark.read.format("icemor")``), ``rewrite_equality_deletes``, the change
+feed, the streaming CDC sink (run by the Connect server, pickled) and a refused UPDATE. Each
+step is checked against a Python model inside the run; here the two runs must agree on every row
+and every metric, and the final rows go to ``tools/spark4_check.py check`` (Iceberg Java). A
+join of a scan with a small range must broadcast the range on both (Spark's planner must not
+take a Connect scan for a small table)."""
 
 from __future__ import annotations
 

@@ -3,12 +3,14 @@ session over twin tables (``tests_spark4/test_connect.py``).
 
 :func:`run` reads ``java.pos`` / ``java.dv`` (Iceberg Java's position deletes and v3 deletion
 vectors) and a table with equality deletes with each strategy, then on its own v3 table (one
-namespace per session kind) runs DELETE, UPDATE moving rows to another partition, a MERGE
-from a Spark DataFrame and one from an Arrow table, a CDC batch, a maintenance action, the
-change feed, the streaming CDC sink, and a refused UPDATE; all with ``spark=``. After each step
-icemor's local reader must read the Python model's rows. It returns what the caller compares
-between the two kinds: rows read, each operation's metrics (but times and snapshot ids), the
-change feed's rows; the final rows are saved for ``tools/spark4_check.py check`` (Iceberg Java).
+namespace per session kind) runs DELETE, UPDATE moving rows to another partition, a MERGE from a
+Spark DataFrame and one from an Arrow table, a CDC batch, an ``icemor.spark.sql`` UPDATE,
+``icemor.spark.write`` append and overwrite, a read through ``register``'s front, a maintenance
+action, the change feed, the streaming CDC sink, and a refused UPDATE; all with ``spark=``.
+After each step icemor's local reader must read the Python model's rows. It returns what the
+caller compares between the two kinds: rows read, each operation's metrics (but times and
+snapshot ids), the change feed's rows; the final rows are saved for ``tools/spark4_check.py
+check`` (Iceberg Java).
 
 Script use (the Connect side runs in a process of its own, as a Connect client in a process
 that already runs a classic session is not possible): ``python twins.py connect OUT_DIR
@@ -225,8 +227,8 @@ def run(spark: SparkSession, ns: str, out: Path) -> dict[str, Any]:
     scenarios.check(name, model, "CDC batch")
     lap("CDC batch")
 
-    # main's Spark surface on the same session: SQL DML, a DataFrame append on the executors, and
-    # spark.read.format("icemor") served by to_spark's plan (register's front)
+    # SQL DML, DataFrame writes on the executors (an overwrite's per-file delete work is Spark
+    # tasks too), and spark.read.format("icemor") served by to_spark's plan (register's front)
     metrics["sql_update"] = _metrics(
         icemor.spark.sql(spark, f"UPDATE {name} SET note = 'sql' WHERE id % 11 = 2")
     )
@@ -238,6 +240,15 @@ def run(spark: SparkSession, ns: str, out: Path) -> dict[str, Any]:
     )
     model.update({r[0]: r for r in appended})
     scenarios.check(name, model, "icemor.spark.write append")
+    replacing: list[Row] = [(i, "p1", -i, "overwritten") for i in range(1030, 1050, 2)]
+    replacement = spark.createDataFrame(replacing, schema=scenarios.SPARK_DDL)
+    om = icemor.spark.write(replacement, name, mode="overwrite", where="id >= 1030")
+    assert not isinstance(om, int) and (om.rows_deleted, om.rows_added) == (10, 10), om
+    # how many files the rows went to follows the DataFrame's partitions, which differ by kind
+    metrics["write_overwrite"] = {"rows_deleted": om.rows_deleted, "rows_added": om.rows_added}
+    model = {k: r for k, r in model.items() if k < 1030}
+    model.update({r[0]: r for r in replacing})
+    scenarios.check(name, model, "icemor.spark.write overwrite")
     icemor.spark.register(spark)
     try:
         assert type(spark.read).__name__ == "IcemorReadFront", type(spark.read)
@@ -246,7 +257,7 @@ def run(spark: SparkSession, ns: str, out: Path) -> dict[str, Any]:
     finally:
         icemor.spark.register(spark, fast_reads=False)  # the session's reader is PySpark's again
     assert result["reads"]["front"] == sorted(list(r) for r in model.values())
-    lap("SQL UPDATE, write, front read")
+    lap("SQL UPDATE, append, overwrite, front read")
 
     metrics["rewrite_equality_deletes"] = _metrics(table.maintenance.rewrite_equality_deletes(spark=spark))
     table.refresh()
