@@ -51,7 +51,6 @@ def test_arrow_and_spark_schemas_convert_both_ways() -> None:
 
 
 def test_jvm_handles_collect_and_row_index_column(spark: SparkSession) -> None:
-    assert compat.has_jvm(spark)
     # no JVM-built literals on 4.x: Column(Expression), which they need, is gone
     assert compat.jvm_and_gateway(spark) is None
     jvm = spark.sparkContext._jvm

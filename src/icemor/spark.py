@@ -135,6 +135,10 @@ def cdc_sink(
     ``txnAppId``/``txnVersion``: keep ``app_id`` stable across restarts of one stream, and give
     each stream (each checkpoint location) its own.
 
+    On Spark Connect the server runs ``foreachBatch`` functions in a Python process of its own:
+    the sink travels there pickled, as the table's catalog (class, name, properties: credentials
+    in them travel too) and identifier, and loads the table there; ``progress`` runs there too.
+
     Example::
 
         changes.writeStream.foreachBatch(
@@ -154,27 +158,19 @@ def cdc_sink(
         deletes: ``equality`` or ``position`` (default: the table's, see
             :meth:`icemor.table.Table.apply_changes`).
     """
-    from icemor.ops.apply_changes import apply_changes_dataframe
+    from icemor.ops.apply_changes import ChangeSink
 
-    def process(df: DataFrame, batch_id: int) -> None:
-        metrics = apply_changes_dataframe(
-            getattr(table, "pyiceberg", table),
-            df,
-            key=key,
-            op_column=op_column,
-            order_by=order_by,
-            allow_nullable_key=allow_nullable_key,
-            app_id=app_id,
-            batch_id=batch_id,
-            partitions=partitions,
-            deletes=deletes,
-        )
-        if hasattr(table, "refresh"):
-            table.refresh()
-        if progress is not None:
-            progress(batch_id, metrics)
-
-    return process
+    return ChangeSink(
+        table,
+        key=key,
+        app_id=app_id,
+        op_column=op_column,
+        order_by=order_by,
+        allow_nullable_key=allow_nullable_key,
+        partitions=partitions,
+        deletes=deletes,
+        progress=progress,
+    )
 
 
 def sql(

@@ -56,7 +56,6 @@ def test_arrow_and_spark_schemas_convert_both_ways() -> None:
 
 
 def test_jvm_handles_collect_and_row_index_column(spark: SparkSession) -> None:
-    assert compat.has_jvm(spark)
     handles = compat.jvm_and_gateway(spark)
     assert handles is not None
     jvm, _ = handles

@@ -80,3 +80,51 @@ def test_the_poller_follows_a_real_spark_job(spark: SparkSession) -> None:
     assert jobs, seen
     assert all(s.label.startswith("spark job") and 0 <= s.done <= s.total for s in jobs)
     assert max(s.total for s in jobs) >= 8  # the 8 tasks of the range's stage
+
+
+class _ConnectSession:
+    """A Spark Connect client session as the progress reporter uses it: progress handlers."""
+
+    __module__ = "pyspark.sql.connect.session"
+
+    def __init__(self) -> None:
+        self.handlers: list[object] = []
+
+    def registerProgressHandler(self, handler: object) -> None:  # PySpark spells it so
+        self.handlers.append(handler)
+
+    def removeProgressHandler(self, handler: object) -> None:
+        self.handlers.remove(handler)
+
+
+def test_on_spark_connect_the_client_progress_handler_reports() -> None:
+    spark = _ConnectSession()
+    seen: list[JobStatus | None] = []
+    reporter = SparkProgress(spark, seen.append).start()  # type: ignore[arg-type]
+    (handler,) = spark.handlers
+    stage = SimpleNamespace
+    # as PySpark's Connect client calls it: keyword arguments, the operation's stages so far
+    handler(stages=[], inflight_tasks=0, operation_id="0a1b2c3d4e", done=False)  # no task known yet
+    handler(
+        stages=[stage(num_tasks=4, num_completed_tasks=1)],
+        inflight_tasks=2,
+        operation_id="0a1b2c3d4e",
+        done=False,
+    )
+    handler(
+        stages=[stage(num_tasks=4, num_completed_tasks=1)],
+        inflight_tasks=2,
+        operation_id="0a1b2c3d4e",
+        done=False,
+    )
+    handler(
+        stages=[stage(num_tasks=4, num_completed_tasks=4), stage(num_tasks=2, num_completed_tasks=0)],
+        inflight_tasks=2,
+        operation_id="0a1b2c3d4e",
+        done=False,
+    )
+    handler(stages=[], inflight_tasks=0, operation_id="0a1b2c3d4e", done=True)
+    reporter.stop()
+    assert spark.handlers == []
+    label = "spark operation 0a1b2c3d"
+    assert seen == [JobStatus(label, 1, 4), JobStatus(label, 4, 6), None]

@@ -121,3 +121,29 @@ def test_a_restarted_stream_applies_every_batch_once(
         if s.summary is not None and s.summary.additional_properties.get(APP_ID_PROPERTY) == "orders"
     ]
     assert committed == ["0", "1", "2", "3", "4"]
+
+
+def test_the_sink_pickles_and_loads_its_table_where_it_runs(
+    catalog: SqlCatalog, ns: str, spark: SparkSession
+) -> None:
+    """Spark Connect runs a foreachBatch function in its server's Python, pickled (cloudpickle):
+    the sink travels as its table's catalog and identifier and loads the table there."""
+    from pyspark import cloudpickle
+
+    catalog.create_table(f"{ns}.pickled", schema=SCHEMA, properties={"format-version": "2"})
+    table = icemor.load_table(f"{ns}.pickled", catalog=catalog)
+    sink = icemor.spark.cdc_sink(table, key=["id"], app_id="moved", order_by="lsn")
+    moved = cloudpickle.loads(cloudpickle.dumps(sink))
+    schema = "lsn long, op string, id long, v string"
+    # inserts: applied twice, a key would be live twice
+    moved(spark.createDataFrame([(1, "I", 1, "a"), (2, "I", 2, "b")], schema), 0)
+    moved(spark.createDataFrame([(1, "I", 1, "a"), (2, "I", 2, "b")], schema), 0)  # replayed
+    moved(spark.createDataFrame([(3, "U", 1, "a1")], schema), 1)
+    rows = table.refresh().scan().to_arrow().to_pylist()
+    assert sorted((r["id"], r["v"]) for r in rows) == [(1, "a1"), (2, "b")]
+    committed = [
+        s.summary.additional_properties.get(BATCH_ID_PROPERTY)
+        for s in table.pyiceberg.snapshots()
+        if s.summary is not None and s.summary.additional_properties.get(APP_ID_PROPERTY) == "moved"
+    ]
+    assert committed == ["0", "1"]

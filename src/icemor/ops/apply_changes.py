@@ -103,6 +103,7 @@ __all__ = [
     "V4_READY_PROPERTY",
     "ChangeContext",
     "ChangeMetrics",
+    "ChangeSink",
     "ChangeUnitResult",
     "apply_changes",
     "apply_changes_dataframe",
@@ -620,6 +621,7 @@ def apply_changes_dataframe(
     """
     from icemor.engines.spark import runner
     from icemor.engines.spark.changes import arrow_schema, run_per_key
+    from icemor.engines.spark.session_kind import parallelism
 
     started = time.monotonic()
     table = table.refresh()
@@ -660,7 +662,7 @@ def apply_changes_dataframe(
         started=started,
         run=_grouped(
             runner(changes.sparkSession, table.io, table.metadata.location),
-            max(1, changes.sparkSession.sparkContext.defaultParallelism),
+            parallelism(changes.sparkSession),
         ),
     )
 
@@ -679,6 +681,69 @@ def _grouped(run: Runner, groups: int) -> Runner:
 def _each(io: FileIO, item: tuple[Callable[[FileIO, Any], Any], Sequence[Any]]) -> list[Any]:
     fn, chunk = item
     return [fn(io, x) for x in chunk]
+
+
+class ChangeSink:
+    """A ``foreachBatch`` function: each micro-batch applied by :func:`apply_changes_dataframe`
+    with the stream's ``app_id`` and the batch id, so a batch already committed is skipped
+    (see :func:`icemor.spark.cdc_sink`).
+
+    Picklable, because Spark Connect runs a ``foreachBatch`` function in a Python process of its
+    server, not in the client: the function travels there pickled. A table does not pickle (its
+    catalog holds a connection), so the sink travels as the way to load the table again (the
+    catalog's class, name and properties, and the table's identifier) and loads it once in the
+    process that runs it. Where it was made (a classic session calls it in this process) it uses
+    the table it was given, refreshed after each batch.
+    """
+
+    def __init__(
+        self,
+        table: Any,
+        *,
+        key: Sequence[str],
+        app_id: str,
+        op_column: str = "op",
+        order_by: str | None = None,
+        allow_nullable_key: bool = False,
+        partitions: int | None = None,
+        deletes: str | None = None,
+        progress: Callable[[int, ChangeMetrics], None] | None = None,
+    ) -> None:
+        _check_app(app_id, 0)
+        self._table: Any = table  # an icemor Table or a pyiceberg table
+        iceberg = getattr(table, "pyiceberg", table)
+        catalog = iceberg.catalog
+        self._reference = (type(catalog), catalog.name, dict(catalog.properties), tuple(iceberg.name()))
+        self._options: dict[str, Any] = {
+            "key": list(key),
+            "op_column": op_column,
+            "order_by": order_by,
+            "allow_nullable_key": allow_nullable_key,
+            "app_id": app_id,
+            "partitions": partitions,
+            "deletes": deletes,
+        }
+        self._progress = progress
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_table"] = None  # loaded again where it runs (see the class)
+        return state
+
+    def _loaded(self) -> Any:
+        if self._table is None:
+            cls, name, properties, identifier = self._reference
+            self._table = cls(name, **properties).load_table(identifier)
+        return self._table
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        table = self._loaded()
+        metrics = apply_changes_dataframe(
+            getattr(table, "pyiceberg", table), df, batch_id=batch_id, **self._options
+        )
+        table.refresh()
+        if self._progress is not None:
+            self._progress(batch_id, metrics)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,10 @@ task is pickled into one row of a DataFrame with one row per partition; ``mapInA
 the shared core. Python workers are reused, so the process-wide delete cache decodes each
 delete file once per executor process.
 
+Classic sessions and Spark Connect sessions both work: every path is built on public DataFrame
+APIs, and where a classic session has a faster way, :mod:`.session_kind` (the one switch)
+chooses it.
+
 This is the only package that imports pyspark.
 """
 
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -20,6 +25,7 @@ import pyarrow as pa
 
 # first: without PySpark (an optional extra) this raises the one-line UnsupportedFeatureError
 from icemor.engines.spark import _compat  # noqa: F401
+from icemor.engines.spark.session_kind import analyzed, is_connect, map_tasks, parallelism
 from icemor.engines.spark.types import spark_schema
 from icemor.engines.spark.worker import io_spec, item_blob, read_partition, run_items, task_blob
 from icemor.exceptions import InvalidArgumentError, UnsupportedFeatureError
@@ -44,28 +50,10 @@ __all__ = [
     "conform_batch",
     "default_driver_memory",
     "iter_arrow",
-    "require_classic",
     "runner",
     "scan_to_dataframe",
     "session",
 ]
-
-
-def require_classic(spark: SparkSession) -> None:
-    """Refuse a Spark Connect session in one line: the engine needs the classic API.
-
-    Why: planning ships tasks with ``SparkContext.parallelize`` and the native strategy builds
-    plan literals through the JVM; a Connect client has neither (docs/spark.md).
-
-    Raises:
-        UnsupportedFeatureError: ``spark`` is a Spark Connect session.
-    """
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
-        msg = (
-            "Spark Connect sessions are not supported by icemor's Spark engine (it needs the "
-            "SparkContext of a classic session): use SparkSession.builder.master(...), not .remote(...)"
-        )
-        raise UnsupportedFeatureError(msg)
 
 
 def default_driver_memory(total_bytes: int | None = None) -> str:
@@ -140,7 +128,7 @@ def session(
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    if quiet:
+    if quiet and not is_connect(spark):  # $SPARK_REMOTE makes the builder a Connect client's
         spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -172,7 +160,6 @@ def scan_to_dataframe(job: ScanJob, spark: SparkSession, *, strategy: str = "aut
     Raises:
         InvalidArgumentError: Unknown strategy, or ``native`` for a scan it cannot read exactly.
     """
-    require_classic(spark)
     df = _scan_dataframe(job, spark, strategy)
     if job.residual is None:
         return df
@@ -180,7 +167,7 @@ def scan_to_dataframe(job: ScanJob, spark: SparkSession, *, strategy: str = "aut
     from pyspark.sql import functions as F
 
     try:  # the row filter outside pyiceberg's language, as Spark SQL
-        return df.filter(F.expr(job.residual)).select(*(job.output_names or df.columns))
+        return analyzed(df.filter(F.expr(job.residual)).select(*(job.output_names or df.columns)))
     except (AnalysisException, ParseException) as e:
         lines = str(e).strip().splitlines()
         raise InvalidArgumentError(lines[0] if lines else type(e).__name__) from e
@@ -223,27 +210,19 @@ def _scan_dataframe(job: ScanJob, spark: SparkSession, strategy: str) -> DataFra
 
 def _python_dataframe(job: ScanJob, spark: SparkSession, planned: list[PlannedFile]) -> DataFrame:
     """One Spark partition per combined task; icemor's reader runs in the Python workers."""
-    from pyspark.sql.types import BinaryType, StructField, StructType
-
     schema = spark_schema(job.options.projected_schema, job.read_schema)
     target = _arrow_schema(schema)
     spec = io_spec(job.io, job.metadata.location)
     combined = job.plan_tasks(planned)
-    cores = spark.sparkContext.defaultParallelism
+    cores = parallelism(spark)
     if len(combined) < 2 * cores:
         # a few combined tasks leave cores idle at the end ([3, 3, 3, 1] files on 2 cores runs
         # 6 file-reads long, not 5): below two tasks a core, each piece is its own partition
         combined = [CombinedScanTask((t,)) for ct in combined for t in ct.tasks]
-    rows = [(task_blob(spec, ct, job.options),) for ct in combined]
-    task_schema = StructType([StructField("task", BinaryType(), nullable=False)])
-    if not rows:
+    if not combined:
         return spark.createDataFrame([], schema)
-    tasks_df = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), task_schema)
-
-    def read(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-        return read_partition(iter(batches), target)
-
-    return tasks_df.mapInArrow(read, schema)
+    blobs = [task_blob(spec, ct, job.options) for ct in combined]
+    return map_tasks(spark, blobs, partial(read_partition, target=target), schema)
 
 
 def collect_arrow(df: DataFrame) -> pa.Table:
@@ -327,26 +306,20 @@ def runner(
     is committed. ``progress(done, total)`` is told when the job starts and when it ends (the
     items finish on the executors, where the driver cannot count them).
     """
-    require_classic(spark)
     spec = io_spec(io, location)
 
     def run(fn: Callable[[FileIO, Any], Any], items: Sequence[Any]) -> list[Any]:
         import pickle
 
-        from pyspark.sql.types import BinaryType, StructField, StructType
-
         if not items:
             return []
         if progress is not None:
             progress(0, len(items))
-        rows = [(item_blob(spec, fn, item),) for item in items]
-        schema = StructType([StructField("task", BinaryType(), nullable=False)])
-        tasks = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), schema)
+        from pyspark.sql.types import BinaryType, StructField, StructType
 
-        def work(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-            return run_items(iter(batches))
-
-        results = tasks.mapInArrow(work, "result binary").collect()
+        blobs = [item_blob(spec, fn, item) for item in items]
+        schema = StructType([StructField("result", BinaryType())])
+        results = map_tasks(spark, blobs, run_items, schema).collect()
         if progress is not None:
             progress(len(items), len(items))
         return [pickle.loads(r["result"]) for r in results]

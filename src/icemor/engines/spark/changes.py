@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from icemor.engines.spark.session_kind import parallelism
 from icemor.engines.spark.worker import file_io, io_spec
 
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ def run_per_key(
     spark = df.sparkSession
     if sequence_column is not None:
         df = df.withColumn(sequence_column, F.monotonically_increasing_id())
-    n = partitions or max(1, spark.sparkContext.defaultParallelism)
+    n = partitions or parallelism(spark)
     shuffled = df.repartition(n, *[df[k] for k in key])
     spec = io_spec(io, location)
     target = arrow_schema(df)

@@ -759,26 +759,10 @@ def register(
         # PySpark 3.5's stubs (what mypy sees in the main venv) have no dataSource
         spark.dataSource.register(cls)  # type: ignore[attr-defined,unused-ignore]
         _REGISTERED[spark] = cls
-    if front is not None and _engine_reads(spark):
+    if front is not None:  # classic or Connect: to_spark's plan serves both
         _front.install(spark, front)
     else:
         _front.uninstall(spark)
-
-
-def _engine_reads(spark: SparkSession) -> bool:
-    """Whether ``to_spark`` serves this session (a Connect session is refused by an engine without
-    issue 37's Connect part: there the data source serves it)."""
-    import icemor.engines.spark as engine
-
-    # TODO(integration): once the engine serves Spark Connect, this is always True
-    refuse = getattr(engine, "require_classic", None)
-    if refuse is None:
-        return True
-    try:
-        refuse(spark)
-    except UnsupportedFeatureError:
-        return False
-    return True
 
 
 def _load(

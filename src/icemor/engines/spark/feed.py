@@ -12,11 +12,13 @@ become an update, and with ``net`` the balance of each distinct row over the ran
 from __future__ import annotations
 
 import pickle
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from icemor.engines.spark import _arrow_schema
+from icemor.engines.spark.session_kind import map_tasks
 from icemor.engines.spark.types import spark_schema
 from icemor.engines.spark.worker import file_io, io_spec
 from icemor.io.changes import (
@@ -35,7 +37,7 @@ from icemor.io.changes import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Iterator
 
     from pyiceberg.io import FileIO
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -112,18 +114,12 @@ def changes_to_dataframe(job: ChangeJob, spark: SparkSession) -> DataFrame:
         both = any(_may_insert(c) for c in step.files) and any(_may_delete(c) for c in step.files)
         opts = full if both or job.net else job.options  # the options read the condition's columns
         blobs += [
-            (pickle.dumps((spec, c, job.options, opts, step.ordinal, step.snapshot_id)),) for c in step.files
+            pickle.dumps((spec, c, job.options, opts, step.ordinal, step.snapshot_id)) for c in step.files
         ]
     if not blobs:
         df = spark.createDataFrame([], schema)
     else:
-        task_schema = st.StructType([st.StructField("task", st.BinaryType(), nullable=False)])
-        tasks = spark.createDataFrame(spark.sparkContext.parallelize(blobs, len(blobs)), task_schema)
-
-        def read(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-            return _read_part(iter(batches), target)
-
-        df = tasks.mapInArrow(read, schema)
+        df = map_tasks(spark, blobs, partial(_read_part, target=target), schema)
     if job.residual is not None:
         df = df.filter(F.expr(job.residual))
     columns = [f.name for f in table_fields]

@@ -84,13 +84,20 @@ from pyiceberg.types import (
     UUIDType,
 )
 
-from icemor.engines.spark._compat import ROW_INDEX_COLUMN, has_jvm, jvm_and_gateway
+from icemor.engines.spark._compat import ROW_INDEX_COLUMN
+from icemor.engines.spark.session_kind import (
+    cache_scope,
+    driver_disk_is_executors,
+    jvm_handles,
+    map_tasks,
+    parallelism,
+)
 from icemor.engines.spark.types import spark_type
 from icemor.engines.spark.worker import io_spec
 from icemor.spec.files import FileContent
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable, Iterator
 
     import numpy.typing as npt
     from pyiceberg.expressions import BooleanExpression
@@ -478,10 +485,6 @@ class _Bitmaps:
     linked: _Linked | None  # None: read the files themselves (known by _metadata.file_size)
 
 
-def _local_master(spark: SparkSession) -> bool:
-    return (spark.sparkContext.master or "").startswith("local")
-
-
 _LINKS_LOCK = threading.Lock()
 _LINK_ROOT: list[Path] = []  # this process's directory of links, made on first use
 _LINK_SETS: list[Path] = []  # every set of links made in it, checked before a plan is reused
@@ -515,7 +518,7 @@ def _forget_plans_of_removed_links() -> None:
     if all(os.path.isdir(base) for base in _LINK_SETS):
         return
     _PLANS.clear()
-    for stale in [k for k in _CACHE if k[1] == "bitmaps-linked"]:
+    for stale in [k for k in _CACHE if k[2] == "bitmaps-linked"]:
         del _CACHE[stale]
     _LINK_SETS[:] = [base for base in _LINK_SETS if os.path.isdir(base)]
 
@@ -523,10 +526,11 @@ def _forget_plans_of_removed_links() -> None:
 def _link_files(spark: SparkSession, paths: list[str]) -> _Linked | None:
     """One directory per data file, named for its ordinal in ``paths``, holding a link to it.
 
-    Only on a local master: its executors see the driver's file system, so the links resolve
-    where the tasks run. None when that is not so, or a file or link cannot be had.
+    Only on a classic session's local master: its executors see the driver's file system, so
+    the links resolve where the tasks run (never on Spark Connect). None when that is not so, or
+    a file or link cannot be had.
     """
-    if not _local_master(spark):
+    if not driver_disk_is_executors(spark):
         return None
     uris = [spark_file_path(p) for p in paths]
     if None in uris:  # not a local file (s3://, hdfs://): nothing to link to
@@ -576,7 +580,7 @@ def _bitmaps(job: ScanJob, spark: SparkSession, planned: list[PlannedFile]) -> _
     from pyspark.sql import functions as F
 
     work = [(p, deletes) for p in planned if (deletes := _position_deletes(p))]
-    if not work or not has_jvm(spark):  # Spark Connect: no plan literals
+    if not work or jvm_handles(spark) is None:  # Spark Connect, PySpark 4: no plan literals
         return None
     if sum(p.data_file.record_count for p, _ in work) > _MAX_BITS:
         return None
@@ -605,7 +609,7 @@ def _bitmaps(job: ScanJob, spark: SparkSession, planned: list[PlannedFile]) -> _
             return None
         return _Bitmaps(_live(literals[0], F.col(_ORDINAL), linked=True), linked)
 
-    if _local_master(spark):
+    if driver_disk_is_executors(spark):
         found = _cached(spark, ("bitmaps-linked", deletes_key), build_linked)
         if found is not None:
             return found
@@ -641,7 +645,7 @@ def _array_literals(
     """
     from pyspark.sql import Column
 
-    handles = jvm_and_gateway(spark)
+    handles = jvm_handles(spark)
     if handles is None:
         return None
     jvm, gateway = handles
@@ -701,19 +705,12 @@ def _positions_df(job: ScanJob, spark: SparkSession, planned: list[PlannedFile])
 
 
 def _decode_job(job: ScanJob, spark: SparkSession, work: list[Any]) -> DataFrame:
-    from pyspark.sql.types import BinaryType, StructField, StructType
+    from pyspark.sql import types as st
 
     spec = io_spec(job.io, job.metadata.location)
-    rows = [(pickle.dumps((spec, sp, path, deletes)),) for sp, path, deletes in work]
-    tasks = spark.createDataFrame(
-        spark.sparkContext.parallelize(rows, min(len(rows), spark.sparkContext.defaultParallelism)),
-        StructType([StructField("task", BinaryType(), nullable=False)]),
-    )
-
-    def decode(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-        return _decode_positions(iter(batches))
-
-    return tasks.mapInArrow(decode, f"{_FP} string, {_POS} long")
+    blobs = [pickle.dumps((spec, sp, path, deletes)) for sp, path, deletes in work]
+    schema = st.StructType([st.StructField(_FP, st.StringType()), st.StructField(_POS, st.LongType())])
+    return map_tasks(spark, blobs, _decode_positions, schema, partitions=min(len(blobs), parallelism(spark)))
 
 
 _CACHE: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
@@ -722,7 +719,7 @@ _T = TypeVar("_T")
 
 
 def _cached(spark: SparkSession, key: tuple[Any, ...], build: Callable[[], _T]) -> _T:
-    """What was built from an immutable set of delete files, per SparkContext (LRU).
+    """What was built from an immutable set of delete files, per application or Connect session (LRU).
 
     Committed delete files never change, so what was decoded from them serves every later
     query of the session, as the per-process delete cache does for the local engine.
@@ -730,7 +727,7 @@ def _cached(spark: SparkSession, key: tuple[Any, ...], build: Callable[[], _T]) 
     """
     from pyspark.sql import DataFrame
 
-    full = (spark.sparkContext.applicationId, *key)
+    full = (*cache_scope(spark), *key)
     if full in _CACHE:
         _CACHE.move_to_end(full)
         return cast("_T", _CACHE[full])

@@ -1,9 +1,12 @@
-"""Progress of Spark jobs, from the SparkContext's status tracker (what Spark's own console
-progress bar reads), reported while any job runs.
+"""Progress of Spark jobs, reported while any job runs.
 
-A daemon thread polls ``statusTracker()`` a few times a second and reports, over every active
-job, the tasks done and the tasks of their stages; when no job runs it reports ``None`` (the
-bar hides). The tracker is read through public PySpark API only.
+Classic session: from the SparkContext's status tracker (what Spark's own console progress bar
+reads): a daemon thread polls ``statusTracker()`` a few times a second and reports, over every
+active job, the tasks done and the tasks of their stages; when no job runs it reports ``None``
+(the bar hides). Spark Connect has no status tracker: the server streams each operation's
+stages to the client, which hands them to its registered progress handlers
+(``SparkSession.registerProgressHandler``, PySpark 4), so the report comes from there, per
+operation of this client. Public PySpark API only, either way.
 """
 
 from __future__ import annotations
@@ -12,12 +15,14 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from icemor.engines.spark.session_kind import status_tracker
+
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from pyspark.sql import SparkSession
 
-__all__ = ["JobStatus", "SparkProgress", "job_status"]
+__all__ = ["JobStatus", "SparkProgress", "job_status", "operation_status"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,29 +58,65 @@ def job_status(tracker: Any) -> JobStatus | None:
     return JobStatus(label, done, total)
 
 
+def operation_status(stages: Iterable[Any], operation_id: str | None) -> JobStatus | None:
+    """A Spark Connect operation's progress from the stages its progress handler is given (None:
+    no task known yet)."""
+    total = done = 0
+    for stage in stages:
+        total += stage.num_tasks
+        done += stage.num_completed_tasks
+    if total == 0:
+        return None
+    label = f"spark operation {operation_id[:8]}" if operation_id else "spark operation"
+    return JobStatus(label, done, total)
+
+
 class SparkProgress:
-    """Polls ``spark``'s status tracker on a daemon thread and calls ``report`` with each change
-    (None when no job runs any more). Start once; :meth:`stop` ends the thread."""
+    """Calls ``report`` with each change of the running jobs' progress (None when no job runs any
+    more): polled from ``spark``'s status tracker on a daemon thread, or on Spark Connect told by
+    the client's progress handler. Start once; :meth:`stop` ends it."""
 
     def __init__(
         self, spark: SparkSession, report: Callable[[JobStatus | None], None], *, interval: float = 0.25
     ) -> None:
-        self._tracker = spark.sparkContext.statusTracker()
+        self._spark = spark
+        self._tracker = status_tracker(spark)
         self._report = report
         self._interval = interval
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="icemor-spark-progress", daemon=True)
+        self._last: JobStatus | None = None
+        self._lock = threading.Lock()
 
     def start(self) -> SparkProgress:
-        self._thread.start()
+        if self._tracker is not None:
+            self._thread.start()
+        elif hasattr(self._spark, "registerProgressHandler"):
+            self._spark.registerProgressHandler(self._told)
         return self
 
     def stop(self) -> None:
         self._stopped.set()
+        if self._tracker is None:
+            if hasattr(self._spark, "removeProgressHandler"):
+                self._spark.removeProgressHandler(self._told)
+            self._told([], 0, None, done=True)
+            return
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=2 * self._interval + 1)
 
+    def _told(self, stages: Iterable[Any], inflight_tasks: int, operation_id: str | None, done: bool) -> None:
+        """A Connect progress handler: called with an operation's stages while it runs, and once
+        with ``done`` when it ends."""
+        status = None if done else operation_status(stages, operation_id)
+        with self._lock:
+            if status == self._last:
+                return
+            self._last = status
+        self._report(status)
+
     def _poll(self) -> None:
+        assert self._tracker is not None
         last: JobStatus | None = None
         while not self._stopped.wait(self._interval):
             try:

@@ -33,6 +33,7 @@ from importlib import metadata
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from icemor.engines.spark.session_kind import is_connect, parallelism
 from icemor.exceptions import UnsupportedFeatureError
 
 if TYPE_CHECKING:
@@ -268,10 +269,6 @@ def _prune(folder: Path, *, keep: Path) -> None:
             continue  # another process's: it removes or uses it
 
 
-def _is_connect(spark: SparkSession) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
-
-
 def ship(
     spark: SparkSession,
     *,
@@ -298,7 +295,7 @@ def ship(
             when the server starts: docs/spark.md), an archive that cannot be built, or
             executors that cannot import icemor from it.
     """
-    if _is_connect(spark):
+    if is_connect(spark):
         msg = (
             "icemor.spark.ship needs a classic session (SparkContext.addArchive): give a Spark "
             "Connect server the archive when it starts (docs/spark.md, Running on a cluster)"
@@ -352,7 +349,7 @@ def check_executors(
         return ""
 
     if tasks is None:
-        tasks = 2 * (1 if _is_connect(spark) else max(1, spark.sparkContext.defaultParallelism))
+        tasks = 2 * parallelism(spark)
     try:
         rows = spark.range(0, tasks, 1, tasks).select(F.udf(probe, StringType())("id")).collect()
     except Exception as e:

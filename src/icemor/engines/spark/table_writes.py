@@ -41,6 +41,7 @@ from pyspark.sql import types as st
 
 from icemor.commit.data_file_struct import from_data_file
 from icemor.commit.door import first_line
+from icemor.engines.spark.session_kind import is_connect
 from icemor.engines.spark.worker import IOSpec, file_io, io_spec
 from icemor.engines.spark.write import Staging, StagingIO, _task_error
 from icemor.exceptions import IcemorError, InvalidArgumentError
@@ -454,14 +455,10 @@ def write_dataframe(
     return DataFrameFiles(sum(r.rows for r in results), files, truncated, staging)
 
 
-def _is_connect(spark: SparkSession) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
-
-
 @contextlib.contextmanager
 def _job_group(spark: SparkSession, tag: str) -> Iterator[None]:
     """The block's jobs in job group ``tag`` (classic) or tagged ``tag`` (Connect), restored after."""
-    if _is_connect(spark):
+    if is_connect(spark):
         spark.addTag(tag)  # type: ignore[attr-defined,unused-ignore]
         try:
             yield
@@ -490,7 +487,7 @@ def _settle(spark: SparkSession, tag: str, *, failed: bool) -> None:
     staging listing that follows sees every file any attempt made. Classic sessions ask the
     status tracker; a Connect client cannot, and waits out the kill timeout after a failure."""
     waited = False
-    if not _is_connect(spark):
+    if not is_connect(spark):
         tracker = spark.sparkContext.statusTracker()
         deadline = time.monotonic() + _SETTLE_TIMEOUT_SECONDS
         while time.monotonic() < deadline:
@@ -573,16 +570,11 @@ def _partition_expr(transform: Any, name: str, field_type: Any) -> Column | None
 
 
 def removal_runner(df: DataFrame, table: PyIcebergTable) -> Runner:
-    """The runner of an overwrite's per-file delete work: ``df``'s session's executors on a
-    classic session, local threads on a Connect client."""
-    spark = df.sparkSession
-    if _is_connect(spark):
-        from icemor.engines.local import runner as local_runner
-
-        return local_runner(table.io)
+    """The runner of an overwrite's per-file delete work: ``df``'s session's executors (classic
+    or Connect)."""
     from icemor.engines.spark import runner
 
-    return runner(spark, table.io, table.metadata.location)
+    return runner(df.sparkSession, table.io, table.metadata.location)
 
 
 # ------------------------------------------------------------------------------------- options

@@ -40,6 +40,7 @@ import pyarrow as pa
 from pyiceberg.io import FileIO
 
 from icemor import exceptions
+from icemor.engines.spark.session_kind import parallelism
 from icemor.engines.spark.worker import file_io, io_spec
 
 if TYPE_CHECKING:
@@ -192,11 +193,8 @@ def write_changes(
     """
     from pyspark.sql import functions as F
 
-    from icemor.engines.spark import require_classic
-
     spark = df.sparkSession
-    require_classic(spark)
-    n = max(1, spark.sparkContext.defaultParallelism)
+    n = parallelism(spark)
     spec = io_spec(io, location)
     prefix = staging.prefix
     if clustered:
@@ -263,7 +261,7 @@ def _whole_files(spark: Any, sizes: Sequence[int]) -> Iterator[None]:
     if largest > 0:
         max_bytes = setting(_MAX_PARTITION_BYTES, 128 << 20)
         open_cost = setting(_OPEN_COST_BYTES, 4 << 20)
-        cores = int(conf.get(_MIN_PARTITIONS, None) or spark.sparkContext.defaultParallelism or 1)
+        cores = int(conf.get(_MIN_PARTITIONS, None) or parallelism(spark))
         per_core = (sum(sizes) + open_cost * len(sizes)) // max(1, cores)
         if max_bytes < largest:
             raise_to_largest(_MAX_PARTITION_BYTES)

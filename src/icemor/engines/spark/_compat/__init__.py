@@ -42,7 +42,6 @@ __all__ = [
     "SPARK_RANGE",
     "arrow_schema_of",
     "collect_arrow_batches",
-    "has_jvm",
     "jvm_and_gateway",
     "spare_zip_rescans",
     "spark_schema_of",
@@ -79,7 +78,6 @@ BORROWED: tuple[tuple[str, str], ...] = _impl.BORROWED
 ROW_INDEX_COLUMN: str = _impl.ROW_INDEX_COLUMN
 arrow_schema_of = _impl.arrow_schema_of
 collect_arrow_batches = _impl.collect_arrow_batches
-has_jvm = _impl.has_jvm
 jvm_and_gateway = _impl.jvm_and_gateway
 spark_schema_of = _impl.spark_schema_of
 WORKER_MODULE: str = _impl.WORKER_MODULE

@@ -31,15 +31,6 @@ it). Why: read directly it is a plain long column; through ``_metadata`` every r
 box it into a struct (measured: ~10% of a narrow read)."""
 
 
-def has_jvm(spark: SparkSession) -> bool:
-    """Whether ``spark`` is a classic session with a py4j JVM (not Spark Connect).
-
-    Why: the native strategy builds plan literals in the JVM; Spark Connect has none, and only
-    the private ``_jvm`` tells them apart.
-    """
-    return getattr(spark, "_jvm", None) is not None
-
-
 def jvm_and_gateway(spark: SparkSession) -> tuple[Any, Any] | None:
     """The py4j JVM view and gateway of ``spark``'s context; None when it has none.
 

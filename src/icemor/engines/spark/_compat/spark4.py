@@ -18,8 +18,6 @@ SPARK_RANGE = "4.x"
 
 # (module, name) of every internal used below; the compat test imports each one.
 BORROWED: tuple[tuple[str, str], ...] = (
-    ("pyspark.context", "SparkContext._jvm"),
-    ("pyspark.context", "SparkContext._gateway"),
     ("pyspark.sql.pandas.types", "to_arrow_schema"),
     ("pyspark.sql.pandas.types", "from_arrow_schema"),
 )
@@ -33,15 +31,6 @@ ROW_INDEX_COLUMN = "_tmp_metadata_row_index"
 (``ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME``, unchanged in Spark 4). Why: read
 directly it is a plain long column; through ``_metadata`` every row would also box it into a
 struct."""
-
-
-def has_jvm(spark: SparkSession) -> bool:
-    """Whether ``spark`` is a classic session with a py4j JVM (not Spark Connect).
-
-    Why: the native strategy builds plan literals in the JVM; a Connect session has none, and
-    only the private ``_jvm`` of a classic session tells them apart.
-    """
-    return getattr(spark, "_jvm", None) is not None
 
 
 def jvm_and_gateway(spark: SparkSession) -> tuple[Any, Any] | None:
