@@ -76,8 +76,9 @@ test: $(TEST_STAMP) $(ORACLE_ENV) $(REALSERVERS) lint
 	rm -f .coverage .coverage.*
 	$(VENV)/bin/pytest --cov=icemor --cov-report=
 	$(MAKE) --no-print-directory test-spark4 SPARK4_COV="--cov=icemor --cov-append --cov-report="
-	@# data files of worker processes that ended after a run's own combine
-	if ls .coverage.* >/dev/null 2>&1; then $(VENV)/bin/coverage combine --append -q; fi
+	@# data files of worker processes that ended after a run's own combine (one cut short by a
+	@# killed worker is unusable: coverage skips it with a warning, and that must not fail the run)
+	-if ls .coverage.* >/dev/null 2>&1; then $(VENV)/bin/coverage combine --append -q; fi
 	$(VENV)/bin/coverage report --fail-under=$(COV_FAIL_UNDER)
 
 # No JVM (no oracle or Spark test) and no slow test: a few minutes, no `make oracle` needed.
