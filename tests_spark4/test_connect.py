@@ -56,7 +56,8 @@ def test_connect_session_runs_every_path_as_a_classic_session(spark: SparkSessio
         cwd=out_dir,
     )
     try:
-        classic = twins.run(spark, "classic", out_dir)
+        # as the Connect side's result: through JSON (tuples in metrics become lists)
+        classic = json.loads(json.dumps(twins.run(spark, "classic", out_dir)))
         returncode = client.wait(timeout=840)
     finally:
         if client.poll() is None:
