@@ -74,7 +74,7 @@ lint: $(TEST_STAMP)
 # the coverage of src/icemor.
 test: $(TEST_STAMP) $(ORACLE_ENV) $(REALSERVERS) lint
 	rm -f .coverage .coverage.*
-	$(VENV)/bin/pytest --cov=icemor --cov-report=
+	$(VENV)/bin/pytest --cov=icemor --cov-report= --durations=30
 	$(MAKE) --no-print-directory test-spark4 SPARK4_COV="--cov=icemor --cov-append --cov-report="
 	@# data files of worker processes that ended after a run's own combine (one cut short by a
 	@# killed worker is unusable: coverage skips it with a warning, and that must not fail the run)
