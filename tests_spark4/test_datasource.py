@@ -303,32 +303,65 @@ import json, sys
 from pyspark.sql import SparkSession
 import icemor.spark
 
+name, mirror, start, checkpoints = sys.argv[1:5]
 spark = SparkSession.builder.remote("local[1]").getOrCreate()
 icemor.spark.register(spark, fast_reads=False)
-df = spark.read.format("icemor").option("columns", "id,note").load(sys.argv[1])
+df = spark.read.format("icemor").option("columns", "id,note").load(name)
 rows = sorted([r["id"], r["note"]] for r in df.collect())
-feed = spark.read.format("icemor").option("readChangeFeed", "true").load(sys.argv[1])
+feed = spark.read.format("icemor").option("readChangeFeed", "true").load(name)
 kinds = sorted({r["_change_type"] for r in feed.collect()})
+# a write through the source: five rows again under new ids
+full = spark.read.format("icemor").load(name)
+full.where("id < 5").selectExpr("id + 1000000 AS id", "part", "qty", "note").write.format(
+    "icemor"
+).mode("append").save(name)
+def ids_notes(table):
+    read = spark.read.format("icemor").option("columns", "id,note").load(table)
+    return sorted([r["id"], r["note"]] for r in read.collect())
+after = ids_notes(name)
+# the change feed as a stream (from the first snapshot, exclusive: the DELETE and the append),
+# applied by the sink to a mirror holding the first snapshot's rows: the mirror becomes the table
+changes = (
+    spark.readStream.format("icemor").option("starting-snapshot-id", start).load(name)
+    .selectExpr("CASE _change_type WHEN 'DELETE' THEN 'D' ELSE 'I' END AS op", "id", "part", "qty", "note")
+)
+query = (
+    changes.writeStream.format("icemor").option("key", "id")
+    .option("checkpointLocation", checkpoints).trigger(availableNow=True).start(mirror)
+)
+query.awaitTermination(300)
+error = query.exception()
+mirrored = ids_notes(mirror)
 spark.stop()
-print(json.dumps({"session": type(spark).__module__, "rows": rows, "kinds": kinds}))
+print(json.dumps({"session": type(spark).__module__, "rows": rows, "kinds": kinds, "after": after,
+                  "mirrored": mirrored, "error": None if error is None else str(error)[-800:]}))
 """
 
 
 @pytest.mark.timeout(600)
-def test_connect_client_reads_through_the_source(spark: SparkSession, out_dir: Path) -> None:
-    """A Spark Connect client registers the source (its server's Python workers run it) and
-    reads the rows the local reader reads, the table and its change feed."""
+def test_connect_client_reads_writes_and_streams_through_the_source(
+    spark: SparkSession, out_dir: Path
+) -> None:
+    """A Spark Connect client registers the source (its server's Python workers run it): it reads
+    the rows the local reader reads, the table and its change feed; appends through
+    ``df.write.format("icemor")``; and streams the table's changes (``readStream``) into the sink
+    (``writeStream``), which makes a mirror of the first snapshot equal to the table."""
     import json
     import os
+    import shutil
     import subprocess
     import sys
 
-    name = "ds.connect"
+    name, mirror = "ds.connect", "ds.connect_mirror"
     table = scenarios.create_table(name, partitioned=False)
+    start = table.pyiceberg.metadata.current_snapshot_id
+    scenarios.create_table(mirror, partitioned=False)  # the same initial rows
     table.delete("id % 3 = 0")
     env = {**os.environ, "ICEMOR_HOME": str(out_dir / "home"), "SPARK_LOCAL_IP": "127.0.0.1"}
+    checkpoints = out_dir / "connect-sink-checkpoint"
+    shutil.rmtree(checkpoints, ignore_errors=True)
     done = subprocess.run(
-        [sys.executable, "-c", CONNECT_CLIENT, name],
+        [sys.executable, "-c", CONNECT_CLIENT, name, mirror, str(start), str(checkpoints)],
         capture_output=True,
         text=True,
         env=env,
@@ -342,3 +375,11 @@ def test_connect_client_reads_through_the_source(spark: SparkSession, out_dir: P
     want = sorted([r["id"], r["note"]] for r in local(table, selected_fields=("id", "note")).to_pylist())
     assert result["rows"] == want
     assert result["kinds"] == ["DELETE", "INSERT"]
+    appended = [[i + 1_000_000, note] for i, note in want if i < 5]
+    assert len(appended) >= 3 and result["after"] == sorted(want + appended)
+    now = sorted(
+        [r["id"], r["note"]] for r in local(table.refresh(), selected_fields=("id", "note")).to_pylist()
+    )
+    assert now == result["after"]
+    assert result["error"] is None, result["error"]
+    assert result["mirrored"] == result["after"]
