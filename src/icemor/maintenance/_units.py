@@ -27,7 +27,13 @@ if TYPE_CHECKING:
     from icemor.engines import Runner
     from icemor.spec.files import DataFileRef
 
-__all__ = ["check_rewritable", "partition_directory", "run_guarded", "touched_since"]
+__all__ = [
+    "check_rewritable",
+    "partition_directory",
+    "raise_if_none_committed",
+    "run_guarded",
+    "touched_since",
+]
 
 R = TypeVar("R")
 
@@ -132,3 +138,15 @@ def run_guarded(
         delete_quietly(io, [p for o in outcomes if not isinstance(o, _Failed) for p in written(o)])
         raise failed[0]
     return outcomes
+
+
+def raise_if_none_committed(failed: Sequence[str], done: Sequence[object]) -> None:
+    """With partial progress, a run whose every group commit failed is a conflict (naming the
+    first failure); a run that committed some groups returns them, its failures in the metrics.
+
+    Raises:
+        CommitConflictError: ``failed`` holds failures and ``done`` no commit.
+    """
+    if failed and not done:
+        msg = failed[0] if len(failed) == 1 else f"{failed[0]} (and {len(failed) - 1} more commits)"
+        raise CommitConflictError(msg)

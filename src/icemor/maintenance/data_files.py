@@ -64,7 +64,13 @@ from icemor.io.data_writer import DataFileTarget, TableDataWriter, write_data_fi
 from icemor.io.deletes import deleted_positions
 from icemor.io.reader import read_task
 from icemor.io.writers import remove_written
-from icemor.maintenance._units import check_rewritable, partition_directory, run_guarded, touched_since
+from icemor.maintenance._units import (
+    check_rewritable,
+    partition_directory,
+    raise_if_none_committed,
+    run_guarded,
+    touched_since,
+)
 from icemor.planning.manifest_reader import live_delete_files
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
@@ -541,9 +547,7 @@ def rewrite_data_files(
                     failed.append(str(e))
                     break
                 time.sleep(backoff(attempt))
-    if failed and not done:
-        msg = failed[0] if len(failed) == 1 else f"{failed[0]} (and {len(failed) - 1} more commits)"
-        raise CommitConflictError(msg)
+    raise_if_none_committed(failed, done)
     return DataRewriteMetrics(
         data_files_rewritten=sum(c.rewritten for c in done),
         data_files_added=sum(c.added for c in done),

@@ -38,7 +38,7 @@ from pyiceberg.table.snapshots import Operation
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
 from icemor.exceptions import CommitConflictError, CommitFailedError, InvalidArgumentError
-from icemor.maintenance._units import touched_since
+from icemor.maintenance._units import raise_if_none_committed, touched_since
 from icemor.maintenance.data_files import backoff
 from icemor.ops.units import check_writable, delete_units, run_units
 from icemor.planning.manifest_reader import live_delete_files
@@ -180,9 +180,7 @@ def rewrite_equality_deletes(
                     failed.append(str(e))
                     break
                 time.sleep(backoff(attempt))
-    if failed and not done:
-        msg = failed[0] if len(failed) == 1 else f"{failed[0]} (and {len(failed) - 1} more commits)"
-        raise CommitConflictError(msg)
+    raise_if_none_committed(failed, done)
     return ConversionMetrics(
         data_files_converted=sum(c.converted for c in done),
         positions_written=sum(c.positions for c in done),

@@ -43,7 +43,13 @@ from icemor.exceptions import CommitConflictError, CommitFailedError, InvalidArg
 from icemor.io.deletes import deleted_positions
 from icemor.io.puffin import write_deletion_vectors
 from icemor.io.writers import DeleteFileTarget, remove_written, write_position_deletes
-from icemor.maintenance._units import check_rewritable, partition_directory, run_guarded, touched_since
+from icemor.maintenance._units import (
+    check_rewritable,
+    partition_directory,
+    raise_if_none_committed,
+    run_guarded,
+    touched_since,
+)
 from icemor.planning.manifest_reader import read_manifest_entries, read_manifest_list
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
@@ -435,9 +441,7 @@ def rewrite_position_deletes(
                     failed.append(str(e))
                     break
                 time.sleep(backoff(attempt))
-    if failed and not done:
-        msg = failed[0] if len(failed) == 1 else f"{failed[0]} (and {len(failed) - 1} more commits)"
-        raise CommitConflictError(msg)
+    raise_if_none_committed(failed, done)
     return PositionDeleteMetrics(
         delete_files_rewritten=sum(c.rewritten for c in done),
         dangling_delete_files_removed=sum(c.dangling for c in done),
