@@ -63,6 +63,28 @@ def test_other_light_modules_without_pyspark() -> None:
     assert imported_heavy_modules(*LIGHT_MODULES) == []
 
 
+DUCKDB_PROBE = """
+import json, sys, tempfile, os
+os.environ["ICEMOR_HOME"] = tempfile.mkdtemp()
+import pyarrow as pa
+import icemor
+t = icemor.create_table("db.t", pa.table({"id": pa.array([1, 2], pa.int64())}))
+from pyiceberg.expressions import EqualTo
+t.delete(EqualTo("id", 2))  # a position delete, applied by the read below
+rows = t.scan(selected_fields=("id",)).to_arrow().num_rows
+print(json.dumps([rows, "duckdb" in sys.modules]))
+"""
+
+
+def test_scan_without_text_condition_does_not_import_duckdb() -> None:
+    # DuckDB costs ~0.1 s to import: a plain read (a CLI call, a Spark Python worker) does not pay it
+    done = subprocess.run(
+        [sys.executable, "-c", DUCKDB_PROBE], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [1, False]
+
+
 def test_probe_detects_pyspark() -> None:
     # the probe itself works: importing pyspark is seen
     assert "pyspark" in imported_heavy_modules("pyspark")

@@ -13,13 +13,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import duckdb
 import pyiceberg.expressions as _expressions
 
 from icemor.exceptions import InvalidArgumentError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    import duckdb
 
 
 # pyiceberg's predicates are pydantic models whose (term, value) constructors mypy cannot see
@@ -42,6 +43,9 @@ _local = threading.local()
 def _parser() -> duckdb.DuckDBPyConnection:
     con: duckdb.DuckDBPyConnection | None = getattr(_local, "parser", None)
     if con is None:
+        # imported here: DuckDB costs ~0.1 s to import, and a scan without a text condition needs none
+        import duckdb
+
         con = duckdb.connect()
         _local.parser = con
     return con
@@ -312,6 +316,8 @@ def _spark_reads_otherwise(sql: str) -> str | None:
     string literal Spark ends the literal at ``''`` (``'it''s'`` is its) and takes ``\\``
     as an escape (``'a\\nb'`` holds a newline). Silently different results: refused.
     """
+    import duckdb
+
     tokens = duckdb.tokenize(sql)
     raw = sql.encode()  # DuckDB's token positions are UTF-8 byte offsets
     for k, (start, kind) in enumerate(tokens):
