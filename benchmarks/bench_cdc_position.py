@@ -99,18 +99,27 @@ def _build_indexes(icemor: Any, java: Any) -> float:
     return time.perf_counter() - t0
 
 
-def _apply_stream(table: Any, inputs: list[Any], deletes: str) -> tuple[list[float], list[Any]]:
+def _apply_stream(
+    table: Any, inputs: list[Any], deletes: str, **options: Any
+) -> tuple[list[float], list[Any]]:
     seconds, metrics = [], []
     for batch in inputs:
         t0 = time.perf_counter()
-        m = table.apply_changes(batch() if callable(batch) else batch, key=["id"], deletes=deletes)
+        m = table.apply_changes(batch() if callable(batch) else batch, key=["id"], deletes=deletes, **options)
         seconds.append(time.perf_counter() - t0)
         metrics.append(m)
     return seconds, metrics
 
 
 def _passes(
-    java: Any, icemor: Any, name: str, inputs: list[Any], mode: tuple[str, int], expected: Any, runs: int
+    java: Any,
+    icemor: Any,
+    name: str,
+    inputs: list[Any],
+    mode: tuple[str, int],
+    expected: Any,
+    runs: int,
+    **options: Any,
 ) -> tuple[str, tuple[list[float], list[Any]]]:
     from icemor.io.cache import DELETE_CACHE
 
@@ -119,7 +128,7 @@ def _passes(
     for _ in range(runs):
         ident = _copy(java, name, mode[1])
         DELETE_CACHE.clear()  # as a new process: indexes from their sidecars, nothing decoded yet
-        done = _apply_stream(icemor.load_table(ident), inputs, mode[0])
+        done = _apply_stream(icemor.load_table(ident), inputs, mode[0], **options)
         _check(java, ident, expected)
         passes.append(done)
     passes.sort(key=lambda p: sum(p[0]))
@@ -284,6 +293,39 @@ def _big(icemor: Any, data_dir: Path, rows: int, batches: int, changes_per_batch
     return out
 
 
+def _floor_task(batches: Any) -> Any:
+    yield pa.record_batch([pa.array([sum(b.num_rows for b in batches)])], names=["n"])
+
+
+def _spark_floor(spark: Any, batch: Any, runs: int = 9) -> str:
+    """Spark's fixed cost of the jobs a batch runs, doing nothing: an empty JVM job, a Python task
+    (an RDD's, as the per-file delete units run), a batch's rows in one Python task (mapInArrow,
+    as ``partitions=1``), and repartitioned by key over the default parallelism (the default)."""
+    sc = spark.sparkContext
+
+    def median(job: Any) -> float:
+        took = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            job()
+            took.append(time.perf_counter() - t0)
+        return statistics.median(took)
+
+    jvm = median(lambda: sc.parallelize([1], 1).collect())
+    python = median(
+        lambda: sc.parallelize([b"x"], 1).mapPartitions(lambda it: [sum(1 for _ in it)]).collect()
+    )
+    one = median(lambda: batch.coalesce(1).mapInArrow(_floor_task, "n long").collect())
+    shuffled = median(
+        lambda: batch.repartition(sc.defaultParallelism, "id").mapInArrow(_floor_task, "n long").collect()
+    )
+    return (
+        f"  Spark's fixed cost, empty work (median of {runs}): a JVM job {jvm:.3f} s; a Python task "
+        f"{python:.3f} s; a batch in one mapInArrow task {one:.3f} s; repartitioned by key "
+        f"{shuffled:.3f} s"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=ROWS, help="rows of base (default 10 M)")
@@ -369,23 +411,30 @@ def main(argv: list[str] | None = None) -> int:
             warm = _copy(java, "cdcpos_warm", 3)
             _apply_stream(icemor.load_table(warm), inputs[:3], "position")
             java.sql(f"DROP TABLE {java.qualified(warm)}")
-            for label in ("equality v2", "position v3 (DVs)"):
-                print(f"  apply: icemor on Spark, {label} ({n} batches) ...", flush=True)
+            # partitions=1: a batch in one task, unshuffled, which also writes the deletes (one job)
+            for label, tasks in (
+                ("equality v2", None),
+                ("position v3 (DVs)", None),
+                ("position v3 (DVs)", 1),
+            ):
+                print(f"  apply: icemor on Spark, {label} ({n} batches, partitions={tasks}) ...", flush=True)
                 ident, (seconds, _) = _passes(
-                    java, icemor, "cdcpos_spark", inputs, MODES[label], sub_expected, 1
+                    java, icemor, "cdcpos_spark", inputs, MODES[label], sub_expected, 1, partitions=tasks
                 )
                 java.sql(f"DROP TABLE {java.qualified(ident)}")
                 total = sum(seconds)
                 changes = args.changes * n // args.batches
                 spark_rows.append(
                     [
-                        f"icemor on Spark {java.spark.sparkContext.master}, {label}",
+                        f"icemor on Spark {java.spark.sparkContext.master}, {label}"
+                        + (f", partitions={tasks}" if tasks else ""),
                         f"{total:.2f}",
                         f"{changes / total:,.0f}",
                         f"{min(seconds):.3f} / {statistics.median(seconds):.3f} / {max(seconds):.3f}",
                     ]
                 )
                 print(render([header[:4], spark_rows[-1]]), flush=True)
+            print(_spark_floor(java.spark, inputs[0]), flush=True)
     load1 = os.getloadavg()
     print(f"Load average (1 min) after the Spark writes: {load1[0]:.1f}")
 
@@ -448,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{'pass' if best >= LOCAL_TARGET else 'FAIL'} ({best:,.0f})"
     )
     if spark_rows:
-        rate = float(spark_rows[-1][2].replace(",", ""))
+        rate = max(float(r[2].replace(",", "")) for r in spark_rows if "position" in r[0])
         print(
             f"Target: position mode >= {SPARK_TARGET:,} changes/s on Spark: "
             f"{'pass' if rate >= SPARK_TARGET else 'FAIL'} ({rate:,.0f})"

@@ -266,3 +266,132 @@ def test_reversed_or_equal_timestamps_are_refused_as_java_refuses_them(
     assert run(argv) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and "2099-01-01" in err[0] and "is not before" in err[0], err
+
+
+def _feed_rows(frame: Any) -> Counter[tuple[Any, ...]]:
+    return Counter(tuple(r) for r in frame.collect())
+
+
+def _local_rows(table: icemor.table.Table, *args: Any, **kw: Any) -> Counter[tuple[Any, ...]]:
+    return Counter(tuple(r.values()) for r in table.changes(*args, **kw).to_arrow().to_pylist())
+
+
+@pytest.mark.parametrize(("version", "partitioned_by"), [(2, None), (3, "cat")])
+def test_spark_change_feed_of_position_mode_cdc(
+    oracle: IcebergJava,
+    catalog: SqlCatalog,
+    ns: str,
+    spark: SparkSession,
+    version: int,
+    partitioned_by: str | None,
+) -> None:
+    """Position-mode CDC (v2 file-scoped position deletes, v3 DVs), applied on the Spark engine and
+    locally, Java's merge-on-read UPDATE between: the change feed read on Spark equals the local
+    engine's, per snapshot, net, with update pairs and for a sub-range; each snapshot's inserted
+    and deleted rows are the difference of Java's reads of it and its parent (Java's
+    ``create_changelog_view`` refuses delete files), and the net feed of the whole history is
+    Java's final read."""
+    import icemor.spark
+
+    name = f"{ns}.cdcpos"
+    oracle.create_table(
+        name,
+        "id BIGINT NOT NULL, v STRING, cat STRING",
+        partitioned_by=partitioned_by,
+        format_version=version,
+    )
+    q = oracle.qualified(name)
+    oracle.sql(f"INSERT INTO {q} SELECT id, concat('java', id), IF(id % 2 = 1, 'x', 'y') FROM range(0, 20)")
+    table = icemor.load_table(name, catalog=catalog)
+    ddl = "op string, id bigint, v string, cat string"
+
+    def on_spark(rows: list[tuple[Any, ...]]) -> icemor.ops.apply_changes.ChangeMetrics:
+        metrics = table.apply_changes(spark.createDataFrame(rows, schema=ddl), key=["id"], deletes="position")
+        table.refresh()
+        return metrics
+
+    first = on_spark(
+        [
+            ("U", 1, "a1", "x"),  # an existing key updated
+            ("D", 2, None, None),  # an existing key deleted
+            ("I", 100, "new", "y"),
+            ("I", 101, "i", "x"),  # inserted then updated in the batch: only the last row written
+            ("U", 101, "u", "x"),
+            ("I", 102, "gone", "y"),  # inserted then deleted in the batch: nothing
+            ("D", 102, None, None),
+            ("U", 3, "first", "x"),  # two updates: the second wins
+            ("-U", 3, "java3", "x"),
+            ("U", 3, "second", "x"),
+            ("U", 4, "u4", "y"),  # updated then deleted
+            ("D", 4, None, None),
+            ("D", 5, None, None),  # deleted then inserted again
+            ("I", 5, "back", "x"),
+            ("U", 6, "moved", "x"),  # to another partition (cat y -> x)
+            ("D", 999, None, None),  # absent
+        ]
+    )
+    assert first.delete_mode == "position" and first.equality_deletes == 0 and first.position_deletes == 6
+    oracle.sql(f"UPDATE {q} SET v = 'java' WHERE id % 7 = 0")  # Java's own position deletes / DVs
+    table.refresh()
+    local = table.apply_changes(
+        pa.table(
+            {
+                "op": ["U", "D", "U", "I"],
+                "id": pa.array([7, 14, 100, 103], pa.int64()),
+                "v": ["u7", None, "u100", "i103"],
+                "cat": ["x", None, "y", "x"],
+            }
+        ),
+        key=["id"],
+        deletes="position",
+    )
+    assert local.position_deletes == 3
+    table.refresh()
+    absent = on_spark([("D", 500, None, None), ("D", 501, None, None)])
+    assert absent.snapshot_id is None and absent.position_deletes == 0  # no snapshot, no delete file
+    last = on_spark(
+        [
+            ("D", 1, None, None),  # a row written by the first batch
+            ("U", 101, "again", "x"),
+            ("U", 7, "7a", "x"),  # a file whose DV (or position deletes) grows again
+            ("U", 7, "7b", "x"),
+            ("I", 104, "a", "y"),
+            ("U", 104, "b", "y"),
+            ("D", 104, None, None),
+            ("U", 8, "java8", "y"),  # the same values again: a carry-over, no change
+            ("U", 9, "u9", "x"),
+        ]
+    )
+    assert last.position_deletes == 5
+    table.refresh()
+
+    ids = oracle.snapshot_ids(name)
+    assert [s.snapshot_id for s in table.snapshots()] == ids and len(ids) == 5
+    with pytest.raises(Exception, match=r"(?i)delete"):  # Java's changelog refuses the delete files
+        java_changelog(oracle, name)
+    for parent, snapshot in itertools.pairwise([None, *ids]):
+        got = _feed_rows(table.changes(parent, snapshot).to_spark(spark))
+        assert got == _local_rows(table, parent, snapshot), f"snapshot {snapshot}"
+        before, after = java_state(oracle, name, parent), java_state(oracle, name, snapshot)
+        # apply_changes made id the identifier field: updates come as pairs without key=
+        inserted = Counter({r[:3]: n for r, n in got.items() if r[3] in ("INSERT", "UPDATE_AFTER")})
+        deleted = Counter({r[:3]: n for r, n in got.items() if r[3] in ("DELETE", "UPDATE_BEFORE")})
+        assert inserted == after - before, f"snapshot {snapshot}"
+        assert deleted == before - after, f"snapshot {snapshot}"
+        assert {r[5] for r in got} <= {snapshot}
+    # update pairs by key: the first batch's updates of existing keys
+    paired = _feed_rows(table.changes(ids[0], ids[1], key=["id"]).to_spark(spark))
+    assert paired == _local_rows(table, ids[0], ids[1], key=["id"])
+    assert {r[0] for r in paired if r[3] == "UPDATE_AFTER"} == {1, 3, 5, 6}  # 5: deleted and inserted again
+    assert {r[0] for r in paired if r[3] == "DELETE"} == {2, 4}
+    assert {r[0] for r in paired if r[3] == "INSERT"} == {100, 101}
+    assert all(r[0] != 8 for r in _feed_rows(table.changes(ids[3], ids[4]).to_spark(spark)))
+    for kw in ({"net": True}, {"net": True, "key": ["id"]}, {"start_snapshot_id": ids[1], "net": True}):
+        got = _feed_rows(table.changes(**kw).to_spark(spark))
+        assert got == _local_rows(table, **kw), kw
+    net = _feed_rows(table.changes(net=True).to_spark(spark))
+    assert {r[3] for r in net} == {"INSERT"}
+    assert Counter({r[:3]: n for r, n in net.items()}) == java_state(oracle, name, ids[-1])
+    # the function form of the data source's change feed
+    read = icemor.spark.read(spark, name, starting_snapshot_id=ids[0], key="id")
+    assert _feed_rows(read) == _local_rows(table, ids[0], key=["id"])

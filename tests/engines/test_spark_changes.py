@@ -113,3 +113,57 @@ def test_cli_spark_apply_changes_reads_the_changes_from_the_warehouse(home: Path
     rows = sorted((r["id"], r["v"]) for r in icemor.load_table("db.t").scan().to_arrow().to_pylist())
     assert rows == [(1, "a1"), (3, "c")]
     assert _staging_files(table.metadata.location) == []
+
+
+def _stages_per_job(spark: SparkSession, group: str) -> list[int]:
+    tracker = spark.sparkContext.statusTracker()
+    jobs = [tracker.getJobInfo(j) for j in sorted(tracker.getJobIdsForGroup(group))]
+    return [len(j.stageIds) for j in jobs if j is not None]
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("deletes", ["equality", "position"])
+def test_one_task_applies_the_batch_unshuffled(
+    spark: SparkSession, catalog: SqlCatalog, ns: str, deletes: str
+) -> None:
+    """``partitions=1``: every change of every key already meets in the one task, so the batch is
+    not shuffled by key (a Spark job and stage less, a quarter of a small batch's time), and in
+    position mode the task, holding every position of each data file, also writes their deletes
+    (no second job); by default the batch is shuffled over the default parallelism. The rows
+    are the same either way."""
+    catalog.create_table(f"{ns}.t", schema=SCHEMA, properties={"format-version": "2"})
+    table = icemor.load_table(f"{ns}.t", catalog=catalog)
+    table.apply_changes(
+        pa.table({"op": ["I"] * 6, "id": pa.array(range(6), pa.int64()), "v": [f"v{i}" for i in range(6)]}),
+        key=["id"],
+    )
+    batch = [
+        ("U", 1, "a"),
+        ("U", 1, "b"),  # the later row wins
+        ("D", 2, None),
+        ("I", 20, "x"),
+        ("U", 20, "y"),
+        ("I", 21, "z"),
+        ("D", 21, None),
+        ("U", 3, "c"),
+    ]
+    want = {0: "v0", 1: "b", 3: "c", 4: "v4", 5: "v5", 20: "y"}
+    sc = spark.sparkContext
+    for n, partitions in enumerate((1, None)):
+        df = spark.createDataFrame(batch, schema="op string, id bigint, v string")  # rows in order
+        assert df.rdd.getNumPartitions() == 2
+        group = f"{ns}-{n}"
+        sc.setJobGroup(group, group)
+        try:
+            table.apply_changes(df, key=["id"], deletes=deletes, partitions=partitions)
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        stages = _stages_per_job(spark, group)
+        assert stages, group
+        if partitions == 1:
+            # one job of one stage: no shuffle, and (position mode) the task wrote the deletes too
+            assert stages == [1], stages
+        else:
+            assert max(stages) > 1, stages
+        rows = {r["id"]: r["v"] for r in table.scan().to_arrow().to_pylist()}
+        assert rows == want, partitions

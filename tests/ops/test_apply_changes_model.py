@@ -141,6 +141,7 @@ def test_spark_engine_matches_the_model(
     def apply(table: icemor.table.Table, batch: list[Row]) -> None:
         # created from a local list: the DataFrame's row order is the batch's
         df = spark.createDataFrame(batch, schema="op string, id bigint, v string, cat string")
-        table.apply_changes(df, key=["id"], deletes=deletes)
+        # one task (unshuffled) or the default parallelism (repartitioned by key)
+        table.apply_changes(df, key=["id"], deletes=deletes, partitions=1 if len(batch) % 2 else None)
 
     run_stream(catalog, ns, spec, stream, apply, version=version)

@@ -67,7 +67,7 @@ from icemor.io.data_writer import DataFileTarget, file_positions, write_data_fil
 from icemor.io.equality_writer import write_equality_deletes
 from icemor.io.key_index import build_key_index, remember_key_index, save_key_index
 from icemor.io.puffin import write_deletion_vectors
-from icemor.io.writers import DeleteFileTarget, write_position_deletes
+from icemor.io.writers import DeleteFileTarget, remove_written, write_position_deletes
 from icemor.ops.append import downcast_ns_timestamps, schema_mismatch_message
 from icemor.ops.inputs import read_arrow
 from icemor.ops.key_lookup import (
@@ -78,7 +78,7 @@ from icemor.ops.key_lookup import (
     plan_lookup,
     same_as_previous,
 )
-from icemor.ops.units import check_writable, delete_units, run_units
+from icemor.ops.units import DeleteUnit, UnitResult, check_writable, delete_unit, delete_units, run_units
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
 from icemor.spec.files import FileContent
@@ -644,15 +644,24 @@ def apply_changes_dataframe(
         deletes=deletes,
     )
     start = table.metadata.current_snapshot()
+    spark = changes.sparkSession
+    run = _grouped(runner(spark, table.io, table.metadata.location), parallelism(spark))
+    unit: _ContextUnit | _OneTaskUnit = _ContextUnit(ctx)
+    if (partitions or parallelism(spark)) == 1 and ctx.lookup is not None and ctx.lookup.files:
+        unit = _OneTaskUnit(ctx, _unit_templates(table, ctx.lookup))
     results = run_per_key(
         changes,
         table.io,
         table.metadata.location,
-        _ContextUnit(ctx),
+        unit,
         key=ctx.key,
         sequence_column=sequence,
         partitions=partitions,
     )
+    if isinstance(unit, _OneTaskUnit):
+        done = {paths: r for _, units in results for paths, r in units}
+        results = [r for r, _ in results]
+        run = _RunAlready(table.io, done, run)
     return _commit(
         table,
         ctx,
@@ -660,11 +669,77 @@ def apply_changes_dataframe(
         start_snapshot_id=start.snapshot_id if start else None,
         app=(app_id, batch_id),
         started=started,
-        run=_grouped(
-            runner(changes.sparkSession, table.io, table.metadata.location),
-            parallelism(changes.sparkSession),
-        ),
+        run=run,
     )
+
+
+def _unit_templates(table: PyIcebergTable, lookup: KeyLookup) -> tuple[DeleteUnit, ...]:
+    """DELETE's per-file units for every file the keys are looked up in, positions to be found:
+    a one-task batch keeps those of the files it found rows in (as ``_commit_positions`` makes
+    them for those files)."""
+    planned = [p for p, _ in lookup.files]
+    none = np.zeros(0, np.int64)
+    positions = {p.data_file.path: none for p in planned}
+    return tuple(delete_units(table, planned, lookup.options, positions=positions, dvs_per_partition=True))
+
+
+@dataclass(frozen=True)
+class _OneTaskUnit:
+    """Position mode in one Spark task (``partitions=1``): the task holds every key of the batch,
+    so it has every position of each data file and also runs DELETE's per-file units, on the
+    executor: no second Spark job. Returns the unit's result and, per delete unit, its data
+    files and result."""
+
+    ctx: ChangeContext
+    templates: tuple[DeleteUnit, ...]
+
+    def __call__(
+        self, io: FileIO, rows: pa.Table, task: int
+    ) -> tuple[ChangeUnitResult, list[tuple[frozenset[str], UnitResult]]]:
+        result = change_unit(io, self.ctx, rows, task)
+        if result.error is not None or not result.positions:
+            return result, []
+        found = dict(result.positions)
+        units = []
+        for template in self.templates:
+            files = tuple(f for f in template.files if f.data_file.path in found)
+            if files:
+                units.append(
+                    replace(template, files=files, positions=tuple(found[f.data_file.path] for f in files))
+                )
+        try:
+            done = [(_paths(u), delete_unit(io, u)) for u in units]
+        except BaseException:
+            for u in units:
+                remove_written(io, u.target)
+            delete_quietly(io, [w.path for w in result.written] + list(result.sidecars))
+            raise
+        return result, done
+
+
+def _paths(unit: DeleteUnit) -> frozenset[str]:
+    return frozenset(p.data_file.path for p in unit.files)
+
+
+@dataclass(frozen=True)
+class _RunAlready:
+    """The runner of ``_commit_positions`` after a one-task batch: the delete units it asks for
+    were run by that task (the same data files, found by the same rule), so their results are
+    returned; anything else runs on ``run`` (the task's delete files removed first)."""
+
+    io: FileIO
+    done: dict[frozenset[str], UnitResult]
+    run: Runner
+
+    def __call__(self, fn: Callable[[FileIO, Any], Any], items: Sequence[Any]) -> list[Any]:
+        if (
+            fn is delete_unit
+            and {_paths(u) for u in items} == set(self.done)
+            and len(items) == len(self.done)
+        ):
+            return [self.done[_paths(u)] for u in items]
+        delete_quietly(self.io, [w.path for r in self.done.values() for w in r.written])
+        return self.run(fn, items)
 
 
 def _grouped(run: Runner, groups: int) -> Runner:

@@ -27,7 +27,7 @@ import pyarrow as pa
 from icemor.engines.spark import _compat  # noqa: F401
 from icemor.engines.spark.session_kind import analyzed, is_connect, map_tasks, parallelism
 from icemor.engines.spark.types import spark_schema
-from icemor.engines.spark.worker import io_spec, item_blob, read_partition, run_items, task_blob
+from icemor.engines.spark.worker import io_spec, item_blob, read_partition, run_blobs, run_items, task_blob
 from icemor.exceptions import InvalidArgumentError, UnsupportedFeatureError
 from icemor.io.uuids import is_uuid, uuid_from_strings
 from icemor.spec.files import FileContent
@@ -315,13 +315,19 @@ def runner(
             return []
         if progress is not None:
             progress(0, len(items))
-        from pyspark.sql.types import BinaryType, StructField, StructType
-
         blobs = [item_blob(spec, fn, item) for item in items]
-        schema = StructType([StructField("result", BinaryType())])
-        results = map_tasks(spark, blobs, run_items, schema).collect()
+        if is_connect(spark):
+            from pyspark.sql.types import BinaryType, StructField, StructType
+
+            schema = StructType([StructField("result", BinaryType())])
+            results = [r["result"] for r in map_tasks(spark, blobs, run_items, schema).collect()]
+        else:
+            # an RDD: one Python hop a task; a DataFrame of the blobs (createDataFrame of an RDD,
+            # then mapInArrow) costs two, and SQL planning, for results that are collected anyway
+            # (an empty job: 0.3 s against 0.9 s on local[2] under load)
+            results = spark.sparkContext.parallelize(blobs, len(blobs)).mapPartitions(run_blobs).collect()
         if progress is not None:
             progress(len(items), len(items))
-        return [pickle.loads(r["result"]) for r in results]
+        return [pickle.loads(r) for r in results]
 
     return run

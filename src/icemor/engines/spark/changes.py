@@ -126,7 +126,8 @@ def run_per_key(
             partition number (unique within this call).
         key: The columns whose values decide the task.
         sequence_column: When given, add this column holding each row's place in ``df``'s order.
-        partitions: The number of tasks; default the session's default parallelism.
+        partitions: The number of tasks; default the session's default parallelism. One task
+            takes the DataFrame's partitions unshuffled (``coalesce(1)``): for small batches.
     """
     from pyspark.sql import functions as F
 
@@ -134,7 +135,8 @@ def run_per_key(
     if sequence_column is not None:
         df = df.withColumn(sequence_column, F.monotonically_increasing_id())
     n = partitions or parallelism(spark)
-    shuffled = df.repartition(n, *[df[k] for k in key])
+    # one task holds every key anyway: no shuffle then (a Spark job and stage less)
+    shuffled = df.coalesce(1) if n == 1 else df.repartition(n, *[df[k] for k in key])
     spec = io_spec(io, location)
     target = arrow_schema(df)
 

@@ -10,7 +10,7 @@ import pickle
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
     from typing import Any
 
     import pyarrow as pa
@@ -19,7 +19,16 @@ if TYPE_CHECKING:
     from icemor.io.reader import ReadOptions
     from icemor.spec.tasks import CombinedScanTask
 
-__all__ = ["IOSpec", "file_io", "io_spec", "item_blob", "read_partition", "run_items", "task_blob"]
+__all__ = [
+    "IOSpec",
+    "file_io",
+    "io_spec",
+    "item_blob",
+    "read_partition",
+    "run_blobs",
+    "run_items",
+    "task_blob",
+]
 
 IOSpec = tuple[tuple[tuple[str, str], ...], str]
 """A FileIO as it can be pickled: its sorted properties and the table location."""
@@ -78,6 +87,14 @@ def run_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             (props, location), fn, item = pickle.loads(blob)
             result = fn(file_io(props, location), item)
             yield pa.record_batch([pa.array([pickle.dumps(result)], pa.binary())], names=["result"])
+
+
+def run_blobs(blobs: Iterable[bytes]) -> Iterator[bytes]:
+    """:func:`run_items` over an RDD's elements: each pickled ``(io spec, fn, item)`` run as
+    ``fn(io, item)``, its result pickled."""
+    for blob in blobs:
+        (props, location), fn, item = pickle.loads(blob)
+        yield pickle.dumps(fn(file_io(props, location), item))
 
 
 def item_blob(spec: IOSpec, fn: Callable[[FileIO, Any], Any], item: Any) -> bytes:
