@@ -330,3 +330,28 @@ def test_stale_current_metadata_costs_an_attempt_not_a_retry(catalog: SqlCatalog
     assert seen == [stale.current_snapshot_id, other.metadata.current_snapshot_id]
     assert done.metadata.properties["x"] == "2"
     assert done.metadata.current_snapshot_id == other.metadata.current_snapshot_id
+
+
+@pytest.mark.parametrize("format_version", [2, 3])
+def test_metadata_a_commit_wrote_is_not_parsed_again(
+    catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch, format_version: int
+) -> None:
+    """Loading the table after a commit of this process reads back the metadata that commit wrote
+    without parsing its JSON again, and it is what parsing that file gives."""
+    from pyiceberg.table.metadata import TableMetadataUtil
+
+    table = _create(catalog, format_version=format_version)
+    table.delete("id < 10")
+    location = table.pyiceberg.metadata_location
+    real = TableMetadataUtil.parse_raw
+    parsed: list[str] = []
+    monkeypatch.setattr(
+        TableMetadataUtil, "parse_raw", staticmethod(lambda data: parsed.append(data) or real(data))
+    )
+    fresh = icemor.load_table("db.t", catalog=catalog)
+    assert parsed == []
+    assert fresh.pyiceberg.metadata_location == location
+    assert fresh.pyiceberg.metadata == real(Path(location.removeprefix("file://")).read_text())
+    other = SqlCatalog("t", **catalog.properties)  # another catalog object: the same file, the same answer
+    assert other.load_table("db.t").metadata == fresh.pyiceberg.metadata
+    assert len(_ids(fresh)) == 90

@@ -533,5 +533,16 @@ def test_a_batch_reads_the_table_metadata_once(
     monkeypatch.setattr(Sql, "load_table", lambda c, name: loads.append(name) or real(c, name))
     m = t.apply_changes(_changes([("U", 1, "b"), ("D", 2, None)]), key=["id"], deletes=deletes)
     assert m.snapshot_id is not None and len(loads) == 2, loads
+    # ... and neither parses the metadata JSON: both read the file the previous batch's commit wrote
+    from pyiceberg.table.metadata import TableMetadataUtil
+
+    parsed: list[str] = []
+    real_parse = TableMetadataUtil.parse_raw
+    monkeypatch.setattr(
+        TableMetadataUtil, "parse_raw", staticmethod(lambda d: parsed.append(d) or real_parse(d))
+    )
+    loads.clear()
+    m = t.apply_changes(_changes([("U", 1, "b")]), key=["id"], deletes=deletes)
+    assert len(loads) == 2 and parsed == []
     assert t.metadata.current_snapshot_id == m.snapshot_id
     assert _rows(t) == [(0, "a"), (1, "b"), (3, "a"), (4, "a")]

@@ -35,11 +35,17 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, NoReturn
 
+from pyiceberg.catalog import MetastoreCatalog
 from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException, TableAlreadyExistsError
 from pyiceberg.exceptions import NoSuchTableError as _NoSuchTable
 from pyiceberg.table.update import AssertCreate, AssertTableUUID
 
-from icemor._compat.pyiceberg import metadata_writes, record_metadata_writes, v3_metadata_json
+from icemor._compat.pyiceberg import (
+    metadata_writes,
+    record_metadata_writes,
+    remember_committed_metadata,
+    v3_metadata_json,
+)
 from icemor.commit.files import delete_quietly
 from icemor.commit.retries import attempts, status_checks
 from icemor.exceptions import (
@@ -414,6 +420,8 @@ def commit(
         try:  # committed: whatever fails now (an interrupt), every file is the table's
             if response is not None:
                 table.metadata, table.metadata_location = response.metadata, response.metadata_location
+                if isinstance(table.catalog, MetastoreCatalog):  # it wrote that file from this model
+                    remember_committed_metadata(response.metadata_location, response.metadata)
             after = table.metadata
             delete_removed_metadata(table.io, base, after)
         except BaseException as e:
