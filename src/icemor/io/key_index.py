@@ -237,8 +237,8 @@ class MergedKeyIndex:
 
     MAX_FILE_ROWS = 1 << 17
     """Files with more rows are searched on their own (one search each is then worth it)."""
-    MAX_ENTRIES = 1 << 22
-    """Entries held at most (~80 MB); files beyond are searched on their own."""
+    MAX_ENTRIES = 1 << 21
+    """Entries held at most (20 bytes each: ~40 MB); files beyond are searched on their own."""
     DROP_AFTER = 1 << 17
     """Entries held before those of files no longer asked for are dropped."""
 

@@ -447,7 +447,7 @@ def _merged_index(lookup: KeyLookup) -> MergedKeyIndex:
     with _MERGED_LOCK:
         merged = _MERGED.get(scope)
         if merged is None:
-            if len(_MERGED) >= 16:  # many tables in one process: keep the latest few
+            if len(_MERGED) >= 4:  # many tables in one process: keep the latest few (memory)
                 _MERGED.pop(next(iter(_MERGED)))
             merged = _MERGED[scope] = MergedKeyIndex()
         return merged
