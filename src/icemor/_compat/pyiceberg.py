@@ -1000,7 +1000,7 @@ def _install_v3_upgrade() -> None:
 
 
 _WRITTEN_METADATA: OrderedDict[str, TableMetadata] = OrderedDict()
-_WRITTEN_METADATA_MAX = 32
+_WRITTEN_METADATA_MAX = 8
 _WRITTEN_LOCK = threading.Lock()
 
 
