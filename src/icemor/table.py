@@ -579,7 +579,9 @@ class Table:
             metrics = apply_changes(self._table, rows, **options)
             if (text := convert.summary()) is not None and not metrics.skipped:
                 (note or _log.warning)(text)
-        self.refresh()
+        if metrics.snapshot_id is None:
+            self.refresh()
+        # else the commit left the table at the metadata the catalog answered it with (no reload)
         return metrics
 
     def inspect(self, *, snapshot_id: int | None = None, exact: bool = False) -> HealthReport:

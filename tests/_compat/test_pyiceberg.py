@@ -550,3 +550,50 @@ def test_v3_metadata_json_only_inside_the_block() -> None:
     assert '"format-version":3' in text and '"next-row-id":0' in text
     with pytest.raises(NotImplementedError):  # pyiceberg's own writers still refuse
         metadata.model_dump_json()
+
+
+@pytest.mark.parametrize("kind", ["data-v2", "deletes-v2", "data-v3", "deletes-v3"])
+def test_manifest_entries_are_written_in_blocks_and_read_back(tmp_path: Path, kind: str) -> None:
+    """icemor's manifest writers gather entries into Avro blocks of up to 1024 (pyiceberg wrote a
+    compressed block per entry) with a cached entry writer: every entry reads back, in order, by
+    pyiceberg's reader, and the same writer serves a second manifest."""
+    from pyiceberg.avro.file import AvroFile
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+    from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+
+    io = PyArrowFileIO()
+    version, deletes = int(kind[-1]), kind.startswith("deletes")
+    content = DataFileContent.POSITION_DELETES if deletes else DataFileContent.DATA
+    for run in range(2):
+        path = str(tmp_path / f"m{run}.avro")
+        output = io.new_output(path)
+        writer = (
+            compat.ManifestWriterV3(UNPARTITIONED_PARTITION_SPEC, SCHEMA, output, 7, deletes=deletes)
+            if version == 3
+            else compat.manifest_writer(UNPARTITIONED_PARTITION_SPEC, SCHEMA, output, 7, deletes=deletes)
+        )
+        n = 2500
+        with writer as w:
+            for i in range(n):
+                df = (compat.v3_data_file if version == 3 else DataFile.from_args)(
+                    content=content,
+                    file_path=f"/x/f{i}.parquet",
+                    file_format=FileFormat.PARQUET,
+                    partition=Record(),
+                    record_count=i + 1,
+                    file_size_in_bytes=10,
+                )
+                w.add_entry(
+                    ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=7, data_file=df)
+                )
+        manifest = w.to_manifest_file()
+        assert manifest.added_files_count == n and manifest.added_rows_count == n * (n + 1) // 2
+        entries = compat.read_manifest_entries_v3(io.new_input(path))
+        assert [e.data_file.file_path for e in entries] == [f"/x/f{i}.parquet" for i in range(n)]
+        assert {int(e.data_file.content) for e in entries} == {int(content)}
+        with AvroFile[ManifestEntry](io.new_input(path)) as reader:
+            sync = reader.header.sync
+            assert reader.header.meta["format-version"] == str(version)
+        raw = Path(path).read_bytes()
+        assert raw.count(sync) == 1 + 3  # the header's, then blocks of 1024, 1024 and 452 entries

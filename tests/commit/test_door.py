@@ -282,3 +282,76 @@ def test_metadata_files_are_kept_without_delete_after_commit(catalog: SqlCatalog
     fresh = icemor.load_table("db.t", catalog=catalog).pyiceberg
     assert len(fresh.metadata.metadata_log) == 2
     assert len(_metadata_files(tmp_path)) > before + 5  # every version stays, as in Java
+
+
+def test_current_metadata_is_used_without_a_reload(
+    catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``current``: the first attempt is made on the caller's metadata; the catalog is not read for it."""
+    from pyiceberg.table.update import AssertRefSnapshotId, SetPropertiesUpdate
+
+    from icemor.commit.door import Change, commit
+
+    table = _create(catalog)
+    loads: list[object] = []
+    real = SqlCatalog.load_table
+    monkeypatch.setattr(SqlCatalog, "load_table", lambda c, name: loads.append(name) or real(c, name))
+    current = table.pyiceberg.metadata
+
+    def prepare(metadata: Any, attempt: int) -> Change:
+        assert metadata is current
+        requirement = AssertRefSnapshotId(snapshot_id=metadata.current_snapshot_id, ref="main")  # type: ignore[call-arg]
+        return Change((requirement,), (SetPropertiesUpdate(updates={"x": "1"}),))
+
+    done = commit(table.pyiceberg, prepare, what="a test", current=current)
+    assert done.metadata.properties["x"] == "1"
+    assert len(loads) == 1  # SqlCatalog.commit_table's own load only (the door's is skipped)
+
+
+def test_stale_current_metadata_costs_an_attempt_not_a_retry(catalog: SqlCatalog) -> None:
+    """A ``current`` that a concurrent commit made stale loses its swap: the table is read and the
+    change tried again at once, even with no retry allowed, on the new head."""
+    from pyiceberg.table.update import AssertRefSnapshotId, SetPropertiesUpdate
+
+    from icemor.commit.door import Change, commit
+
+    table = _create(catalog, **{"commit.retry.num-retries": "0"})
+    stale = table.pyiceberg.metadata
+    other = icemor.load_table("db.t", catalog=catalog)
+    other.append(pa.table({"id": pa.array([500], pa.int64()), "k": ["x"]}))
+    seen: list[int | None] = []
+
+    def prepare(metadata: Any, attempt: int) -> Change:
+        seen.append(metadata.current_snapshot_id)
+        requirement = AssertRefSnapshotId(snapshot_id=metadata.current_snapshot_id, ref="main")  # type: ignore[call-arg]
+        return Change((requirement,), (SetPropertiesUpdate(updates={"x": str(len(seen))}),))
+
+    done = commit(table.pyiceberg, prepare, what="a test", current=stale)
+    assert seen == [stale.current_snapshot_id, other.metadata.current_snapshot_id]
+    assert done.metadata.properties["x"] == "2"
+    assert done.metadata.current_snapshot_id == other.metadata.current_snapshot_id
+
+
+@pytest.mark.parametrize("format_version", [2, 3])
+def test_metadata_a_commit_wrote_is_not_parsed_again(
+    catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch, format_version: int
+) -> None:
+    """Loading the table after a commit of this process reads back the metadata that commit wrote
+    without parsing its JSON again, and it is what parsing that file gives."""
+    from pyiceberg.table.metadata import TableMetadataUtil
+
+    table = _create(catalog, format_version=format_version)
+    table.delete("id < 10")
+    location = table.pyiceberg.metadata_location
+    real = TableMetadataUtil.parse_raw
+    parsed: list[str] = []
+    monkeypatch.setattr(
+        TableMetadataUtil, "parse_raw", staticmethod(lambda data: parsed.append(data) or real(data))
+    )
+    fresh = icemor.load_table("db.t", catalog=catalog)
+    assert parsed == []
+    assert fresh.pyiceberg.metadata_location == location
+    assert fresh.pyiceberg.metadata == real(Path(location.removeprefix("file://")).read_text())
+    other = SqlCatalog("t", **catalog.properties)  # another catalog object: the same file, the same answer
+    assert other.load_table("db.t").metadata == fresh.pyiceberg.metadata
+    assert len(_ids(fresh)) == 90

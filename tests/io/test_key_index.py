@@ -201,3 +201,54 @@ def test_a_sidecar_that_cannot_be_written_only_costs_time(tmp_path: Path) -> Non
     index = ki.build_key_index([pa.array([1, 2], pa.int64())])
     assert ki.save_key_index(PyArrowFileIO(), f.path, f.size, [1], index) is None
     assert _positions(f, [2]) == [1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(-5, 40), min_size=0, max_size=30), min_size=1, max_size=6),
+    st.lists(st.integers(-8, 45), min_size=0, max_size=40),
+    st.lists(st.lists(st.integers(0, 5), max_size=6), min_size=1, max_size=4),
+)
+def test_merged_index_finds_what_each_file_holds(
+    files: list[list[int]], queries: list[int], rounds: list[list[int]]
+) -> None:
+    """The merged index over many small files answers, in each round (a subset of the files asked
+    for, files joining, leaving and coming back, stale ones dropped), exactly the (key, file,
+    position) triples a brute-force scan of the asked files' keys gives."""
+    merged = ki.MergedKeyIndex()
+    merged.DROP_AFTER = 0  # type: ignore[misc]  # drop stale files as soon as they are half
+    q = np.sort(np.asarray(queries, dtype=np.int64))
+    indexes = [ki.build_key_index([pa.array(v, pa.int64())]) for v in files]
+
+    def loader(i: int) -> Any:
+        return lambda: indexes[i]
+
+    for asked in rounds:
+        chosen = sorted({i % len(files) for i in asked})
+        given_files = [((f"f{i}", len(files[i]), len(files[i]), (1,)), loader(i)) for i in chosen]
+        rows, slots, positions, outside = merged.lookup_sorted_ints(given_files, q)
+        assert outside == []
+        got = set(zip(q[rows].tolist(), [chosen[s] for s in slots.tolist()], positions.tolist(), strict=True))
+        expected = {
+            (int(k), i, pos) for i in chosen for pos, v in enumerate(files[i]) for k in q.tolist() if k == v
+        }
+        assert got == expected
+
+
+def test_merged_index_leaves_hashed_and_big_files_to_be_searched_alone() -> None:
+    merged = ki.MergedKeyIndex()
+    merged.MAX_FILE_ROWS = 3  # type: ignore[misc]
+    small = ki.build_key_index([pa.array([3, 1, 2], pa.int64())])
+    big = ki.build_key_index([pa.array([1, 2, 3, 4], pa.int64())])
+    hashed = ki.build_key_index([pa.array(["a", "b"])])
+    files = [
+        (("s", 1, 3, (1,)), lambda: small),
+        (("b", 1, 4, (1,)), lambda: big),
+        (("h", 1, 2, (1,)), lambda: hashed),
+    ]
+    rows, slots, positions, outside = merged.lookup_sorted_ints(files, np.array([1, 3], dtype=np.int64))
+    assert outside == [1, 2]
+    assert sorted(zip(rows.tolist(), slots.tolist(), positions.tolist(), strict=True)) == [
+        (0, 0, 1),
+        (1, 0, 0),
+    ]

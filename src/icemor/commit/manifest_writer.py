@@ -59,15 +59,22 @@ def _names(io: FileIO, manifest: ManifestFile, v3: bool) -> frozenset[str]:
     CDC batch after 100 others: 100 manifests, most of the commit's time)."""
 
     def load() -> tuple[frozenset[str], int]:
-        names = frozenset(
-            n
-            for e in live_entries(io, manifest, v3=v3)
-            for n in (e.data_file.file_path, removal_key(e.data_file))
-        )
-        return names, 64 + sum(48 + len(n) for n in names)
+        return _sized_names(live_entries(io, manifest, v3=v3))
 
     key = (manifest.manifest_path, manifest.manifest_length, v3)
     return DELETE_CACHE.get_or_load("manifest-names", key, load)
+
+
+def _sized_names(entries: Iterable[ManifestEntry]) -> tuple[frozenset[str], int]:
+    names = frozenset(n for e in entries for n in (e.data_file.file_path, removal_key(e.data_file)))
+    return names, 64 + sum(48 + len(n) for n in names)
+
+
+def _remember_names(manifest: ManifestFile, live: Iterable[ManifestEntry], v3: bool) -> None:
+    """Keep the :func:`_names` of a manifest this process just wrote (its live entries are at
+    hand): the next commit would otherwise decode it again to learn them."""
+    names, size = _sized_names(live)
+    DELETE_CACHE.put("manifest-names", (manifest.manifest_path, manifest.manifest_length, v3), names, size)
 
 
 def removal_key(data_file: DataFile) -> str:
@@ -146,17 +153,20 @@ def write_snapshot_manifests(
             by_kind[(f.spec_id, kind)].append(f)
         for (spec_id, content), files in sorted(by_kind.items(), key=lambda kv: (kv[0][0], int(kv[0][1]))):
             path = new_path()
+            entries = [
+                ManifestEntry.from_args(
+                    status=ManifestEntryStatus.ADDED,
+                    snapshot_id=snapshot_id,
+                    sequence_number=explicit.get(f.file_path),
+                    data_file=f,
+                )
+                for f in files
+            ]
             with writing(path), _writer(metadata, io, spec_id, content, snapshot_id, path) as w:
-                for f in files:
-                    w.add_entry(
-                        ManifestEntry.from_args(
-                            status=ManifestEntryStatus.ADDED,
-                            snapshot_id=snapshot_id,
-                            sequence_number=explicit.get(f.file_path),
-                            data_file=f,
-                        )
-                    )
+                for e in entries:
+                    w.add_entry(e)
             changes.manifests.append(w.to_manifest_file())
+            _remember_names(changes.manifests[-1], entries, v3)
 
         for manifest in parent_manifests:
             if not (manifest.has_added_files() or manifest.has_existing_files()):
@@ -181,6 +191,7 @@ def write_snapshot_manifests(
                 k for e in gone for k in {removal_key(e.data_file), e.data_file.file_path}
             )
             changes.manifests.append(w.to_manifest_file())
+            _remember_names(changes.manifests[-1], live, v3)
     except BaseException:
         delete_quietly(io, changes.written_paths)
         raise

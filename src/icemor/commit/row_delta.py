@@ -66,6 +66,10 @@ class RowDelta:
     owns_added_files: bool = True
     """Remove the added files when the commit fails; False for files the caller registers
     (``add-files``), which are never the commit's to delete."""
+    base_is_current: bool = False
+    """The table's metadata was read from the catalog for this operation (and the validation
+    starts from it): the first attempt is made on it without reading the table again
+    (:func:`icemor.commit.door.commit`'s ``current``; a stale one costs one attempt, not a retry)."""
 
     def commit(self) -> Snapshot:
         """Commit through :func:`icemor.commit.door.commit`; on failure remove what was written.
@@ -98,6 +102,7 @@ class RowDelta:
                 prepare,
                 what=f"the commit to {name}",
                 snapshot_id=snapshot_id,
+                current=self.table.metadata if self.base_is_current else None,
             )
         except BaseException as e:
             if may_have_committed(e):

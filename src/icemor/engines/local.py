@@ -105,6 +105,8 @@ def map_ordered(tasks: Sequence[T], fn: Callable[[T], R], *, workers: int | None
     """``fn`` over ``tasks`` on a pool; results in task order."""
     if not tasks:
         return []
+    if len(tasks) == 1:  # a pool costs ~1 ms to start and join, and a hand-off: nothing to share
+        return [fn(tasks[0])]
     with ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
         return list(pool.map(fn, tasks))
 

@@ -902,6 +902,7 @@ def _commit(
             operation=Operation.OVERWRITE
             if any(w.content != FileContent.DATA for w in written)
             else Operation.APPEND,
+            base_is_current=True,  # refreshed when the batch began
         )
     except BaseException:
         delete_quietly(table.io, [w.path for w in written])
@@ -989,6 +990,7 @@ def _commit_positions(
             removed_paths=removed,
             snapshot_properties=props,
             operation=Operation.APPEND if not deletes and not removed else None,
+            base_is_current=True,  # refreshed when the batch began
         )
     except BaseException:
         delete_quietly(io, [w.path for w in added] + sidecars)

@@ -23,6 +23,8 @@ would have removed that row; positions found before it existed cannot).
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -51,7 +53,7 @@ from icemor.exceptions import CommitConflictError
 from icemor.io.columns import column_by_path
 from icemor.io.deletes import deleted_positions, equality_delete_sets
 from icemor.io.equality import int_key
-from icemor.io.key_index import IndexedFile, key_index
+from icemor.io.key_index import IndexedFile, MergedKeyIndex, key_index
 from icemor.ops.units import dead_positions
 from icemor.planning.manifest_reader import read_manifest_entries, read_manifest_list
 from icemor.spec.files import FileContent
@@ -109,6 +111,8 @@ class KeyLookup:
     options: ReadOptions
     """The start snapshot's read options (no columns): the verdict of equality deletes on
     other columns than the key."""
+    location: str = ""
+    """The table's location: the scope of the process's merged index of its small files."""
 
 
 @dataclass
@@ -160,6 +164,7 @@ def plan_lookup(
         field_parents=options.field_parents,
         name_mapping=options.name_mapping,
         options=options,
+        location=metadata.location,
     )
 
 
@@ -213,8 +218,10 @@ def _file_keys(
     )
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _inside(path: str, location: str) -> bool:
-    """Whether ``path`` lies under the table's location (where its key-index sidecar may go)."""
+    """Whether ``path`` lies under the table's location (where its key-index sidecar may go).
+    Remembered: every batch asks it of every live file (two URL parses each, ~3 ms a batch)."""
     return location_within(path, [location]) is not None
 
 
@@ -409,7 +416,10 @@ def find_positions(io: FileIO, lookup: KeyLookup, keys: pa.Table) -> LookupResul
         return result
     batch = _Keys(lookup, keys)
     files = [k for _, k in lookup.files]
-    for n, rows in _candidates(batch, files):
+    candidates = _candidates(batch, files)
+    if batch.sorted is not None and batch.order is not None:
+        candidates = _search_merged(io, lookup, batch, candidates, result)
+    for n, rows in candidates:
         planned, fk = lookup.files[n]
         index = key_index(io, fk.indexed, lookup.key_ids, lookup.field_types, lookup.name_mapping)
         result.files_searched += 1
@@ -428,6 +438,70 @@ def find_positions(io: FileIO, lookup: KeyLookup, keys: pa.Table) -> LookupResul
             result.positions[planned.data_file.path] = live
     result.seconds = time.monotonic() - started
     return result
+
+
+_MERGED: dict[tuple[str, tuple[int, ...]], MergedKeyIndex] = {}
+_MERGED_LOCK = threading.Lock()
+
+
+def _merged_index(lookup: KeyLookup) -> MergedKeyIndex:
+    """The process's merged index of the small files of ``lookup``'s table and key."""
+    scope = (lookup.location, lookup.key_ids)
+    with _MERGED_LOCK:
+        merged = _MERGED.get(scope)
+        if merged is None:
+            if len(_MERGED) >= 4:  # many tables in one process: keep the latest few (memory)
+                _MERGED.pop(next(iter(_MERGED)))
+            merged = _MERGED[scope] = MergedKeyIndex()
+        return merged
+
+
+def _search_merged(
+    io: FileIO,
+    lookup: KeyLookup,
+    batch: _Keys,
+    candidates: list[tuple[int, npt.NDArray[np.int64]]],
+    result: LookupResult,
+) -> list[tuple[int, npt.NDArray[np.int64]]]:
+    """Search the candidate files of up to :attr:`MergedKeyIndex.MAX_FILE_ROWS` rows through the
+    merged index (one search for all of them); returns the candidates left to search one by one.
+
+    A key equal to an entry of file F is in F, hence within F's bounds and partition: the merged
+    search finds exactly what the per-file searches of the candidates find.
+    """
+    assert batch.sorted is not None and batch.order is not None
+    small = [
+        (n, rows)
+        for n, rows in candidates
+        if lookup.files[n][1].indexed.rows <= MergedKeyIndex.MAX_FILE_ROWS
+        and not lookup.files[n][1].indexed.constants
+    ]
+    if len(small) < 2:
+        return candidates
+    ids = lookup.key_ids
+
+    def loader(f: IndexedFile) -> Any:
+        return lambda: key_index(io, f, ids, lookup.field_types, lookup.name_mapping)
+
+    files = [
+        ((fk.indexed.path, fk.indexed.size, fk.indexed.rows, ids), loader(fk.indexed))
+        for fk in (lookup.files[n][1] for n, _ in small)
+    ]
+    ranks, slots, positions, outside = _merged_index(lookup).lookup_sorted_ints(files, batch.sorted)
+    apart = {small[i][0] for i in outside}
+    merged = {n for n, _ in small} - apart
+    result.files_searched += len(merged)
+    if len(slots):
+        order = np.argsort(slots, kind="stable")
+        slots, ranks, positions = slots[order], ranks[order], positions[order]
+        bounds = np.flatnonzero(np.diff(slots)) + 1
+        for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(slots)], strict=True):
+            planned = lookup.files[small[int(slots[lo])][0]][0]
+            found_rows = batch.order[ranks[lo:hi]]
+            live = _live(io, lookup, planned, positions[lo:hi], batch, found_rows)
+            if len(live):
+                result.positions[planned.data_file.path] = live
+    return [(n, rows) for n, rows in candidates if n not in merged]
 
 
 def _live(

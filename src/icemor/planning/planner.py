@@ -89,12 +89,16 @@ def plan_files(
     nested = [fid for fid in _filter_ids(schema, row_filter, case_sensitive) if fid in parents]
 
     selected: list[ManifestFile] = [m for m in manifests if keep_manifest[m.partition_spec_id](m)]
-    if sum(not manifest_entries_cached(m) for m in selected) <= 1:
+    uncached = [m for m in selected if not manifest_entries_cached(m)]
+    if len(uncached) <= 1:
         # a pool costs ~1 ms to start and join: more than a small, repeated query's whole plan
         per_manifest = [(m, read_manifest_entries(io, m)) for m in selected]
     else:
+        # only the manifests to decode go to the pool (a CDC stream's table has ~100 manifests,
+        # all but the last commit's cached: handing each to a thread cost ~5 ms a plan)
         with ThreadPoolExecutor(max_workers=max_workers) as pool:
-            per_manifest = list(pool.map(lambda m: (m, read_manifest_entries(io, m)), selected))
+            list(pool.map(lambda m: read_manifest_entries(io, m), uncached))
+        per_manifest = [(m, read_manifest_entries(io, m)) for m in selected]
 
     data_entries: list[ManifestFileEntry] = []
     delete_entries: list[ManifestFileEntry] = []
