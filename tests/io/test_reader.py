@@ -1281,3 +1281,24 @@ def test_no_store_through_a_fileio_that_gives_no_modification_time(
     assert ids(rows) == [i for i in range(100, 110) if i != 101]
     assert count_task(Plain(), task, options()) == 9
     assert not verdict_dir.exists()
+
+
+def test_files_differing_only_in_field_ids_are_read_by_their_own_ids(tmp_path: Path) -> None:
+    """A column dropped and added again under its old name: old files hold it under the old id.
+
+    pyarrow's Schema equality and hash ignore field metadata (where the ids are), so a cache of
+    file schemas keyed by the Arrow schema gave the second file the first file's ids: its
+    ``qty`` read the dropped column's values (or the new one's read NULL)."""
+
+    def qty_file(name: str, qty_id: int, values: list[int]) -> DataFileRef:
+        schema = pa.schema([field("id", pa.int64(), 1, nullable=False), field("qty", pa.int64(), qty_id)])
+        return data_ref(write(tmp_path / name, pa.table({"id": [1, 2], "qty": values}, schema=schema)))
+
+    old, new = qty_file("old.parquet", 2, [10, 20]), qty_file("new.parquet", 5, [30, 40])
+    current = Schema(ID, NestedField(5, "qty", LongType(), required=False))
+    opts = options(schema=current, field_types={1: LongType(), 5: LongType()})
+    for first, second in ((old, new), (new, old)):
+        DELETE_CACHE.clear()
+        rows = {f.path: read(whole(f), opts) for f in (first, second)}
+        assert rows[old.path] == [{"id": 1, "qty": None}, {"id": 2, "qty": None}]
+        assert rows[new.path] == [{"id": 1, "qty": 30}, {"id": 2, "qty": 40}]

@@ -121,6 +121,11 @@ class ReadOptions:
         return self.projected_schema.model_dump_json()
 
     @cached_property
+    def projected_ids(self) -> frozenset[int]:
+        """The projected schema's field ids (computed once per scan, not once per file)."""
+        return frozenset(self.projected_schema.field_ids)
+
+    @cached_property
     def arrow_schema(self) -> pa.Schema:
         """The Arrow schema of every batch this scan yields."""
         return output_schema(self)
@@ -205,9 +210,10 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
         raise UnsupportedFeatureError(msg)
     pf = open_parquet(io, f.path, memory_map=True)
     downcast = opts.format_version <= 2
+    arrow_schema = pf.schema_arrow  # built anew on each access
 
     def convert() -> Schema:
-        return pyarrow_to_schema(pf.schema_arrow, opts.name_mapping, downcast_ns_timestamp_to_us=downcast)
+        return pyarrow_to_schema(arrow_schema, opts.name_mapping, downcast_ns_timestamp_to_us=downcast)
 
     try:
         # ~1 ms a file of pydantic objects; a pure function of the Arrow schema (field ids are in
@@ -217,7 +223,7 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
         if opts.name_mapping is not None:
             nm = opts.name_mapping
             mapping = _memo(("name-mapping", id(nm)), nm, nm.model_dump_json)
-        key = (pf.schema_arrow, downcast, mapping)
+        key = (_SchemaKey(arrow_schema), downcast, mapping)
         file_schema = DELETE_CACHE.get_or_load("file-schema", key, lambda: (convert(), 4096))
     except ValueError as e:
         pf.close()
@@ -239,7 +245,7 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
     if spec is not None and not spec.is_unpartitioned():
         data_file = DataFile.from_args(partition=Record(*f.partition))
         # for every field, not only projected ones: filters and equality keys read them too
-        missing = partition_constants(data_file, opts.schema, spec, file_schema.field_ids)
+        missing = partition_constants(data_file, opts.schema, spec, _field_ids(file_schema))
 
     pyarrow_filter = None
     filter_ids: set[int] = set()
@@ -253,18 +259,16 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
         from pyiceberg.expressions.visitors import extract_field_ids
 
         filter_ids = extract_field_ids(bound_file)
-    wanted = set(opts.projected_schema.field_ids) | filter_ids
-    # a list's or map's own id is not projectable (prune_columns selects it by its element, key
-    # and value ids, which field_ids holds too), as in pyiceberg's own reader
-    prunable = {i for i in wanted & file_schema.field_ids if not _is_collection(file_schema, i)}
-    file_project_schema, out_columns = _memo(
-        ("prune", id(file_schema), frozenset(wanted)),
-        file_schema,
-        lambda: (
-            prune_columns(file_schema, prunable, select_full_types=False),
-            top_level_names(file_schema, wanted),
-        ),
-    )
+    wanted = opts.projected_ids | filter_ids if filter_ids else opts.projected_ids
+
+    def prune() -> tuple[Schema, list[str]]:
+        # a list's or map's own id is not projectable (prune_columns selects it by its element,
+        # key and value ids, which field_ids holds too), as in pyiceberg's own reader
+        prunable = {i for i in wanted & file_schema.field_ids if not _is_collection(file_schema, i)}
+        pruned = prune_columns(file_schema, prunable, select_full_types=False)
+        return pruned, top_level_names(file_schema, wanted)
+
+    file_project_schema, out_columns = _memo(("prune", id(file_schema), wanted), file_schema, prune)
     columns = out_columns
     lineage_ids = {
         mf.field_id
@@ -272,7 +276,7 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
             (opts.row_id_column, ROW_ID),
             (opts.last_updated_column, LAST_UPDATED_SEQUENCE_NUMBER),
         )
-        if flag and mf.field_id in file_schema.field_ids
+        if flag and mf.field_id in _field_ids(file_schema)
     }
     extra_ids = extra_ids | lineage_ids
     if extra_ids - wanted:
@@ -281,7 +285,9 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
             file_schema,
             lambda: top_level_names(file_schema, wanted | extra_ids),
         )
-    leaves = _leaf_indices(pf.schema_arrow, columns)
+    leaves = _memo(
+        ("leaves", id(file_schema), tuple(columns)), file_schema, lambda: _leaf_indices(arrow_schema, columns)
+    )
     return _FilePlan(
         pf,
         file_schema,
@@ -297,8 +303,34 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
     )
 
 
+class _SchemaKey:
+    """An Arrow schema as a dict key that tells field metadata apart.
+
+    ``pa.Schema``'s own ``==`` and hash ignore field metadata, where the Iceberg field ids are:
+    two files with a column of one name and type under different ids (dropped and added
+    again) compared equal, and the second file was read with the first one's ids.
+    """
+
+    __slots__ = ("_hash", "schema")
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        self._hash = hash(schema)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _SchemaKey) and self.schema.equals(other.schema, check_metadata=True)
+
+
 _MEMO: dict[tuple[Any, ...], tuple[object, Any]] = {}
 _MEMO_MAX = 4096
+
+
+def _field_ids(schema: Schema) -> set[int]:
+    """``schema.field_ids`` (a new set on each access), memoised per shared file Schema."""
+    return _memo(("field-ids", id(schema)), schema, lambda: schema.field_ids)
 
 
 def _is_collection(schema: Schema, field_id: int) -> bool:
