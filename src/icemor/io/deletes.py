@@ -118,6 +118,8 @@ def _local_path(io: FileIO, path: str) -> str | None:
 
     if not isinstance(io, PyArrowFileIO):
         return None
+    if path.startswith("file:///") and not any(c in path for c in "?#;"):
+        return path[7:]  # what parse_location returns for it, without urlparse (per file)
     scheme, netloc, local = PyArrowFileIO.parse_location(path)
     return local if scheme == "file" and not netloc else None
 
@@ -194,12 +196,31 @@ def _deletion_vector(io: FileIO, ref: DeleteFileRef) -> tuple[npt.NDArray[np.int
     return positions, positions.nbytes
 
 
+_POSITION_REFS: dict[int, tuple[Sequence[DeleteFileRef], tuple[DeleteFileRef, ...]]] = {}
+
+
+def _position_refs(deletes: Sequence[DeleteFileRef]) -> tuple[DeleteFileRef, ...]:
+    """The position delete files and DVs among ``deletes``, memoised per sequence object.
+
+    The planner gives files with the same delete files one tuple: 20,000 small files under 50
+    global equality-delete files looked at a million refs for none. An entry holds its tuple,
+    so its id cannot be reused while it lives.
+    """
+    hit = _POSITION_REFS.get(id(deletes))
+    if hit is not None and hit[0] is deletes:
+        return hit[1]
+    refs = tuple(ref for ref in deletes if ref.content == FileContent.POSITION_DELETES)
+    if isinstance(deletes, tuple):  # (a list can change under its id)
+        if len(_POSITION_REFS) >= 1024:
+            _POSITION_REFS.clear()
+        _POSITION_REFS[id(deletes)] = (deletes, refs)
+    return refs
+
+
 def deleted_positions(io: FileIO, data_path: str, deletes: Sequence[DeleteFileRef]) -> npt.NDArray[np.int64]:
     """Sorted, unique positions deleted from ``data_path`` by its position deletes and DVs."""
     parts: list[npt.NDArray[np.int64]] = []
-    for ref in deletes:
-        if ref.content != FileContent.POSITION_DELETES:
-            continue
+    for ref in _position_refs(deletes) if deletes else ():
         if ref.is_deletion_vector:
             if ref.referenced_data_file != data_path:
                 msg = f"deletion vector {ref.path} references {ref.referenced_data_file}, not {data_path}"
