@@ -50,7 +50,7 @@ def _numbered(start: int, n: int) -> pa.RecordBatch:
 
 
 def test_a_run_of_small_pieces_is_joined_in_order_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(local, "read_task", lambda _io, task, _opts: iter(task))
+    monkeypatch.setattr(local, "read_run", lambda _io, run, _opts: (b for task in run for b in task))
     monkeypatch.setattr(local, "COALESCE_ROWS", 10)
     # pieces' batches: small ones, one at the row limit between them, small ones again
     sizes = [[3, 4], [2], [12], [5], [6, 1], [9]]

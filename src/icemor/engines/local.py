@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from icemor.io.reader import count_task, read_task
+from icemor.io.reader import count_task, read_run, read_task
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -147,20 +147,19 @@ def _coalesced(io: FileIO, run: Sequence[FileScanTask], opts: ReadOptions) -> It
     """The batches of a run of pieces in order, small ones joined into batches of ~``COALESCE_ROWS`` rows."""
     held: list[pa.RecordBatch] = []
     rows = size = 0
-    for task in run:
-        for batch in read_task(io, task, opts):
-            if batch.num_rows >= COALESCE_ROWS:
-                if held:  # rows read before it go first: the order is the uncoalesced one
-                    yield from _joined(held)
-                    held, rows, size = [], 0, 0
-                yield batch
-                continue
-            held.append(batch)
-            rows += batch.num_rows
-            size += batch.nbytes
-            if rows >= COALESCE_ROWS or size >= COALESCE_BYTES:
+    for batch in read_run(io, run, opts):  # small files' deletes applied to many at once
+        if batch.num_rows >= COALESCE_ROWS:
+            if held:  # rows read before it go first: the order is the uncoalesced one
                 yield from _joined(held)
                 held, rows, size = [], 0, 0
+            yield batch
+            continue
+        held.append(batch)
+        rows += batch.num_rows
+        size += batch.nbytes
+        if rows >= COALESCE_ROWS or size >= COALESCE_BYTES:
+            yield from _joined(held)
+            held, rows, size = [], 0, 0
     if held:
         yield from _joined(held)
 

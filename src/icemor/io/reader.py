@@ -70,6 +70,7 @@ __all__ = [
     "arrow_filter",
     "count_task",
     "output_schema",
+    "read_run",
     "read_task",
 ]
 
@@ -250,15 +251,17 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
     pyarrow_filter = None
     filter_ids: set[int] = set()
     if not isinstance(opts.row_filter, AlwaysTrue):
-        bound = bind(opts.schema, opts.row_filter, case_sensitive=opts.case_sensitive)
-        translated = translate_column_names(
-            bound, file_schema, opts.case_sensitive, projected_field_values=missing
-        )
-        bound_file = bind(file_schema, translated, case_sensitive=opts.case_sensitive)
-        pyarrow_filter = arrow_filter(bound_file, file_schema)
-        from pyiceberg.expressions.visitors import extract_field_ids
-
-        filter_ids = extract_field_ids(bound_file)
+        if missing:  # the partition values are part of the translation
+            pyarrow_filter, filter_ids = _file_filter(opts, file_schema, missing)
+        else:
+            # ~0.3 ms a file of expression visitors: once per file schema and filter (an entry
+            # holds the filter and table schema, so their ids in the key stay theirs)
+            fkey = ("filter", id(file_schema), id(opts.row_filter), id(opts.schema), opts.case_sensitive)
+            hit = _memo_get(fkey, file_schema)
+            if hit is None or hit[0] is not opts.row_filter or hit[1] is not opts.schema:
+                hit = (opts.row_filter, opts.schema, _file_filter(opts, file_schema, missing))
+                _memo_put(fkey, file_schema, hit)
+            pyarrow_filter, filter_ids = hit[2]
     wanted = opts.projected_ids | filter_ids if filter_ids else opts.projected_ids
 
     def prune() -> tuple[Schema, list[str]]:
@@ -266,7 +269,7 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
         # key and value ids, which field_ids holds too), as in pyiceberg's own reader
         prunable = {i for i in wanted & file_schema.field_ids if not _is_collection(file_schema, i)}
         pruned = prune_columns(file_schema, prunable, select_full_types=False)
-        return pruned, top_level_names(file_schema, wanted)
+        return pruned, top_level_names(file_schema, set(wanted))
 
     file_project_schema, out_columns = _memo(("prune", id(file_schema), wanted), file_schema, prune)
     columns = out_columns
@@ -283,7 +286,7 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
         columns = _memo(
             ("columns", id(file_schema), frozenset(wanted | extra_ids)),
             file_schema,
-            lambda: top_level_names(file_schema, wanted | extra_ids),
+            lambda: top_level_names(file_schema, set(wanted | extra_ids)),
         )
     leaves = _memo(
         ("leaves", id(file_schema), tuple(columns)), file_schema, lambda: _leaf_indices(arrow_schema, columns)
@@ -322,6 +325,20 @@ class _SchemaKey:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _SchemaKey) and self.schema.equals(other.schema, check_metadata=True)
+
+
+def _file_filter(
+    opts: ReadOptions, file_schema: Schema, missing: dict[int, Any]
+) -> tuple[ArrowFilter, set[int]]:
+    """The scan's row filter bound to a file's schema, as Arrow, and the field ids it reads."""
+    from pyiceberg.expressions.visitors import extract_field_ids
+
+    bound = bind(opts.schema, opts.row_filter, case_sensitive=opts.case_sensitive)
+    translated = translate_column_names(
+        bound, file_schema, opts.case_sensitive, projected_field_values=missing
+    )
+    bound_file = bind(file_schema, translated, case_sensitive=opts.case_sensitive)
+    return arrow_filter(bound_file, file_schema), extract_field_ids(bound_file)
 
 
 _MEMO: dict[tuple[Any, ...], tuple[object, Any]] = {}
@@ -569,9 +586,23 @@ def _read_task(
     io: FileIO, task: FileScanTask, opts: ReadOptions, known: _Known | None = None
 ) -> Iterator[pa.RecordBatch]:
     positions = deleted_positions(io, task.data_file.path, task.delete_files)
-    positions, eq_sets, record = _equality_state(io, task, opts, positions, known)
-    eq_ids = {fid for ids, _ in eq_sets for fid in ids}
-    plan = _plan_file(io, task, opts, eq_ids)
+    state = _equality_state(io, task, opts, positions, known)
+    plan = _plan_file(io, task, opts, {fid for ids, _ in state[1] for fid in ids})
+    yield from _read_planned(task, opts, state, plan)
+
+
+_State: TypeAlias = (
+    "tuple[npt.NDArray[np.int64], list[tuple[tuple[int, ...], Any]], "
+    "tuple[tuple[Any, ...], tuple[Any, ...] | None] | None]"
+)
+"""What :func:`_equality_state` tells: (positions, equality sets to probe, where to record the verdict)."""
+
+
+def _read_planned(
+    task: FileScanTask, opts: ReadOptions, state: _State, plan: _FilePlan
+) -> Iterator[pa.RecordBatch]:
+    """The rows of a task whose deletes (:func:`_equality_state`) and file are known; closes the file."""
+    positions, eq_sets, record = state
     out_schema = opts.arrow_schema
     # the verdict is recorded only when every row of the task was probed
     eq_hits: list[npt.NDArray[np.int64]] | None = [] if record is not None else None
@@ -603,6 +634,127 @@ def _read_task(
                 store.save(stored_key, verdict, task.data_file.record_count)
     finally:
         plan.pf.close()
+
+
+RUN_ROWS = 65_536
+"""Rows, and :data:`RUN_BYTES` bytes, of small files' batches :func:`read_run` handles at once."""
+RUN_BYTES = 16 << 20
+
+
+def read_run(io: FileIO, tasks: Sequence[FileScanTask], opts: ReadOptions) -> Iterator[pa.RecordBatch]:
+    """The live rows of several pieces, in order: what :func:`read_task` yields for each in turn.
+
+    For many small files (a streamed table's). A file that needs no equality probe and no
+    per-row metadata column is decoded as usual, but its deletes, filter and projection are
+    applied once to the joined batches of up to :data:`RUN_ROWS` rows of files of one layout:
+    per 100-row file, masking, filtering, projecting and building its batch cost more under
+    the GIL than decoding it (issue 41). The rows are exactly those of :func:`read_task`.
+    """
+    joined = _RunGroup(opts)
+    bulk = opts.projected_schema.fields and not (
+        opts.file_column
+        or opts.pos_column
+        or opts.include_deleted
+        or opts.row_id_column
+        or opts.last_updated_column
+    )
+    for task in tasks:
+        positions = deleted_positions(io, task.data_file.path, task.delete_files)
+        state = _equality_state(io, task, opts, positions)
+        eq_sets = state[1]
+        plan = _plan_file(io, task, opts, {fid for ids, _ in eq_sets for fid in ids})
+        if not bulk or eq_sets or plan.missing_fields or plan.lineage_columns or plan.out_columns is not None:
+            try:
+                yield from joined.flush()
+            except BaseException:  # closed early: _read_planned, which closes the file, never ran
+                plan.pf.close()
+                raise
+            yield from _read_planned(task, opts, state, plan)
+            continue
+        positions = state[0]
+        try:
+            for rg in plan.row_groups:
+                first = plan.rg_first_row[rg]
+                if _all_deleted(positions, first, plan.pf.metadata.row_group(rg).num_rows):
+                    continue
+                rows = opts.batch_size or _batch_rows(plan, rg)
+                for batch in _decoded(plan, rg, rows, task.data_file.path, threads=opts.decode_threads):
+                    if not joined.takes(plan, batch):
+                        yield from joined.flush()
+                    joined.add(plan, batch, first, positions, task.data_file)
+                    first += batch.num_rows
+                    if joined.rows >= RUN_ROWS or joined.nbytes >= RUN_BYTES:
+                        yield from joined.flush()
+        finally:
+            plan.pf.close()
+    yield from joined.flush()
+
+
+class _RunGroup:
+    """Decoded batches of files of one layout (file schema, filter), their deletes still to apply."""
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+        self.plan: _FilePlan | None = None
+        self.batches: list[pa.RecordBatch] = []
+        self.deleted: list[tuple[int, int, npt.NDArray[np.int64]]] = []
+        """(batch index, its first row in the held rows, its deleted positions in the batch)"""
+        self.rows = self.nbytes = 0
+        self.data_file: DataFileRef | None = None
+
+    def takes(self, plan: _FilePlan, batch: pa.RecordBatch) -> bool:
+        """Whether ``batch`` of a file planned as ``plan`` can join the batches held."""
+        held = self.plan
+        return held is None or (
+            held.file_project_schema is plan.file_project_schema
+            and held.pyarrow_filter is plan.pyarrow_filter
+            and held.columns == plan.columns
+            and self.batches[0].schema.equals(batch.schema)
+        )
+
+    def add(
+        self,
+        plan: _FilePlan,
+        batch: pa.RecordBatch,
+        first: int,
+        positions: npt.NDArray[np.int64],
+        data_file: DataFileRef,
+    ) -> None:
+        """Hold ``batch``, rows ``first``.. of its file, whose deleted positions are ``positions``."""
+        if self.plan is None:
+            self.plan, self.data_file = plan, data_file
+        n = batch.num_rows
+        if len(positions):
+            lo, hi = np.searchsorted(positions, (first, first + n))
+            if hi > lo:  # as positions in the batch
+                self.deleted.append((len(self.batches), self.rows, positions[lo:hi] - first))
+        self.batches.append(batch)
+        self.rows += n
+        self.nbytes += batch.nbytes
+
+    def flush(self) -> Iterator[pa.RecordBatch]:
+        """The held rows with their deletes, filter and projection applied; then nothing is held."""
+        plan, batches, deleted, data_file = self.plan, self.batches, self.deleted, self.data_file
+        if plan is None or data_file is None:
+            return
+        self.plan, self.batches, self.deleted, self.data_file = None, [], [], None
+        self.rows = self.nbytes = 0
+        opts, out_schema = self.opts, self.opts.arrow_schema
+        if len(batches) > 1:
+            # one chunk per column, unless a column outgrows its offsets: then batch by batch
+            chunks = pa.Table.from_batches(batches).combine_chunks().to_batches()
+            if len(chunks) == 1:
+                positions = np.concatenate([p + at for _, at, p in deleted]) if deleted else _NO_POSITIONS
+                batches, deleted = chunks, [(0, 0, positions)]
+        by_batch = {i: p for i, _, p in deleted}
+        for i, batch in enumerate(batches):
+            positions = by_batch.get(i, _NO_POSITIONS)
+            out = _process_batch(batch, 0, positions, [], plan, opts, data_file, out_schema)
+            if out is not None and out.num_rows:
+                yield out
+
+
+_NO_POSITIONS: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
 
 
 def _batch_rows(plan: _FilePlan, rg: int) -> int:
