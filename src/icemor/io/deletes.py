@@ -34,6 +34,7 @@ __all__ = [
     "deleted_positions",
     "equality_delete_sets",
     "fully_deleted",
+    "local_path",
     "open_parquet",
     "reaching",
     "remember_written",
@@ -101,7 +102,7 @@ def open_parquet(
     so a mapping stays valid (a file unlinked meanwhile stays readable); only a file truncated
     *during* the read by something outside Iceberg could fault the process.
     """
-    local = _local_path(io, path) if memory_map else None
+    local = local_path(io, path) if memory_map else None
     with reaching(what, path):
         stream = pa.memory_map(local) if local is not None else io.new_input(path).open()
     try:
@@ -112,7 +113,7 @@ def open_parquet(
         raise CorruptFileError(msg) from e
 
 
-def _local_path(io: FileIO, path: str) -> str | None:
+def local_path(io: FileIO, path: str) -> str | None:
     """The local path of ``path`` when pyarrow's FileIO would read it from the local disk."""
     from pyiceberg.io.pyarrow import PyArrowFileIO
 
@@ -120,6 +121,8 @@ def _local_path(io: FileIO, path: str) -> str | None:
         return None
     if path.startswith("file:///") and not any(c in path for c in "?#;"):
         return path[7:]  # what parse_location returns for it, without urlparse (per file)
+    if path.startswith("/") and os.name != "nt":
+        return os.path.abspath(path)  # likewise (a path without a scheme: add_files)
     scheme, netloc, local = PyArrowFileIO.parse_location(path)
     return local if scheme == "file" and not netloc else None
 

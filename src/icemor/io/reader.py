@@ -37,7 +37,7 @@ from icemor._compat.pyiceberg import partition_constants, to_requested_schema
 from icemor.exceptions import CorruptFileError, MissingFileError, UnsupportedFeatureError
 from icemor.io.cache import DELETE_CACHE
 from icemor.io.columns import equality_key_columns, top_level_names
-from icemor.io.deletes import deleted_positions, equality_delete_sets, open_parquet, reaching
+from icemor.io.deletes import deleted_positions, equality_delete_sets, local_path, open_parquet, reaching
 from icemor.io.filters import arrow_expression
 from icemor.io.verdicts import verdict_store
 from icemor.spec.files import FileContent
@@ -1025,7 +1025,11 @@ def _check_present(io: FileIO, data_file: DataFileRef | DeleteFileRef, what: str
     mtime: int | None = None
     with reaching(what, path):
         if isinstance(io, PyArrowFileIO):
-            scheme, netloc, fs_path = PyArrowFileIO.parse_location(path, io.properties)
+            local = None if "DEFAULT_SCHEME" in io.properties else local_path(io, path)
+            if local is not None:  # (parse_location's urlparse, per file of a count)
+                scheme, netloc, fs_path = "file", "", local
+            else:
+                scheme, netloc, fs_path = PyArrowFileIO.parse_location(path, io.properties)
             info = io.fs_by_scheme(scheme, netloc).get_file_info(fs_path)
             if info.type != FileType.File:
                 raise FileNotFoundError(errno.ENOENT, "no such file", path)
