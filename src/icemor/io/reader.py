@@ -651,7 +651,7 @@ def read_run(io: FileIO, tasks: Sequence[FileScanTask], opts: ReadOptions) -> It
     the GIL than decoding it (issue 41). The rows are exactly those of :func:`read_task`.
     """
     joined = _RunGroup(opts)
-    bulk = opts.projected_schema.fields and not (
+    bulk = not (
         opts.file_column
         or opts.pos_column
         or opts.include_deleted
@@ -740,6 +740,12 @@ class _RunGroup:
         self.plan, self.batches, self.deleted, self.data_file = None, [], [], None
         self.rows = self.nbytes = 0
         opts, out_schema = self.opts, self.opts.arrow_schema
+        if not batches[0].num_columns:  # a count: no filter either (it would read its columns)
+            live = sum(b.num_rows for b in batches) - sum(len(p) for _, _, p in deleted)
+            if live:
+                rows = pa.StructArray.from_buffers(pa.struct([]), live, [None])
+                yield pa.RecordBatch.from_struct_array(rows)
+            return
         if len(batches) > 1:
             # one chunk per column, unless a column outgrows its offsets: then batch by batch
             chunks = pa.Table.from_batches(batches).combine_chunks().to_batches()

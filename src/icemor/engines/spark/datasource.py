@@ -545,12 +545,12 @@ def _run_in_order(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
 
 def read_scan_blob(blob: bytes, target: pa.Schema) -> Iterator[pa.RecordBatch]:
     """Executors: the rows of one combined scan task, every delete applied, in ``target``."""
-    from icemor.io.reader import read_task
+    from icemor.io.reader import read_run
     from icemor.io.uuids import to_text_batch
 
     (props, location), combined, opts, residual, keep = pickle.loads(blob)
     io = file_io(props, location)
-    batches: Iterable[pa.RecordBatch] = (b for task in combined.tasks for b in read_task(io, task, opts))
+    batches: Iterable[pa.RecordBatch] = read_run(io, combined.tasks, opts)
     if residual is not None:
         from icemor.expr.duck import filter_batches
 

@@ -19,7 +19,16 @@ if TYPE_CHECKING:
     from icemor.io.reader import ReadOptions
     from icemor.spec.tasks import CombinedScanTask
 
-__all__ = ["IOSpec", "file_io", "io_spec", "item_blob", "read_partition", "run_items", "task_blob"]
+__all__ = [
+    "ROWS_COLUMN",
+    "IOSpec",
+    "file_io",
+    "io_spec",
+    "item_blob",
+    "read_partition",
+    "run_items",
+    "task_blob",
+]
 
 IOSpec = tuple[tuple[tuple[str, str], ...], str]
 """A FileIO as it can be pickled: its sorted properties and the table location."""
@@ -55,17 +64,26 @@ def task_blob(spec: IOSpec, combined: CombinedScanTask, options: ReadOptions) ->
     return pickle.dumps((spec, combined, options))
 
 
+ROWS_COLUMN = "_icemor_rows"
+"""The all-null column a scan of no columns carries through Spark (see ``_python_dataframe``)."""
+
+
 def read_partition(batches: Iterator[pa.RecordBatch], target: pa.Schema) -> Iterator[pa.RecordBatch]:
     """Unpickle each task row and stream its batches in the Spark Arrow schema ``target``."""
-    from icemor.io.reader import read_task
+    import pyarrow as pa
+
+    from icemor.io.reader import read_run
     from icemor.io.uuids import to_text_batch
 
     for batch in batches:
         for blob in batch.column(0).to_pylist():
             (props, location), combined, opts = pickle.loads(blob)
             io = file_io(props, location)
-            for task in combined.tasks:
-                for out in read_task(io, task, opts):
+            # the pieces in a row: small files' deletes and projection applied to many at once
+            for out in read_run(io, combined.tasks, opts):
+                if not out.num_columns and target.names == [ROWS_COLUMN]:
+                    yield pa.record_batch([pa.nulls(out.num_rows, pa.bool_())], schema=target)
+                else:
                     yield to_text_batch(out, target)
 
 
