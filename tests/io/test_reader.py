@@ -359,6 +359,12 @@ def test_verdict_key_memo_is_keyed_by_the_delete_tuple_itself(
     deletes = (eq_b, pos, eq_a)
     first = _verdict_key(whole(ten_rows, deletes))
     assert first == expected
+    # its equality part hashes once, but as the plain tuple does, and prints as it (the
+    # on-disk verdict store keys by repr)
+    assert hash(first) == hash(expected) and repr(first) == repr(expected)
+    import pickle
+
+    assert pickle.loads(pickle.dumps(first)) == expected
     # the entry holds the tuple, so its id cannot be reused by another tuple while it is there
     assert reader._EQ_KEYS[id(deletes)][0] is deletes
     again = _verdict_key(FileScanTask(ten_rows, deletes, 0, ten_rows.file_size_in_bytes))
