@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from icemor.engines.spark import session_kind
 
 if TYPE_CHECKING:
+    import pytest
     from pyspark.sql import SparkSession
 
 
@@ -78,6 +79,18 @@ def test_map_tasks_gives_each_blob_its_partition_in_order(spark: SparkSession) -
         for r in rows:
             per_partition[r["p"]] = per_partition.get(r["p"], 0) + 1
         assert [per_partition[p] for p in sorted(per_partition)] == want
+
+
+def test_the_workers_that_turn_blobs_into_rows_spare_the_archive_rescans(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from icemor.engines.spark import _compat
+
+    calls: list[int] = []
+    monkeypatch.setattr(_compat, "spare_zip_rescans", lambda: calls.append(1) or 0)
+    rows = [(b"a",), (b"b",)]
+    assert list(session_kind.spare_then(iter(rows))) == rows
+    assert calls == [1]
 
 
 def test_analyzed_leaves_a_classic_dataframe_as_it_is(spark: SparkSession) -> None:

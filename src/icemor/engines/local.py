@@ -181,7 +181,11 @@ def count_rows(job: ScanJob, *, workers: int | None = None) -> int:
         return sum(b.num_rows for b in read_batches(job, workers=workers))
     pieces = [t for ct in job.plan_tasks() for t in ct.tasks]
     io, opts = job.io, job.options
-    return sum(map_ordered(pieces, lambda t: count_task(io, t, opts), workers=workers))
+    workers = workers or default_workers()
+    # runs of pieces per hand-off: 20,000 small files were 20,000 futures
+    size = max(1, min(64, len(pieces) // (SMALL_PIECES * workers)))
+    runs = [pieces[i : i + size] for i in range(0, len(pieces), size)]
+    return sum(map_ordered(runs, lambda run: sum(count_task(io, t, opts) for t in run), workers=workers))
 
 
 def runner(
