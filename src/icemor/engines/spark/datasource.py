@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from icemor.engines.spark import _arrow_schema
 from icemor.engines.spark.types import spark_schema
-from icemor.engines.spark.worker import file_io, io_spec
+from icemor.engines.spark.worker import file_io, freeze_survivors, io_spec
 from icemor.engines.spark.write import STAGING_DIR, data_path
 from icemor.exceptions import InvalidArgumentError, NoSuchSnapshotError, UnsupportedFeatureError
 from icemor.io.changes import CHANGE_COLUMNS
@@ -557,6 +557,7 @@ def read_scan_blob(blob: bytes, target: pa.Schema) -> Iterator[pa.RecordBatch]:
         batches = filter_batches(batches, residual, keep)
     for batch in batches:
         yield to_text_batch(batch if batch.schema.names == keep else batch.select(keep), target)
+    freeze_survivors()  # (see there: Spark collects the worker's whole heap after each task)
 
 
 def read_changes_blob(blob: bytes, target: pa.Schema) -> Iterator[pa.RecordBatch]:
