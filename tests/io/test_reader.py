@@ -1364,6 +1364,10 @@ def test_a_run_of_small_files_reads_what_each_file_reads(
     assert rows(filtered) == expected(lambda i: i >= 15)
     by_category = options(projected, schema=schema, row_filter=EqualTo("category", "b"))
     assert rows(by_category) == expected(lambda i: cats[(i % 10) % 3] == "b")
+    # an asked-for batch size stays a bound on the joined batches
+    small = options(projected, schema=schema, batch_size=7)
+    assert all(b.num_rows <= 7 for b in reader.read_run(IO, tasks, small))
+    assert rows(small) == expected(lambda _: True)
     # no columns (a count on Spark), with and without a filter
     assert len(rows(options(Schema(), schema=schema))) == len(expected(lambda _: True))
     counted = options(Schema(), schema=schema, row_filter=GreaterThanOrEqual("id", 15))

@@ -667,6 +667,7 @@ def read_run(io: FileIO, tasks: Sequence[FileScanTask], opts: ReadOptions) -> It
     the GIL than decoding it (issue 41). The rows are exactly those of :func:`read_task`.
     """
     joined = _RunGroup(opts)
+    max_rows = min(opts.batch_size or RUN_ROWS, RUN_ROWS)  # (an asked-for batch size stays a bound)
     bulk = not (
         opts.file_column
         or opts.pos_column
@@ -695,11 +696,11 @@ def read_run(io: FileIO, tasks: Sequence[FileScanTask], opts: ReadOptions) -> It
                     continue
                 rows = opts.batch_size or _batch_rows(plan, rg)
                 for batch in _decoded(plan, rg, rows, task.data_file.path, threads=opts.decode_threads):
-                    if not joined.takes(plan, batch):
+                    if not joined.takes(plan, batch) or joined.rows + batch.num_rows > max_rows:
                         yield from joined.flush()
                     joined.add(plan, batch, first, positions, task.data_file)
                     first += batch.num_rows
-                    if joined.rows >= RUN_ROWS or joined.nbytes >= RUN_BYTES:
+                    if joined.rows >= max_rows or joined.nbytes >= RUN_BYTES:
                         yield from joined.flush()
         finally:
             plan.pf.close()
