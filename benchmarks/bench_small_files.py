@@ -138,6 +138,7 @@ def _spark(args: argparse.Namespace, home: Path, expected: dict[str, Any]) -> li
     t = icemor.load_table(NAME)
     tasks = len(t.scan(selected_fields=("qty",)).plan_tasks())
     lines.append(f"  Spark local[{spark.sparkContext.defaultParallelism}]: {tasks:,} icemor tasks")
+    print(lines[-1], flush=True)
     queries = {
         "count(*)": (lambda: (t.to_spark(spark, selected_fields=()).count(),), (expected["rows"],)),
         "sum(qty)": (
