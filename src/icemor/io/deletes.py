@@ -122,7 +122,9 @@ def local_path(io: FileIO, path: str) -> str | None:
     if path.startswith("file:///") and not any(c in path for c in "?#;"):
         return path[7:]  # what parse_location returns for it, without urlparse (per file)
     if path.startswith("/") and os.name != "nt":
-        return os.path.abspath(path)  # likewise (a path without a scheme: add_files)
+        # likewise (a path without a scheme: add_files); abspath only normalises these
+        normal = "//" not in path and "/." not in path and not path.endswith("/")
+        return path if normal else os.path.abspath(path)
     scheme, netloc, local = PyArrowFileIO.parse_location(path)
     return local if scheme == "file" and not netloc else None
 
