@@ -50,7 +50,7 @@ def _numbered(start: int, n: int) -> pa.RecordBatch:
 
 
 def test_a_run_of_small_pieces_is_joined_in_order_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(local, "read_task", lambda _io, task, _opts: iter(task))
+    monkeypatch.setattr(local, "read_run", lambda _io, run, _opts: (b for task in run for b in task))
     monkeypatch.setattr(local, "COALESCE_ROWS", 10)
     # pieces' batches: small ones, one at the row limit between them, small ones again
     sizes = [[3, 4], [2], [12], [5], [6, 1], [9]]
@@ -99,6 +99,7 @@ def test_many_small_files_read_in_runs_keep_the_order_of_reading_them_one_by_one
     joined = list(local.read_batches(job, workers=1))
     assert len(joined) < 40
     assert [v for b in joined for v in b.column("x").to_pylist()] == one_by_one
+    assert local.count_rows(job, workers=1) == len(one_by_one)  # counted in runs of 20 pieces
     monkeypatch.setattr(local, "SMALL_PIECES", 1)
     assert sorted(r for b in local.read_batches(job, workers=2) for r in b.column("x").to_pylist()) == sorted(
         one_by_one

@@ -7,11 +7,13 @@ oracle's session, and which way each choice goes for a session whose class is Co
 
 from __future__ import annotations
 
+import gc
 from typing import TYPE_CHECKING
 
 from icemor.engines.spark import session_kind
 
 if TYPE_CHECKING:
+    import pytest
     from pyspark.sql import SparkSession
 
 
@@ -78,6 +80,23 @@ def test_map_tasks_gives_each_blob_its_partition_in_order(spark: SparkSession) -
         for r in rows:
             per_partition[r["p"]] = per_partition.get(r["p"], 0) + 1
         assert [per_partition[p] for p in sorted(per_partition)] == want
+
+
+def test_the_workers_that_turn_blobs_into_rows_spare_the_archive_rescans(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from icemor.engines.spark import _compat
+
+    calls: list[int] = []
+    monkeypatch.setattr(_compat, "spare_zip_rescans", lambda: calls.append(1) or 0)
+    rows = [(b"a",), (b"b",)]
+    gc.unfreeze()
+    try:
+        assert list(session_kind.spare_then(iter(rows))) == rows
+        assert calls == [1]
+        assert gc.get_freeze_count() > 0  # PySpark's collection after the task skips them
+    finally:
+        gc.unfreeze()
 
 
 def test_analyzed_leaves_a_classic_dataframe_as_it_is(spark: SparkSession) -> None:

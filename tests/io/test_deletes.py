@@ -82,16 +82,26 @@ def test_fully_deleted_counts_distinct_positions_within_the_file(tmp_path: Path)
 def test_only_local_files_of_pyarrows_file_io_are_memory_mapped(tmp_path: Path) -> None:
     from pyiceberg.io.fsspec import FsspecFileIO
 
-    from icemor.io.deletes import _local_path, open_parquet
+    from icemor.io.deletes import local_path, open_parquet
 
     path = tmp_path / "d.parquet"
     pq.write_table(pa.table({"x": [1, 2, 3]}), path)
     io = PyArrowFileIO()
-    assert _local_path(io, f"file:{path}") == str(path)
-    assert _local_path(io, str(path)) == str(path)
-    assert _local_path(io, "s3://bucket/d.parquet") is None
-    assert _local_path(io, "file://host/d.parquet") is None  # a remote host's file
-    assert _local_path(FsspecFileIO({}), f"file:{path}") is None  # another FileIO: its own reads
+    assert local_path(io, f"file:{path}") == str(path)
+    assert local_path(io, str(path)) == str(path)
+    assert local_path(io, "s3://bucket/d.parquet") is None
+    assert local_path(io, "file://host/d.parquet") is None  # a remote host's file
+    # the shortcut for file:/// paths gives what pyiceberg's parse_location does
+    for uri in (
+        f"file://{path}",
+        "file:///a/b%20c.parquet",
+        "file:///a/b.parquet?x=1#f",
+        "file:///a;p/b",
+        "/a/b#c",
+        "//h/a/../b",
+    ):
+        assert local_path(io, uri) == PyArrowFileIO.parse_location(uri)[2], uri
+    assert local_path(FsspecFileIO({}), f"file:{path}") is None  # another FileIO: its own reads
     mapped = open_parquet(io, f"file:{path}", memory_map=True)
     assert mapped.read().column("x").to_pylist() == [1, 2, 3]
     mapped.close()

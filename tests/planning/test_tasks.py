@@ -185,11 +185,44 @@ def test_open_file_cost_dominates() -> None:
 
 
 def test_delete_files_count_in_open_cost() -> None:
+    files = [planned(f"f{i}", 10, deletes=[pos_delete(f"d{i}", 5)]) for i in range(3)]
+    tasks = plan_tasks(files, SplitOptions(target_size=100, open_file_cost=30, lookback=10))
+    # a delete file of one piece weighs as in Java: max(10 + 5, (1 + 1) * 30) = 60, one per bin
+    assert groups(tasks) == [[("f0", 0)], [("f1", 0)], [("f2", 0)]]
+
+
+def test_a_shared_delete_file_is_shared_out_over_its_pieces() -> None:
     d = pos_delete("d", 5)
     files = [planned(f"f{i}", 10, deletes=[d]) for i in range(3)]
     tasks = plan_tasks(files, SplitOptions(target_size=100, open_file_cost=30, lookback=10))
-    # weight max(10 + 5, (1 + 1) * 30) = 60: one per bin
-    assert groups(tasks) == [[("f0", 0)], [("f1", 0)], [("f2", 0)]]
+    # decoded once per process: each of its 3 pieces weighs max(10 + 5/3, (1 + 1/3) * 30) = 40
+    assert groups(tasks) == [[("f0", 0), ("f1", 0)], [("f2", 0)]]
+
+
+def test_many_small_files_under_global_equality_deletes_combine_to_the_target() -> None:
+    """Issue 41: 50 global equality-delete files made Java's weight (1 + 50) x open cost exceed
+    the target, one Spark task per 5 kB file."""
+    mib = 1 << 20
+    deletes = tuple(
+        DeleteFileRef(
+            content=FileContent.EQUALITY_DELETES,
+            path=f"eq{i}",
+            file_format="PARQUET",
+            record_count=2000,
+            file_size_in_bytes=20_000,
+            spec_id=0,
+            partition=(),
+            data_sequence_number=2 + i,
+            equality_ids=(1,),
+        )
+        for i in range(50)
+    )
+    files = [PlannedFile(data_file(f"f{i}", 5_000), deletes) for i in range(2_000)]
+    tasks = plan_tasks(files, SplitOptions(target_size=128 * mib, open_file_cost=4 * mib, lookback=10))
+    pieces = sorted(t.data_file.path for ct in tasks for t in ct.tasks)
+    assert pieces == sorted(f"f{i}" for i in range(2_000))
+    # each piece weighs a little more than the open cost: 31 of them fill a task
+    assert [len(ct.tasks) for ct in tasks] == [31] * 64 + [16]
 
 
 def test_delete_bytes_count_in_weight() -> None:

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from icemor.io.reader import count_task, read_task
+from icemor.io.reader import count_task, read_run, read_task
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -149,20 +149,19 @@ def _coalesced(io: FileIO, run: Sequence[FileScanTask], opts: ReadOptions) -> It
     """The batches of a run of pieces in order, small ones joined into batches of ~``COALESCE_ROWS`` rows."""
     held: list[pa.RecordBatch] = []
     rows = size = 0
-    for task in run:
-        for batch in read_task(io, task, opts):
-            if batch.num_rows >= COALESCE_ROWS:
-                if held:  # rows read before it go first: the order is the uncoalesced one
-                    yield from _joined(held)
-                    held, rows, size = [], 0, 0
-                yield batch
-                continue
-            held.append(batch)
-            rows += batch.num_rows
-            size += batch.nbytes
-            if rows >= COALESCE_ROWS or size >= COALESCE_BYTES:
+    for batch in read_run(io, run, opts):  # small files' deletes applied to many at once
+        if batch.num_rows >= COALESCE_ROWS:
+            if held:  # rows read before it go first: the order is the uncoalesced one
                 yield from _joined(held)
                 held, rows, size = [], 0, 0
+            yield batch
+            continue
+        held.append(batch)
+        rows += batch.num_rows
+        size += batch.nbytes
+        if rows >= COALESCE_ROWS or size >= COALESCE_BYTES:
+            yield from _joined(held)
+            held, rows, size = [], 0, 0
     if held:
         yield from _joined(held)
 
@@ -184,7 +183,11 @@ def count_rows(job: ScanJob, *, workers: int | None = None) -> int:
         return sum(b.num_rows for b in read_batches(job, workers=workers))
     pieces = [t for ct in job.plan_tasks() for t in ct.tasks]
     io, opts = job.io, job.options
-    return sum(map_ordered(pieces, lambda t: count_task(io, t, opts), workers=workers))
+    workers = workers or default_workers()
+    # runs of pieces per hand-off: 20,000 small files were 20,000 futures
+    size = max(1, min(64, len(pieces) // (SMALL_PIECES * workers)))
+    runs = [pieces[i : i + size] for i in range(0, len(pieces), size)]
+    return sum(map_ordered(runs, lambda run: sum(count_task(io, t, opts) for t in run), workers=workers))
 
 
 def runner(

@@ -34,6 +34,7 @@ __all__ = [
     "deleted_positions",
     "equality_delete_sets",
     "fully_deleted",
+    "local_path",
     "open_parquet",
     "reaching",
     "remember_written",
@@ -101,7 +102,7 @@ def open_parquet(
     so a mapping stays valid (a file unlinked meanwhile stays readable); only a file truncated
     *during* the read by something outside Iceberg could fault the process.
     """
-    local = _local_path(io, path) if memory_map else None
+    local = local_path(io, path) if memory_map else None
     with reaching(what, path):
         stream = pa.memory_map(local) if local is not None else io.new_input(path).open()
     try:
@@ -112,12 +113,18 @@ def open_parquet(
         raise CorruptFileError(msg) from e
 
 
-def _local_path(io: FileIO, path: str) -> str | None:
+def local_path(io: FileIO, path: str) -> str | None:
     """The local path of ``path`` when pyarrow's FileIO would read it from the local disk."""
     from pyiceberg.io.pyarrow import PyArrowFileIO
 
     if not isinstance(io, PyArrowFileIO):
         return None
+    if path.startswith("file:///") and not any(c in path for c in "?#;"):
+        return path[7:]  # what parse_location returns for it, without urlparse (per file)
+    if path.startswith("/") and os.name != "nt":
+        # likewise (a path without a scheme: add_files); abspath only normalises these
+        normal = "//" not in path and "/." not in path and not path.endswith("/")
+        return path if normal else os.path.abspath(path)
     scheme, netloc, local = PyArrowFileIO.parse_location(path)
     return local if scheme == "file" and not netloc else None
 
@@ -194,12 +201,31 @@ def _deletion_vector(io: FileIO, ref: DeleteFileRef) -> tuple[npt.NDArray[np.int
     return positions, positions.nbytes
 
 
+_POSITION_REFS: dict[int, tuple[Sequence[DeleteFileRef], tuple[DeleteFileRef, ...]]] = {}
+
+
+def _position_refs(deletes: Sequence[DeleteFileRef]) -> tuple[DeleteFileRef, ...]:
+    """The position delete files and DVs among ``deletes``, memoised per sequence object.
+
+    The planner gives files with the same delete files one tuple: 20,000 small files under 50
+    global equality-delete files looked at a million refs for none. An entry holds its tuple,
+    so its id cannot be reused while it lives.
+    """
+    hit = _POSITION_REFS.get(id(deletes))
+    if hit is not None and hit[0] is deletes:
+        return hit[1]
+    refs = tuple(ref for ref in deletes if ref.content == FileContent.POSITION_DELETES)
+    if isinstance(deletes, tuple):  # (a list can change under its id)
+        if len(_POSITION_REFS) >= 1024:
+            _POSITION_REFS.clear()
+        _POSITION_REFS[id(deletes)] = (deletes, refs)
+    return refs
+
+
 def deleted_positions(io: FileIO, data_path: str, deletes: Sequence[DeleteFileRef]) -> npt.NDArray[np.int64]:
     """Sorted, unique positions deleted from ``data_path`` by its position deletes and DVs."""
     parts: list[npt.NDArray[np.int64]] = []
-    for ref in deletes:
-        if ref.content != FileContent.POSITION_DELETES:
-            continue
+    for ref in _position_refs(deletes) if deletes else ():
         if ref.is_deletion_vector:
             if ref.referenced_data_file != data_path:
                 msg = f"deletion vector {ref.path} references {ref.referenced_data_file}, not {data_path}"

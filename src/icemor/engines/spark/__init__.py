@@ -27,7 +27,15 @@ import pyarrow as pa
 from icemor.engines.spark import _compat  # noqa: F401
 from icemor.engines.spark.session_kind import analyzed, is_connect, map_tasks, parallelism
 from icemor.engines.spark.types import spark_schema
-from icemor.engines.spark.worker import io_spec, item_blob, read_partition, run_blobs, run_items, task_blob
+from icemor.engines.spark.worker import (
+    ROWS_COLUMN,
+    io_spec,
+    item_blob,
+    read_partition,
+    run_blobs,
+    run_items,
+    task_blob,
+)
 from icemor.exceptions import InvalidArgumentError, UnsupportedFeatureError
 from icemor.io.uuids import is_uuid, uuid_from_strings
 from icemor.spec.files import FileContent
@@ -222,6 +230,14 @@ def _python_dataframe(job: ScanJob, spark: SparkSession, planned: list[PlannedFi
     if not combined:
         return spark.createDataFrame([], schema)
     blobs = [task_blob(spec, ct, job.options) for ct in combined]
+    if not schema.fields:
+        # Spark loses the row count of zero-column Arrow batches (a count() of them was 0): the
+        # executors carry a null column, dropped here
+        from pyspark.sql.types import BooleanType, StructField, StructType
+
+        padded = StructType([StructField(ROWS_COLUMN, BooleanType())])
+        df = map_tasks(spark, blobs, partial(read_partition, target=_arrow_schema(padded)), padded)
+        return df.drop(ROWS_COLUMN)
     return map_tasks(spark, blobs, partial(read_partition, target=target), schema)
 
 

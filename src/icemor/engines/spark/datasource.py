@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from icemor.engines.spark import _arrow_schema
 from icemor.engines.spark.types import spark_schema
-from icemor.engines.spark.worker import file_io, io_spec
+from icemor.engines.spark.worker import file_io, freeze_survivors, io_spec
 from icemor.engines.spark.write import STAGING_DIR, data_path
 from icemor.exceptions import InvalidArgumentError, NoSuchSnapshotError, UnsupportedFeatureError
 from icemor.io.changes import CHANGE_COLUMNS
@@ -545,18 +545,19 @@ def _run_in_order(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
 
 def read_scan_blob(blob: bytes, target: pa.Schema) -> Iterator[pa.RecordBatch]:
     """Executors: the rows of one combined scan task, every delete applied, in ``target``."""
-    from icemor.io.reader import read_task
+    from icemor.io.reader import read_run
     from icemor.io.uuids import to_text_batch
 
     (props, location), combined, opts, residual, keep = pickle.loads(blob)
     io = file_io(props, location)
-    batches: Iterable[pa.RecordBatch] = (b for task in combined.tasks for b in read_task(io, task, opts))
+    batches: Iterable[pa.RecordBatch] = read_run(io, combined.tasks, opts)
     if residual is not None:
         from icemor.expr.duck import filter_batches
 
         batches = filter_batches(batches, residual, keep)
     for batch in batches:
         yield to_text_batch(batch if batch.schema.names == keep else batch.select(keep), target)
+    freeze_survivors()  # (see there: Spark collects the worker's whole heap after each task)
 
 
 def read_changes_blob(blob: bytes, target: pa.Schema) -> Iterator[pa.RecordBatch]:
