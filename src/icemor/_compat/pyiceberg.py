@@ -74,7 +74,7 @@ if TYPE_CHECKING:
     from pyiceberg.avro.writer import Writer
     from pyiceberg.catalog import Catalog
     from pyiceberg.expressions import BooleanExpression
-    from pyiceberg.io import InputFile, OutputFile
+    from pyiceberg.io import FileIO, InputFile, OutputFile
     from pyiceberg.manifest import ManifestWriter
     from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.schema import Schema
@@ -999,26 +999,40 @@ def _install_v3_upgrade() -> None:
         apply._icemor_v3_upgrade = True  # type: ignore[attr-defined]
 
 
-_WRITTEN_METADATA: OrderedDict[str, TableMetadata] = OrderedDict()
+_WRITTEN_METADATA: OrderedDict[str, tuple[TableMetadata, bytes]] = OrderedDict()
 _WRITTEN_METADATA_MAX = 8
 _WRITTEN_LOCK = threading.Lock()
 
 
-def remember_committed_metadata(location: str, metadata: TableMetadata) -> None:
-    """Keep the metadata a commit of this process wrote to ``location`` (the catalog's answer),
-    so that reading that file again (the next refresh, the SQL catalog's read inside its next
-    ``commit_table``) returns it instead of parsing the JSON again.
+def _file_digest(input_file: InputFile) -> bytes:
+    import hashlib
 
-    Why: a metadata JSON file is written once under a new name and never changed; pyiceberg
-    parses it on every ``load_table`` (pydantic, ~4-8 ms for a table with 100 snapshots, twice
-    a CDC batch). Only files this process's commits wrote are kept (the last
-    ``_WRITTEN_METADATA_MAX``), by path; pyiceberg's ``FromInputFile.table_metadata``, which
-    every metastore catalog reads metadata files with, is wrapped once to look here first.
-    The model is frozen (pydantic); pyiceberg's updates copy it, never change it.
+    with input_file.open() as f:
+        return hashlib.sha256(f.read()).digest()
+
+
+def remember_committed_metadata(location: str, metadata: TableMetadata, io: FileIO) -> None:
+    """Keep the metadata a commit of this process wrote to ``location`` (the catalog's answer)
+    with the SHA-256 of the file's bytes, so that reading that file again (the next refresh, the
+    SQL catalog's read inside its next ``commit_table``) returns it instead of parsing the JSON
+    again, as long as the file's bytes are still the ones written.
+
+    Why: pyiceberg parses a metadata file on every ``load_table`` (pydantic, ~4-8 ms for a table
+    with 100 snapshots, twice a CDC batch); reading and hashing it costs a tenth of that. Only
+    files this process's commits wrote are kept (the last ``_WRITTEN_METADATA_MAX``), by path;
+    pyiceberg's ``FromInputFile.table_metadata``, which every metastore catalog reads metadata
+    files with, is wrapped once to look here first. A file that is gone, shorter or otherwise
+    changed is parsed as pyiceberg would (and its damage reported): the kept model never
+    stands in for bytes it did not come from. Best effort: a file that cannot be read back
+    now is simply not kept. The model is frozen (pydantic); pyiceberg's updates copy it.
     """
+    try:
+        digest = _file_digest(io.new_input(location))
+    except Exception:  # a hint only: nothing is kept
+        return
     _install_metadata_reuse()
     with _WRITTEN_LOCK:
-        _WRITTEN_METADATA[location] = metadata
+        _WRITTEN_METADATA[location] = (metadata, digest)
         _WRITTEN_METADATA.move_to_end(location)
         while len(_WRITTEN_METADATA) > _WRITTEN_METADATA_MAX:
             _WRITTEN_METADATA.popitem(last=False)
@@ -1036,7 +1050,15 @@ def _install_metadata_reuse() -> None:
         def table_metadata(input_file: InputFile, *args: Any, **kwargs: Any) -> TableMetadata:
             with _WRITTEN_LOCK:
                 kept = _WRITTEN_METADATA.get(input_file.location)
-            return kept if kept is not None else original(input_file, *args, **kwargs)
+            if kept is not None:
+                try:
+                    same = _file_digest(input_file) == kept[1]
+                except Exception:  # pyiceberg's own read below reports it
+                    same = False
+                if same:
+                    return kept[0]
+            parsed: TableMetadata = original(input_file, *args, **kwargs)
+            return parsed
 
         wrapped = staticmethod(table_metadata)
         wrapped._icemor_reuse = True  # type: ignore[attr-defined]

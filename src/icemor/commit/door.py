@@ -421,7 +421,7 @@ def commit(
             if response is not None:
                 table.metadata, table.metadata_location = response.metadata, response.metadata_location
                 if isinstance(table.catalog, MetastoreCatalog):  # it wrote that file from this model
-                    remember_committed_metadata(response.metadata_location, response.metadata)
+                    remember_committed_metadata(response.metadata_location, response.metadata, table.io)
             after = table.metadata
             delete_removed_metadata(table.io, base, after)
         except BaseException as e:
