@@ -39,7 +39,7 @@ from pyiceberg.types import DecimalType, IntegerType, LongType, NestedField, Str
 from pyroaring import BitMap64
 
 from icemor.exceptions import CorruptFileError, MissingFileError
-from icemor.io import reader, verdicts
+from icemor.io import cache, reader, verdicts
 from icemor.io.cache import DELETE_CACHE
 from icemor.io.reader import (
     BATCH_BYTES,
@@ -342,7 +342,7 @@ def verdict(task: FileScanTask) -> list[int] | None:
 def test_verdict_key_memo_is_keyed_by_the_delete_tuple_itself(
     tmp_path: Path, ten_rows: DataFileRef, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(reader, "_EQ_KEYS", {})
+    monkeypatch.setattr(cache, "_MEMO", {})
     pos = position_delete_file(tmp_path, "pos.parquet", [(ten_rows.path, 1)])
     eq_b = equality_delete_file(tmp_path, "eq-b.parquet", {"category": (pa.string(), 2, ["b"])})
     eq_a = equality_delete_file(tmp_path, "eq-a.parquet", {"id": (pa.int64(), 1, [100])})
@@ -366,14 +366,14 @@ def test_verdict_key_memo_is_keyed_by_the_delete_tuple_itself(
 
     assert pickle.loads(pickle.dumps(first)) == expected
     # the entry holds the tuple, so its id cannot be reused by another tuple while it is there
-    assert reader._EQ_KEYS[id(deletes)][0] is deletes
+    assert cache._MEMO["verdict-equality-part", id(deletes)][0] is deletes
     again = _verdict_key(FileScanTask(ten_rows, deletes, 0, ten_rows.file_size_in_bytes))
     assert again == expected
     assert again is not None and first is not None and again[4] is first[4]  # sorted once per tuple
 
     # an entry under the same id for another tuple is never taken for this one
     other = (eq_a, pos)
-    reader._EQ_KEYS[id(other)] = (deletes, expected[4])
+    cache._MEMO["verdict-equality-part", id(other)] = (deletes, expected[4])
     got = _verdict_key(whole(ten_rows, other))
     assert got is not None and got[4] == ((eq_a.path, (1,), eq_a.file_size_in_bytes, 1),)
     assert _verdict_key(whole(ten_rows, (pos,))) is None
@@ -382,13 +382,13 @@ def test_verdict_key_memo_is_keyed_by_the_delete_tuple_itself(
 def test_verdict_key_memo_is_cleared_when_full(
     tmp_path: Path, ten_rows: DataFileRef, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    held = [(object(),) for _ in range(1024)]
-    monkeypatch.setattr(reader, "_EQ_KEYS", {id(t): (t, ()) for t in held})
+    held = [(object(),) for _ in range(cache._MEMO_MAX)]
+    monkeypatch.setattr(cache, "_MEMO", {("verdict-equality-part", id(t)): (t, ()) for t in held})
     eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [100])})
     deletes = (eq,)
     key = _verdict_key(whole(ten_rows, deletes))
     assert key is not None and key[4] == ((eq.path, (1,), eq.file_size_in_bytes, 1),)
-    assert list(reader._EQ_KEYS) == [id(deletes)]
+    assert list(cache._MEMO) == [("verdict-equality-part", id(deletes))]
 
 
 def test_equality_verdict_is_recorded_and_replaces_the_probe(

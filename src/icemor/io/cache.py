@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 import threading
 from collections import Counter, OrderedDict
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable
 
-__all__ = ["DELETE_CACHE", "DeleteCache"]
+__all__ = ["DELETE_CACHE", "DeleteCache", "memo", "memo_get", "memo_put"]
 
 T = TypeVar("T")
 
@@ -102,3 +102,32 @@ def _log_load(kind: str, key: Hashable) -> None:
 
 
 DELETE_CACHE = DeleteCache(int(os.environ.get("ICEMOR_DELETE_CACHE_BYTES", str(4 << 30))))
+
+
+_MEMO: dict[tuple[Any, ...], tuple[object, Any]] = {}
+_MEMO_MAX = 4096
+
+
+def memo(key: tuple[Any, ...], owner: object, compute: Callable[[], T]) -> T:
+    """Per-process memo of work derived from ``owner`` (a shared, immutable object such as a
+    cached Schema or the planner's delete-file tuple), keyed by ``key``, which holds its id."""
+    hit = memo_get(key, owner)
+    if hit is not None:
+        return cast("T", hit)
+    value = compute()
+    memo_put(key, owner, value)
+    return value
+
+
+def memo_get(key: tuple[Any, ...], owner: object) -> Any:
+    """The memoised value, or None. An entry holds its owner, so the id in ``key`` cannot be
+    reused by another object while the entry lives; one whose owner is not ``owner`` misses."""
+    hit = _MEMO.get(key)
+    return hit[1] if hit is not None and hit[0] is owner else None
+
+
+def memo_put(key: tuple[Any, ...], owner: object, value: Any) -> None:
+    """Memoise ``value`` for ``key`` and ``owner`` (all entries go once there are too many)."""
+    if len(_MEMO) >= _MEMO_MAX:
+        _MEMO.clear()
+    _MEMO[key] = (owner, value)

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from pyiceberg.io.pyarrow import pyarrow_to_schema
 
 from icemor.exceptions import CorruptFileError, MissingFileError, UnsupportedFeatureError
-from icemor.io.cache import DELETE_CACHE
+from icemor.io.cache import DELETE_CACHE, memo
 from icemor.io.columns import equality_key_columns, field_path, top_level_names
 from icemor.io.equality import EqualityDeleteSet
 from icemor.spec.dv import deserialize_dv
@@ -201,25 +201,19 @@ def _deletion_vector(io: FileIO, ref: DeleteFileRef) -> tuple[npt.NDArray[np.int
     return positions, positions.nbytes
 
 
-_POSITION_REFS: dict[int, tuple[Sequence[DeleteFileRef], tuple[DeleteFileRef, ...]]] = {}
-
-
 def _position_refs(deletes: Sequence[DeleteFileRef]) -> tuple[DeleteFileRef, ...]:
-    """The position delete files and DVs among ``deletes``, memoised per sequence object.
+    """The position delete files and DVs among ``deletes``, memoised per tuple object.
 
     The planner gives files with the same delete files one tuple: 20,000 small files under 50
-    global equality-delete files looked at a million refs for none. An entry holds its tuple,
-    so its id cannot be reused while it lives.
+    global equality-delete files looked at a million refs for none.
     """
-    hit = _POSITION_REFS.get(id(deletes))
-    if hit is not None and hit[0] is deletes:
-        return hit[1]
-    refs = tuple(ref for ref in deletes if ref.content == FileContent.POSITION_DELETES)
-    if isinstance(deletes, tuple):  # (a list can change under its id)
-        if len(_POSITION_REFS) >= 1024:
-            _POSITION_REFS.clear()
-        _POSITION_REFS[id(deletes)] = (deletes, refs)
-    return refs
+
+    def pick() -> tuple[DeleteFileRef, ...]:
+        return tuple(ref for ref in deletes if ref.content == FileContent.POSITION_DELETES)
+
+    if not isinstance(deletes, tuple):  # a list can change under its id
+        return pick()
+    return memo(("position-refs", id(deletes)), deletes, pick)
 
 
 def deleted_positions(io: FileIO, data_path: str, deletes: Sequence[DeleteFileRef]) -> npt.NDArray[np.int64]:

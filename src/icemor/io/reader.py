@@ -35,7 +35,7 @@ from pyiceberg.types import ListType, MapType
 
 from icemor._compat.pyiceberg import partition_constants, to_requested_schema
 from icemor.exceptions import CorruptFileError, MissingFileError, UnsupportedFeatureError
-from icemor.io.cache import DELETE_CACHE
+from icemor.io.cache import DELETE_CACHE, memo, memo_get, memo_put
 from icemor.io.columns import equality_key_columns, top_level_names
 from icemor.io.deletes import deleted_positions, equality_delete_sets, local_path, open_parquet, reaching
 from icemor.io.filters import arrow_expression
@@ -50,7 +50,7 @@ from icemor.spec.metadata_columns import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
 
     import numpy.typing as npt
     import pyarrow.parquet as pq
@@ -223,7 +223,7 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
         mapping = None
         if opts.name_mapping is not None:
             nm = opts.name_mapping
-            mapping = _memo(("name-mapping", id(nm)), nm, nm.model_dump_json)
+            mapping = memo(("name-mapping", id(nm)), nm, nm.model_dump_json)
         file_schema = _recent_file_schema(arrow_schema, downcast, mapping)
         if file_schema is None:
             key = (_SchemaKey(arrow_schema), downcast, mapping)
@@ -260,10 +260,10 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
             # ~0.3 ms a file of expression visitors: once per file schema and filter (an entry
             # holds the filter and table schema, so their ids in the key stay theirs)
             fkey = ("filter", id(file_schema), id(opts.row_filter), id(opts.schema), opts.case_sensitive)
-            hit = _memo_get(fkey, file_schema)
+            hit = memo_get(fkey, file_schema)
             if hit is None or hit[0] is not opts.row_filter or hit[1] is not opts.schema:
                 hit = (opts.row_filter, opts.schema, _file_filter(opts, file_schema, missing))
-                _memo_put(fkey, file_schema, hit)
+                memo_put(fkey, file_schema, hit)
             pyarrow_filter, filter_ids = hit[2]
     wanted = opts.projected_ids | filter_ids if filter_ids else opts.projected_ids
 
@@ -274,7 +274,7 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
         pruned = prune_columns(file_schema, prunable, select_full_types=False)
         return pruned, top_level_names(file_schema, set(wanted))
 
-    file_project_schema, out_columns = _memo(("prune", id(file_schema), wanted), file_schema, prune)
+    file_project_schema, out_columns = memo(("prune", id(file_schema), wanted), file_schema, prune)
     columns = out_columns
     lineage_ids = {
         mf.field_id
@@ -286,12 +286,12 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
     }
     extra_ids = extra_ids | lineage_ids
     if extra_ids - wanted:
-        columns = _memo(
+        columns = memo(
             ("columns", id(file_schema), frozenset(wanted | extra_ids)),
             file_schema,
             lambda: top_level_names(file_schema, set(wanted | extra_ids)),
         )
-    leaves = _memo(
+    leaves = memo(
         ("leaves", id(file_schema), tuple(columns)), file_schema, lambda: _leaf_indices(arrow_schema, columns)
     )
     return _FilePlan(
@@ -367,40 +367,13 @@ def _file_filter(
     return arrow_filter(bound_file, file_schema), extract_field_ids(bound_file)
 
 
-_MEMO: dict[tuple[Any, ...], tuple[object, Any]] = {}
-_MEMO_MAX = 4096
-
-
 def _field_ids(schema: Schema) -> set[int]:
     """``schema.field_ids`` (a new set on each access), memoised per shared file Schema."""
-    return _memo(("field-ids", id(schema)), schema, lambda: schema.field_ids)
+    return memo(("field-ids", id(schema)), schema, lambda: schema.field_ids)
 
 
 def _is_collection(schema: Schema, field_id: int) -> bool:
     return isinstance(schema.find_type(field_id), ListType | MapType)
-
-
-def _memo(key: tuple[Any, ...], owner: object, compute: Callable[[], T]) -> T:
-    """Per-process memo of work derived from ``owner`` (a cached, shared Schema), keyed by its id."""
-    hit = _memo_get(key, owner)
-    if hit is not None:
-        return cast("T", hit)
-    value = compute()
-    _memo_put(key, owner, value)
-    return value
-
-
-def _memo_get(key: tuple[Any, ...], owner: object) -> Any:
-    """The memoised value, or None. An entry holds its owner, so the id in ``key`` cannot be
-    reused by another object while the entry lives; one whose owner is not ``owner`` misses."""
-    hit = _MEMO.get(key)
-    return hit[1] if hit is not None and hit[0] is owner else None
-
-
-def _memo_put(key: tuple[Any, ...], owner: object, value: Any) -> None:
-    if len(_MEMO) >= _MEMO_MAX:
-        _MEMO.clear()
-    _MEMO[key] = (owner, value)
 
 
 def _column_sources(out: Sequence[pa.Array], batch: pa.RecordBatch) -> list[int] | None:
@@ -474,9 +447,6 @@ def _union(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np
     return np.union1d(a, b)
 
 
-_EQ_KEYS: dict[int, tuple[object, tuple[Any, ...]]] = {}
-
-
 class _HashedTuple(tuple):  # type: ignore[type-arg]
     """A tuple that hashes its items once: a verdict key's equality-delete part (50 files of
     4 fields) was hashed again for each of 20,000 files' cache lookups. Equal to, hashed,
@@ -502,20 +472,17 @@ def _verdict_key(task: FileScanTask) -> tuple[Any, ...] | None:
     deletes = task.delete_files
     # the planner gives files with the same delete set one tuple object: sorted once per set
     # (an entry holds its tuple, so the id cannot be reused while it lives)
-    hit = _EQ_KEYS.get(id(deletes))
-    if hit is not None and hit[0] is deletes:
-        eq = hit[1]
-    else:
-        eq = _HashedTuple(
+    eq: tuple[Any, ...] = memo(
+        ("verdict-equality-part", id(deletes)),
+        deletes,
+        lambda: _HashedTuple(
             sorted(
                 (d.path, tuple(sorted(d.equality_ids)), d.file_size_in_bytes, d.record_count)
                 for d in deletes
                 if d.content == FileContent.EQUALITY_DELETES
             )
-        )
-        if len(_EQ_KEYS) >= 1024:
-            _EQ_KEYS.clear()
-        _EQ_KEYS[id(deletes)] = (deletes, eq)
+        ),
+    )
     if not eq:
         return None
     f = task.data_file
@@ -976,7 +943,7 @@ def _project(
     key = None
     if not plan.missing_fields:
         key = ("project", id(plan.file_project_schema), opts.projection_key, batch.schema)
-        sources = _memo_get(key, plan.file_project_schema)
+        sources = memo_get(key, plan.file_project_schema)
         if sources is not None:
             columns = batch.columns
             return [columns[j] for j in sources]
@@ -993,7 +960,7 @@ def _project(
     if key is not None:
         sources = _column_sources(arrays, batch)
         if sources is not None:
-            _memo_put(key, plan.file_project_schema, sources)
+            memo_put(key, plan.file_project_schema, sources)
     return arrays
 
 
