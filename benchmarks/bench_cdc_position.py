@@ -42,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from bench_cdc import KEYED_DDL, _batches, _check, _expected
+from bench_equality import median
 from bench_scan import machine_info, render
 from bench_write import DEFAULT_DATA_DIR, NAMESPACE, ROWS, open_base
 
@@ -302,22 +303,14 @@ def _spark_floor(spark: Any, batch: Any, runs: int = 9) -> str:
     (an RDD's, as the per-file delete units run), a batch's rows in one Python task (mapInArrow,
     as ``partitions=1``), and repartitioned by key over the default parallelism (the default)."""
     sc = spark.sparkContext
-
-    def median(job: Any) -> float:
-        took = []
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            job()
-            took.append(time.perf_counter() - t0)
-        return statistics.median(took)
-
-    jvm = median(lambda: sc.parallelize([1], 1).collect())
+    jvm = median(lambda: sc.parallelize([1], 1).collect(), runs)
     python = median(
-        lambda: sc.parallelize([b"x"], 1).mapPartitions(lambda it: [sum(1 for _ in it)]).collect()
+        lambda: sc.parallelize([b"x"], 1).mapPartitions(lambda it: [sum(1 for _ in it)]).collect(), runs
     )
-    one = median(lambda: batch.coalesce(1).mapInArrow(_floor_task, "n long").collect())
+    one = median(lambda: batch.coalesce(1).mapInArrow(_floor_task, "n long").collect(), runs)
     shuffled = median(
-        lambda: batch.repartition(sc.defaultParallelism, "id").mapInArrow(_floor_task, "n long").collect()
+        lambda: batch.repartition(sc.defaultParallelism, "id").mapInArrow(_floor_task, "n long").collect(),
+        runs,
     )
     return (
         f"  Spark's fixed cost, empty work (median of {runs}): a JVM job {jvm:.3f} s; a Python task "
