@@ -579,12 +579,14 @@ _UUID = re.compile(r"'([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{
 def _java_uuid_order(world: World, d: Difference) -> bool:
     """Whether the condition compares the uuid column with a uuid literal and every row Java missed
     has a uuid: Java prunes uuid files by comparing them as signed numbers (``UUID.compareTo``),
-    while its bounds and Spark SQL order them as text (unsigned), so even equality can be pruned."""
-    if d.error or d.note or d.extra or not d.missing or d.case.text is None:
+    while its bounds and Spark SQL order them as text (unsigned), so even equality can be pruned.
+    In a DELETE the same order lets Java's strict metrics evaluation drop a whole file for
+    ``u <> x`` / ``u IS DISTINCT FROM x`` that holds a row equal to ``x``: extra rows, each with a uuid."""
+    if d.error or d.note or not (d.missing or d.extra) or d.case.text is None:
         return False
     if not _UUID.search(d.case.text):
         return False
-    return all(world.live[i]["u"] is not None for i in d.missing)
+    return all(world.live[i]["u"] is not None for i in (*d.missing, *d.extra))
 
 
 def _java_nested_null_metrics(world: World, d: Difference) -> bool:
