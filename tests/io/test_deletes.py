@@ -107,6 +107,35 @@ def test_only_local_files_of_pyarrows_file_io_are_memory_mapped(tmp_path: Path) 
     mapped.close()
     with pytest.raises(MissingFileError, match="not found"):
         open_parquet(io, f"file:{tmp_path / 'gone.parquet'}", memory_map=True)
+    for memory_map in (True, False):  # local files are opened directly, mapped or read
+        opened = open_parquet(io, f"file:{path}", memory_map=memory_map)
+        assert opened.read().column("x").to_pylist() == [1, 2, 3]
+        opened.close()
+        with pytest.raises(MissingFileError, match="not found"):
+            open_parquet(io, f"file:{tmp_path / 'gone.parquet'}", memory_map=memory_map)
+
+
+def test_a_subclass_of_pyarrows_file_io_does_its_own_opens(tmp_path: Path) -> None:
+    from pyiceberg.io import InputFile
+
+    from icemor.io.deletes import local_path, open_parquet
+
+    opened: list[str] = []
+
+    class CountingIO(PyArrowFileIO):
+        def new_input(self, location: str) -> InputFile:
+            opened.append(location)
+            return super().new_input(location)
+
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"x": [1, 2, 3]}), path)
+    io = CountingIO()
+    assert local_path(io, f"file:{path}") is None
+    for memory_map in (True, False):
+        pf = open_parquet(io, f"file:{path}", memory_map=memory_map)
+        assert pf.read().column("x").to_pylist() == [1, 2, 3]
+        pf.close()
+    assert opened == [f"file:{path}"] * 2
 
 
 def test_sorted_unique_matches_numpy_unique() -> None:

@@ -204,12 +204,16 @@ class _FilePlan:
     kept rows of a 72-character key nobody asked for cost more than probing it."""
 
 
+MAP_MIN_BYTES = 1 << 20
+"""Data files of at least this size are memory-mapped when local (see :func:`open_parquet`)."""
+
+
 def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set[int]) -> _FilePlan:
     f = task.data_file
     if f.file_format.upper() != "PARQUET":
         msg = f"data file {f.path}: format {f.file_format} is not supported (Parquet only)"
         raise UnsupportedFeatureError(msg)
-    pf = open_parquet(io, f.path, memory_map=True)
+    pf = open_parquet(io, f.path, memory_map=f.file_size_in_bytes >= MAP_MIN_BYTES)
     downcast = opts.format_version <= 2
     arrow_schema = pf.schema_arrow  # built anew on each access
 
@@ -238,11 +242,14 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
         pf.close()
         msg = f"data file {f.path} has {md.num_rows} rows, its manifest entry says {f.record_count}"
         raise CorruptFileError(msg)
-    offsets, first_rows = _row_group_starts(md)
-    end = task.start + task.length
-    row_groups = [i for i, off in enumerate(offsets) if task.start <= off < end]
-    if task.is_whole_file:
-        row_groups = list(range(md.num_row_groups))
+    if task.is_whole_file and md.num_row_groups == 1:  # (a small file's: no offsets needed)
+        row_groups, first_rows = [0], [0]
+    else:
+        offsets, first_rows = _row_group_starts(md)
+        end = task.start + task.length
+        row_groups = [i for i, off in enumerate(offsets) if task.start <= off < end]
+        if task.is_whole_file:
+            row_groups = list(range(md.num_row_groups))
 
     missing: dict[int, Any] = {}
     spec = opts.specs.get(f.spec_id)
@@ -777,6 +784,8 @@ def _batch_rows(plan: _FilePlan, rg: int) -> int:
     """Rows of about ``BATCH_BYTES`` of the columns read, from the row group's uncompressed sizes."""
     meta = plan.pf.metadata.row_group(rg)
     rows = int(meta.num_rows)
+    if rows <= MIN_BATCH_ROWS:  # one batch whatever its size (the sizes cost more to look up)
+        return MIN_BATCH_ROWS
     size = sum(int(meta.column(i).total_uncompressed_size) for i in plan.leaves)
     if size <= 0 or rows <= 0:
         return max(rows, MIN_BATCH_ROWS)
