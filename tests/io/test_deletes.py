@@ -162,3 +162,52 @@ def test_sorted_unique_matches_numpy_unique() -> None:
 def test_union_sorted_is_the_union(a: set[int], b: set[int]) -> None:
     x, y = np.array(sorted(a), np.int64), np.array(sorted(b), np.int64)
     assert union_sorted(x, y).tolist() == sorted(a | b)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(st.tuples(st.sampled_from(["a", "b", "file:///w/c.parquet", "é"]), st.integers(0, 40))),
+    row_group_size=st.integers(1, 8),
+    dictionary=st.booleans(),
+    path_name=st.sampled_from(["file_path", "path"]),
+)
+def test_position_file_decodes_every_path_and_position(
+    tmp_path_factory: pytest.TempPathFactory,
+    rows: list[tuple[str, int]],
+    row_group_size: int,
+    dictionary: bool,
+    path_name: str,
+) -> None:
+    """Any order of paths, row groups with their own dictionaries or plain-encoded paths, another
+    column name for the path's field id: the positions of each path, sorted and unique."""
+    from delete_files import PATH_ID, POS_ID, delete_ref, field
+
+    from icemor.io.deletes import deleted_positions
+    from icemor.spec.files import FileContent
+
+    DELETE_CACHE.clear()
+    schema = pa.schema([field(path_name, pa.string(), PATH_ID, False), field("pos", pa.int64(), POS_ID, False)])
+    table = pa.table({path_name: [r[0] for r in rows], "pos": [r[1] for r in rows]}, schema=schema)
+    path = tmp_path_factory.mktemp("pos") / "d.parquet"
+    pq.write_table(table, path, row_group_size=row_group_size, use_dictionary=dictionary)
+    ref = delete_ref(FileContent.POSITION_DELETES, str(path), len(rows))
+    for data_path in ("a", "b", "file:///w/c.parquet", "é", "absent"):
+        want = sorted({pos for p, pos in rows if p == data_path})
+        assert deleted_positions(PyArrowFileIO(), data_path, (ref,)).tolist() == want
+
+
+def test_position_file_with_a_null_is_corrupt(tmp_path: Path) -> None:
+    from delete_files import PATH_ID, POS_ID, delete_ref, field
+
+    from icemor.exceptions import CorruptFileError
+    from icemor.io.deletes import deleted_positions
+    from icemor.spec.files import FileContent
+
+    DELETE_CACHE.clear()
+    schema = pa.schema([field("file_path", pa.string(), PATH_ID), field("pos", pa.int64(), POS_ID)])
+    for paths, positions in ((["a", None], [1, 2]), (["a", "a"], [1, None])):
+        pq.write_table(pa.table({"file_path": paths, "pos": positions}, schema=schema), tmp_path / "n.parquet")
+        ref = delete_ref(FileContent.POSITION_DELETES, str(tmp_path / "n.parquet"), 2)
+        with pytest.raises(CorruptFileError, match="NULL"):
+            deleted_positions(PyArrowFileIO(), "a", (ref,))
+        DELETE_CACHE.clear()

@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.io.pyarrow import PyArrowFileIO, pyarrow_to_schema
 
 from icemor.exceptions import CorruptFileError, MissingFileError, UnsupportedFeatureError
-from icemor.io.cache import DELETE_CACHE, memo
+from icemor.io.cache import DELETE_CACHE, cached_file_schema, memo
 from icemor.io.columns import equality_key_columns, field_path, top_level_names
 from icemor.io.equality import EqualityDeleteSet
 from icemor.spec.dv import deserialize_dv
@@ -87,7 +88,12 @@ def reaching(what: str, path: str) -> Iterator[None]:
 
 
 def open_parquet(
-    io: FileIO, path: str, *, what: str = "data file", memory_map: bool = False
+    io: FileIO,
+    path: str,
+    *,
+    what: str = "data file",
+    memory_map: bool = False,
+    read_dictionary: Sequence[str] = (),
 ) -> pq.ParquetFile:
     """Open a Parquet file through the table's FileIO with one clear error when it cannot be read.
 
@@ -103,6 +109,8 @@ def open_parquet(
     *during* the read by something outside Iceberg could fault the process. A small file is
     read, not mapped: mapping and unmapping 20,000 files of 2 KB from two threads contend for
     the process's address-space lock and cost more than the reads (issue 41).
+
+    ``read_dictionary``: columns decoded as dictionary arrays (those the file has).
     """
     local = local_path(io, path)
     with reaching(what, path):
@@ -111,7 +119,15 @@ def open_parquet(
         else:  # what pyarrow's FileIO opens, without its per-call Python
             stream = pa.memory_map(local) if memory_map else pa.OSFile(local)
     try:
-        return pq.ParquetFile(stream, pre_buffer=local is None, page_checksum_verification=True)
+        try:
+            return pq.ParquetFile(
+                stream,
+                pre_buffer=local is None,
+                page_checksum_verification=True,
+                read_dictionary=list(read_dictionary) or None,
+            )
+        except KeyError:  # a column of read_dictionary is not in the file: all read plain
+            return pq.ParquetFile(stream, pre_buffer=local is None, page_checksum_verification=True)
     except (pa.ArrowInvalid, OSError) as e:
         stream.close()
         msg = f"{what} {path} is not a readable Parquet file: {e}"
@@ -136,21 +152,41 @@ def local_path(io: FileIO, path: str) -> str | None:
 
 
 def _file_schema(pf: pq.ParquetFile, name_mapping: NameMapping | None, what: str, path: str) -> Schema:
+    arrow = pf.schema_arrow
+    if any(pa.types.is_dictionary(f.type) for f in arrow):  # read as dictionaries: typed as stored
+        arrow = pa.schema(
+            [f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in arrow],
+            metadata=arrow.metadata,
+        )
+    mapping = (
+        None
+        if name_mapping is None
+        else memo(("name-mapping", id(name_mapping)), name_mapping, name_mapping.model_dump_json)
+    )
     try:
-        return pyarrow_to_schema(pf.schema_arrow, name_mapping, downcast_ns_timestamp_to_us=True)
+        return cached_file_schema(
+            arrow,
+            (True, mapping),
+            lambda: pyarrow_to_schema(arrow, name_mapping, downcast_ns_timestamp_to_us=True),
+        )
     except ValueError as e:
         msg = f"{what} {path} has no Iceberg field ids and the table has no name mapping: {e}"
         raise CorruptFileError(msg) from e
 
 
 def _read_delete_file(
-    io: FileIO, ref: DeleteFileRef, what: str, columns: Callable[[Schema], list[str]]
+    io: FileIO,
+    ref: DeleteFileRef,
+    what: str,
+    columns: Callable[[Schema], list[str]],
+    *,
+    read_dictionary: Sequence[str] = (),
 ) -> tuple[pa.Table, Schema]:
     """Read the columns ``columns(file_schema)`` names, checking the row count against the entry.
 
     ``columns`` raises CorruptFileError when the file's schema does not fit its content type.
     """
-    pf = open_parquet(io, ref.path, what=what)
+    pf = open_parquet(io, ref.path, what=what, read_dictionary=read_dictionary)
     try:
         file_schema = _file_schema(pf, None, what, ref.path)
         table = pf.read(columns=columns(file_schema), use_threads=True)
@@ -176,15 +212,30 @@ def _position_file(io: FileIO, ref: DeleteFileRef) -> tuple[dict[str, npt.NDArra
             raise CorruptFileError(msg)
         return [ids[DELETE_FILE_PATH_FIELD_ID], ids[DELETE_FILE_POS_FIELD_ID]]
 
-    table, _ = _read_delete_file(io, ref, what, columns)
+    # file_path decoded as its dictionary: a file's 100-character path repeated on each of 1 M
+    # rows was most of a cold v2 read (decoded as strings, then hashed to group them)
+    table, _ = _read_delete_file(io, ref, what, columns, read_dictionary=("file_path",))
     path_col, pos_col = table.column_names
-    grouped = table.group_by(path_col).aggregate([(pos_col, "list")])
-    out: dict[str, npt.NDArray[np.int64]] = {}
-    paths = grouped.column(path_col).to_pylist()
-    lists = grouped.column(f"{pos_col}_list")
-    for i, p in enumerate(paths):
-        # unique: the spec does not forbid a position twice, and counts must not see it twice
-        out[p] = sorted_unique(lists[i].values.to_numpy(zero_copy_only=False).astype(np.int64, copy=False))
+    paths, pos = table.column(path_col), table.column(pos_col)
+    if paths.null_count or pos.null_count:
+        msg = f"{what} {ref.path} has a NULL file_path or pos"
+        raise CorruptFileError(msg)
+    if not pa.types.is_dictionary(paths.type):
+        paths = pc.dictionary_encode(paths)
+    codes = paths.unify_dictionaries().combine_chunks() if paths.num_chunks else pa.array([], paths.type)
+    names = codes.dictionary.to_pylist()
+    if len(set(names)) != len(names):  # (a dictionary page repeating a value: another writer's)
+        codes = pc.dictionary_encode(codes.cast(codes.type.value_type))
+        names = codes.dictionary.to_pylist()
+    index = codes.indices.to_numpy(zero_copy_only=False)
+    positions = np.asarray(pos.to_numpy(), dtype=np.int64)
+    counts = np.bincount(index, minlength=len(names))
+    if len(names) <= 1:
+        groups = [positions] if names else []
+    else:  # positions of each path, in file order within it
+        groups = np.split(positions[np.argsort(index, kind="stable")], np.cumsum(counts)[:-1])
+    # unique: the spec does not forbid a position twice, and counts must not see it twice
+    out = {name: sorted_unique(group) for name, group, n in zip(names, groups, counts, strict=True) if n}
     return out, table.nbytes + 8 * table.num_rows
 
 
