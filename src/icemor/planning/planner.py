@@ -111,14 +111,16 @@ def plan_files(
     delete_entries: list[ManifestFileEntry] = []
     for manifest, entries in per_manifest:
         part_ok = partition_evaluators[manifest.partition_spec_id]
+        data_manifest = manifest.content == ManifestContent.DATA
         for entry in entries:
-            if part_ok is not None and not part_ok(entry.data_file):
+            f = entry.data_file
+            if part_ok is not None and not part_ok(f):
                 continue
-            if manifest.content == ManifestContent.DATA and entry.content == FileContent.DATA:
-                if metrics_eval(entry.data_file) or _unsound_nested_metrics(entry.data_file, nested):
-                    data_entries.append(entry)
-            elif entry.content != FileContent.DATA:
+            # the raw content code, not entry.content: an enum built per entry cost ~8 ms a plan
+            if int(f.content) != FileContent.DATA:
                 delete_entries.append(entry)
+            elif data_manifest and (metrics_eval(f) or _unsound_nested_metrics(f, nested)):
+                data_entries.append(entry)
 
     index = DeleteFileIndex(
         delete_entries,
