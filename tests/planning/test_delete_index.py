@@ -2,18 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Any
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+from unittest import mock
 
 import pytest
-from pyiceberg.conversions import to_bytes
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyiceberg.conversions import from_bytes, to_bytes
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.typedef import Record
-from pyiceberg.types import DoubleType, IntegerType, LongType, PrimitiveType, StringType
+from pyiceberg.types import (
+    DateType,
+    DecimalType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    PrimitiveType,
+    StringType,
+)
 
 from icemor.exceptions import CorruptFileError
+from icemor.planning import delete_index
 from icemor.planning.delete_index import DeleteFileIndex
 from icemor.planning.manifest_reader import ManifestFileEntry
-from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID, DELETE_FILE_POS_FIELD_ID
+from icemor.spec.files import DeleteFileRef, FileContent
+from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID, DELETE_FILE_POS_FIELD_ID, file_path_bounds_contain
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 ID, NAME, SCORE, CODE = 1, 2, 3, 4
 FIELD_TYPES: dict[int, PrimitiveType] = {
@@ -465,3 +482,245 @@ def test_one_tuple_per_set_of_applying_delete_files() -> None:
     # another index's equal set is its own tuple: nothing outlives the index it came from
     other = index(eq("eq-new.parquet", 6, [ID]))
     assert other.for_data_file(B, 3, UNPARTITIONED, ()) is not b_new
+
+
+# --- the batch API against the per-file rules -------------------------------------------------
+#
+# A reference copy of the per-file logic the index had before it decided a batch of data files
+# at once with arrays: each delete entry judged on its own, bucket by bucket, in the order a data
+# file gets its deletes (DV; else position files by path, then by partition; then global
+# equality files, then its partition's; each by sequence number, ties in entry order).
+
+DEC, DAY = 5, 6
+BATCH_TYPES: dict[int, PrimitiveType] = {
+    **FIELD_TYPES,
+    DEC: DecimalType(9, 2),
+    DAY: DateType(),
+}
+ORDERED = (IntegerType, LongType, DateType, StringType, DecimalType)
+DATA_PATHS = [f"s3://bucket/data/f{i}.parquet" for i in range(6)]
+
+
+def _ref_bound(bounds: Mapping[int, bytes] | None, fid: int, ftype: PrimitiveType) -> Any:
+    if not bounds or fid not in bounds:
+        return None
+    try:
+        return from_bytes(ftype, bounds[fid])
+    except Exception:
+        return None
+
+
+def _ref_side(
+    fid: int,
+    lower: Mapping[int, bytes] | None,
+    upper: Mapping[int, bytes] | None,
+    nulls: Mapping[int, int] | None,
+    values: Mapping[int, int] | None,
+) -> tuple[bool | None, bool, Any, Any] | None:
+    ftype = BATCH_TYPES.get(fid)
+    if not isinstance(ftype, ORDERED):
+        return None
+    has_nulls = None if nulls is None or fid not in nulls else nulls[fid] > 0
+    all_null = False
+    if nulls and values:
+        n, v = nulls.get(fid), values.get(fid)
+        all_null = n is not None and v is not None and n == v
+    return has_nulls, all_null, _ref_bound(lower, fid, ftype), _ref_bound(upper, fid, ftype)
+
+
+def _ref_may_overlap(delete: DataFile, data: dict[str, Any]) -> bool:
+    for fid in delete.equality_ids or ():
+        d = _ref_side(
+            fid, delete.lower_bounds, delete.upper_bounds, delete.null_value_counts, delete.value_counts
+        )
+        if d is None:
+            continue
+        f = _ref_side(
+            fid, data["lower_bounds"], data["upper_bounds"], data["null_counts"], data["value_counts"]
+        )
+        assert f is not None
+        d_nulls, d_all_null, d_lower, d_upper = d
+        f_nulls, f_all_null, f_lower, f_upper = f
+        if d_nulls is not False and f_nulls is not False:
+            continue
+        if d_all_null and f_nulls is False:
+            return False
+        if f_all_null and d_nulls is False:
+            return False
+        if d_lower is not None and f_upper is not None and d_lower > f_upper:
+            return False
+        if d_upper is not None and f_lower is not None and d_upper < f_lower:
+            return False
+    return True
+
+
+def reference_applied(
+    entries: list[ManifestFileEntry],
+    path: str,
+    seq: int,
+    spec_id: int,
+    partition: tuple[Any, ...],
+    data: dict[str, Any],
+) -> list[str]:
+    refs = sorted(((e, e.to_delete_ref()) for e in entries), key=lambda er: er[1].data_sequence_number)
+    out = [
+        r.path
+        for _, r in refs
+        if r.is_deletion_vector and r.referenced_data_file == path and seq <= r.data_sequence_number
+    ]
+    position = [
+        (e, r) for e, r in refs if r.content == FileContent.POSITION_DELETES and not r.is_deletion_vector
+    ]
+    if not out:
+        out += [
+            r.path for _, r in position if r.referenced_data_file == path and seq <= r.data_sequence_number
+        ]
+        out += [
+            r.path
+            for e, r in position
+            if r.referenced_data_file is None
+            and (r.spec_id, r.partition) == (spec_id, partition)
+            and seq <= r.data_sequence_number
+            and file_path_bounds_contain(path, e.data_file.lower_bounds, e.data_file.upper_bounds)
+        ]
+    equality = [
+        (e, r) for e, r in refs if r.content == FileContent.EQUALITY_DELETES and seq < r.data_sequence_number
+    ]
+    out += [r.path for e, r in equality if r.spec_id == UNPARTITIONED and _ref_may_overlap(e.data_file, data)]
+    out += [
+        r.path
+        for e, r in equality
+        if r.spec_id != UNPARTITIONED
+        and (r.spec_id, r.partition) == (spec_id, partition)
+        and _ref_may_overlap(e.data_file, data)
+    ]
+    return out
+
+
+_VALUES: dict[int, st.SearchStrategy[Any]] = {
+    ID: st.integers(-4, 4),
+    CODE: st.integers(-4, 4),
+    DAY: st.integers(-4, 4),
+    NAME: st.text("abz", max_size=2),
+    DEC: st.integers(-400, 400).map(lambda n: Decimal(n).scaleb(-2)),
+    SCORE: st.floats(-4, 4),
+}
+
+
+@st.composite
+def column_stats(draw: st.DrawFn, fields: list[int]) -> dict[str, Any]:
+    """Random statistics of some of ``fields``: bounds (in any order, maybe malformed), counts."""
+    stats: dict[str, dict[int, Any] | None] = {}
+    for name in ("lower_bounds", "upper_bounds", "null_counts", "value_counts"):
+        stats[name] = None if draw(st.integers(0, 5)) == 0 else {}
+    for fid in fields:
+        for name in ("lower_bounds", "upper_bounds"):
+            target = stats[name]
+            if target is not None and draw(st.booleans()):
+                kind = draw(st.integers(0, 9))
+                # a malformed bound (wrong width, not UTF-8) must not prune
+                target[fid] = b"\xff" if kind == 0 else to_bytes(BATCH_TYPES[fid], draw(_VALUES[fid]))
+        values, nulls = stats["value_counts"], stats["null_counts"]
+        count = draw(st.integers(0, 3))
+        if values is not None and draw(st.integers(0, 3)) > 0:
+            values[fid] = count
+        if nulls is not None and draw(st.integers(0, 3)) > 0:
+            nulls[fid] = draw(st.sampled_from([0, count, 1]))
+    return stats
+
+
+@st.composite
+def delete_entries(draw: st.DrawFn) -> list[ManifestFileEntry]:
+    entries: list[ManifestFileEntry] = []
+    for k in range(draw(st.integers(0, 8))):
+        fields = draw(st.lists(st.sampled_from(list(_VALUES)), min_size=1, max_size=3, unique=True))
+        stats = draw(column_stats(fields))
+        partitioned = draw(st.booleans())
+        entries.append(
+            eq(
+                f"eq-{k}.parquet",
+                draw(st.integers(1, 6)),
+                fields,
+                spec_id=1 if partitioned else UNPARTITIONED,
+                partition=(draw(st.integers(0, 1)),) if partitioned else (),
+                lower=stats["lower_bounds"],
+                upper=stats["upper_bounds"],
+                null_counts=stats["null_counts"],
+                value_counts=stats["value_counts"],
+            )
+        )
+    for k in range(draw(st.integers(0, 3))):
+        scope = draw(st.sampled_from(["path", "partition", "bounds"]))
+        seq = draw(st.integers(1, 6))
+        if scope == "path":
+            entries.append(
+                pos(f"pos-{k}.parquet", seq, referenced_data_file=draw(st.sampled_from(DATA_PATHS)))
+            )
+        else:
+            lo, hi = sorted(draw(st.lists(st.sampled_from(DATA_PATHS), min_size=2, max_size=2)))
+            bounds = scope == "bounds"
+            entries.append(
+                pos(
+                    f"pos-{k}.parquet",
+                    seq,
+                    spec_id=1,
+                    partition=(draw(st.integers(0, 1)),),
+                    lower={DELETE_FILE_PATH_FIELD_ID: lo.encode()} if bounds else None,
+                    upper={DELETE_FILE_PATH_FIELD_ID: hi.encode()} if bounds else None,
+                )
+            )
+    for k, target in enumerate(draw(st.lists(st.sampled_from(DATA_PATHS), max_size=2, unique=True))):
+        entries.append(dv(f"dv-{k}.puffin", draw(st.integers(1, 6)), target))
+    return draw(st.permutations(entries))
+
+
+@st.composite
+def data_files(draw: st.DrawFn) -> list[tuple[str, int, int, tuple[Any, ...], dict[str, Any]]]:
+    files = []
+    for _ in range(draw(st.integers(1, 12))):
+        partitioned = draw(st.booleans())
+        files.append(
+            (
+                draw(st.sampled_from(DATA_PATHS)),
+                draw(st.integers(0, 6)),
+                1 if partitioned else UNPARTITIONED,
+                (draw(st.integers(0, 1)),) if partitioned else (),
+                draw(column_stats(list(_VALUES))),
+            )
+        )
+    return files
+
+
+@settings(max_examples=300, deadline=None)
+@given(entries=delete_entries(), files=data_files(), small_chunks=st.booleans())
+def test_batch_is_the_per_file_rule(
+    entries: list[ManifestFileEntry],
+    files: list[tuple[str, int, int, tuple[Any, ...], dict[str, Any]]],
+    small_chunks: bool,
+) -> None:
+    idx = DeleteFileIndex(entries, unpartitioned_spec_ids={UNPARTITIONED}, field_types=BATCH_TYPES)
+    stats = [
+        DataFile.from_args(
+            file_path=path,
+            lower_bounds=s["lower_bounds"],
+            upper_bounds=s["upper_bounds"],
+            null_value_counts=s["null_counts"],
+            value_counts=s["value_counts"],
+        )
+        for path, _, _, _, s in files
+    ]
+    # a few rows per array: the batch is decided in several pieces
+    with mock.patch.object(delete_index, "_MATRIX_CELLS", 3 if small_chunks else delete_index._MATRIX_CELLS):
+        got = idx.for_data_files(
+            stats,
+            sequence_numbers=[f[1] for f in files],
+            spec_ids=[f[2] for f in files],
+            partitions=[f[3] for f in files],
+        )
+    assert len(got) == len(files)
+    by_paths: dict[tuple[str, ...], tuple[DeleteFileRef, ...]] = {}
+    for (path, seq, spec_id, partition, s), deletes in zip(files, got, strict=True):
+        paths = tuple(r.path for r in deletes)
+        assert list(paths) == reference_applied(entries, path, seq, spec_id, partition, s)
+        assert by_paths.setdefault(paths, deletes) is deletes  # one tuple object per set
+        assert idx.for_data_file(path, seq, spec_id, partition, **s) is deletes

@@ -6,9 +6,16 @@ import copy
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.typedef import Record
 
 from icemor.io.cache import DELETE_CACHE
-from icemor.planning.manifest_reader import manifest_entries_cached, read_manifest_entries, read_manifest_list
+from icemor.planning.manifest_reader import (
+    ManifestFileEntry,
+    manifest_entries_cached,
+    read_manifest_entries,
+    read_manifest_list,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -44,3 +51,25 @@ def test_manifest_entries_are_decoded_once_and_keyed_by_inherited_sequence_numbe
     read_manifest_entries(table.io, later)
     assert DELETE_CACHE.loads["manifest-entries"] == 2
     assert manifest_entries_cached(manifest)
+
+
+def test_data_ref_is_built_once_per_entry() -> None:
+    f = DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path="s3://bucket/data/a.parquet",
+        file_format=FileFormat.PARQUET,
+        partition=Record(7),
+        record_count=3,
+        file_size_in_bytes=100,
+        split_offsets=[4],
+    )
+    entry = ManifestFileEntry(f, 5, 5, 1, None, None, None, first_row_id=9)
+    ref = entry.to_data_ref()
+    assert (ref.path, ref.file_format, ref.partition, ref.data_sequence_number) == (
+        f.file_path,
+        "PARQUET",
+        (7,),
+        5,
+    )
+    assert (ref.split_offsets, ref.first_row_id, ref.spec_id, ref.record_count) == ((4,), 9, 1, 3)
+    assert entry.to_data_ref() is ref
