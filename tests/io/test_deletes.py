@@ -186,7 +186,9 @@ def test_position_file_decodes_every_path_and_position(
     from icemor.spec.files import FileContent
 
     DELETE_CACHE.clear()
-    schema = pa.schema([field(path_name, pa.string(), PATH_ID, False), field("pos", pa.int64(), POS_ID, False)])
+    schema = pa.schema(
+        [field(path_name, pa.string(), PATH_ID, False), field("pos", pa.int64(), POS_ID, False)]
+    )
     table = pa.table({path_name: [r[0] for r in rows], "pos": [r[1] for r in rows]}, schema=schema)
     path = tmp_path_factory.mktemp("pos") / "d.parquet"
     pq.write_table(table, path, row_group_size=row_group_size, use_dictionary=dictionary)
@@ -206,7 +208,9 @@ def test_position_file_with_a_null_is_corrupt(tmp_path: Path) -> None:
     DELETE_CACHE.clear()
     schema = pa.schema([field("file_path", pa.string(), PATH_ID), field("pos", pa.int64(), POS_ID)])
     for paths, positions in ((["a", None], [1, 2]), (["a", "a"], [1, None])):
-        pq.write_table(pa.table({"file_path": paths, "pos": positions}, schema=schema), tmp_path / "n.parquet")
+        pq.write_table(
+            pa.table({"file_path": paths, "pos": positions}, schema=schema), tmp_path / "n.parquet"
+        )
         ref = delete_ref(FileContent.POSITION_DELETES, str(tmp_path / "n.parquet"), 2)
         with pytest.raises(CorruptFileError, match="NULL"):
             deleted_positions(PyArrowFileIO(), "a", (ref,))
