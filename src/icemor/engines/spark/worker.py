@@ -7,6 +7,7 @@ Python worker keeps one FileIO per such key (workers are reused, so it lives acr
 from __future__ import annotations
 
 import pickle
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -90,10 +91,13 @@ def read_partition(batches: Iterator[pa.RecordBatch], target: pa.Schema) -> Iter
     freeze_survivors()
 
 
-_FROZEN_AT_FULL = [0]
-"""Objects frozen right after this worker's last full collection (see :func:`freeze_survivors`)."""
-FREEZE_SLACK = 200_000
-"""Frozen objects allowed beyond twice the last full collection's survivors before another."""
+_PEAK_AT_FULL = [0]
+"""This worker's peak memory (bytes) right after its last full collection (see :func:`freeze_survivors`)."""
+MEMORY_SLACK = 256 << 20
+"""Bytes of peak memory allowed beyond twice the peak at the last full collection before another."""
+TASKS_PER_FULL = 256
+"""Where the platform does not tell the peak memory: tasks between full collections."""
+_TASKS_SINCE_FULL = [0]
 
 
 def freeze_survivors(*, collect: bool = True) -> None:
@@ -103,25 +107,41 @@ def freeze_survivors(*, collect: bool = True) -> None:
     PySpark's worker runs ``gc.collect()`` after every task; over the ~0.5 M objects a worker
     holds once it has read a table of 20,000 small files, each took 0.1-1 s, most of a small
     task (647 tasks of 31 files: most of the scan). Frozen objects are still freed when no
-    longer referenced; a reference cycle among them would outlive its use, so once the frozen
-    objects outnumber twice the survivors of the last full collection (plus
-    :data:`FREEZE_SLACK`), they are thawed and collected in full: at most about half of what
-    is frozen is such garbage, and the full collections cost a constant per object frozen.
+    longer referenced; a reference cycle among them would outlive its use, so once the
+    process's peak memory exceeds twice its peak at the last full collection (plus
+    :data:`MEMORY_SLACK`), everything is thawed and collected in full: frozen garbage cannot
+    grow without bound, and full collections stay rare. The signal is the peak resident memory
+    (one system call): counting the frozen objects (``gc.get_freeze_count``) walks all of them,
+    57 ms a task over that worker's heap, which was 90% of the scan.
 
     Args:
         collect: Collect the young generations first (False when PySpark just did).
     """
     import gc
 
-    if gc.get_freeze_count() > 2 * _FROZEN_AT_FULL[0] + FREEZE_SLACK:
+    peak = _peak_memory()
+    _TASKS_SINCE_FULL[0] += 1
+    due = peak > 2 * _PEAK_AT_FULL[0] + MEMORY_SLACK if peak else _TASKS_SINCE_FULL[0] >= TASKS_PER_FULL
+    if due:
         gc.unfreeze()
         gc.collect()
         gc.freeze()
-        _FROZEN_AT_FULL[0] = gc.get_freeze_count()
+        _PEAK_AT_FULL[0] = _peak_memory()
+        _TASKS_SINCE_FULL[0] = 0
         return
     if collect:
         gc.collect()
     gc.freeze()
+
+
+def _peak_memory() -> int:
+    """This process's peak resident memory in bytes; 0 where the platform does not tell it."""
+    try:
+        import resource
+    except ImportError:  # (Windows)
+        return 0
+    peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    return peak if sys.platform == "darwin" else peak * 1024  # (Linux counts KiB)
 
 
 def run_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
