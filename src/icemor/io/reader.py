@@ -27,7 +27,7 @@ import pyarrow.dataset as ds
 from pyarrow.fs import FileType
 from pyiceberg.expressions import AlwaysTrue, And, Not, Or
 from pyiceberg.expressions.visitors import bind, translate_column_names
-from pyiceberg.io.pyarrow import PyArrowFileIO, pyarrow_to_schema
+from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import DataFile
 from pyiceberg.schema import Schema, prune_columns
 from pyiceberg.typedef import Record
@@ -35,9 +35,16 @@ from pyiceberg.types import ListType, MapType
 
 from icemor._compat.pyiceberg import partition_constants, to_requested_schema
 from icemor.exceptions import CorruptFileError, MissingFileError, UnsupportedFeatureError
-from icemor.io.cache import DELETE_CACHE, cached_file_schema, memo, memo_get, memo_put
+from icemor.io.cache import DELETE_CACHE, memo, memo_get, memo_put
 from icemor.io.columns import equality_key_columns, top_level_names
-from icemor.io.deletes import deleted_positions, equality_delete_sets, local_path, open_parquet, reaching
+from icemor.io.deletes import (
+    deleted_positions,
+    equality_delete_sets,
+    iceberg_file_schema,
+    local_path,
+    open_parquet,
+    reaching,
+)
 from icemor.io.filters import arrow_expression
 from icemor.io.verdicts import verdict_store
 from icemor.spec.files import FileContent
@@ -214,21 +221,10 @@ def _plan_file(io: FileIO, task: FileScanTask, opts: ReadOptions, extra_ids: set
         msg = f"data file {f.path}: format {f.file_format} is not supported (Parquet only)"
         raise UnsupportedFeatureError(msg)
     pf = open_parquet(io, f.path, memory_map=f.file_size_in_bytes >= MAP_MIN_BYTES)
-    downcast = opts.format_version <= 2
     arrow_schema = pf.schema_arrow  # built anew on each access
-
-    def convert() -> Schema:
-        return pyarrow_to_schema(arrow_schema, opts.name_mapping, downcast_ns_timestamp_to_us=downcast)
-
     try:
-        # ~1 ms a file of pydantic objects; a pure function of the Arrow schema (field ids are in
-        # its metadata) and of the name mapping (files without ids: add_files), so files written
-        # alike share one Schema and its memos below (20,000 small files of one writer: 20 s)
-        mapping = None
-        if opts.name_mapping is not None:
-            nm = opts.name_mapping
-            mapping = memo(("name-mapping", id(nm)), nm, nm.model_dump_json)
-        file_schema = cached_file_schema(arrow_schema, (downcast, mapping), convert)
+        # files written alike share one Schema and its memos below
+        file_schema = iceberg_file_schema(arrow_schema, opts.name_mapping, downcast=opts.format_version <= 2)
     except ValueError as e:
         pf.close()
         msg = f"data file {f.path} has no Iceberg field ids and the table has no name mapping: {e}"
