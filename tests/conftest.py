@@ -34,7 +34,7 @@ _SLOW = (
     "tests/ops/test_write_failures.py::test_disk_full_in_the_middle_of_every_file_leaves_nothing[",
     "tests/ops/test_write_failures.py::test_sigterm_removes_what_was_written[",
     "tests/ops/test_delete_crash.py::test_delete_killed_before_the_swap_leaves_the_old_snapshot[",
-    "tests/test_write_fault_suite.py::test_concurrent_writers_replay_on_a_model",
+    "tests/faults/test_write_fault_suite.py::test_concurrent_writers_replay_on_a_model",
     "tests/maintenance/test_optimize.py::test_watch_against_delete_and_cdc_writers",
     "tests/maintenance/test_optimize.py::test_watch_keeps_up_with_three_writers[",
     # subprocesses and whole-CLI runs of 4-8 s each: kept out of the fast tier's 3 minutes

@@ -1,4 +1,4 @@
-"""Write-path faults for ``tests/test_write_fault_suite.py``, and the checks made after each.
+"""Write-path faults for ``tests/faults/test_write_fault_suite.py``, and the checks made after each.
 
 - :func:`inject` patches pyiceberg's ``PyArrowFile.create`` and ``PyArrowFileIO.delete`` (every
   file icemor and pyiceberg write or remove goes through them): a disk that fills up inside the
@@ -350,7 +350,7 @@ class Zygote:
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", ZYGOTE, str(Path(__file__).parent)],
+            [sys.executable, "-c", ZYGOTE, str(Path(__file__).parent.parent)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
