@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -13,7 +15,12 @@ from icemor.exceptions import (
     IcemorError,
     InvalidArgumentError,
     MissingFileError,
+    RedactFilter,
     UnsupportedFeatureError,
+    first_line,
+    redact,
+    redacted,
+    register_secrets,
 )
 from icemor.spec.identifiers import LOCATION_PROPERTIES
 
@@ -57,12 +64,20 @@ def load_catalog(name: str | None = None, **properties: str) -> Catalog:
         db = home / "catalog.db"
         props = {"uri": f"sqlite:///{db}", "warehouse": (home / "warehouse").as_uri()}
         props.update(properties)
+        register_secrets(props)
         key = tuple(sorted(props.items()))
         with _EMBEDDED_LOCK:
             hit = _EMBEDDED.get(key)
             if hit is not None and hit[0] == _identity(db):
                 return hit[1]
-        catalog = SqlCatalog(DEFAULT_CATALOG_NAME, **props)
+        try:
+            catalog = SqlCatalog(DEFAULT_CATALOG_NAME, **props)
+        except Exception as e:
+            # its database cannot be opened: a directory, an unreadable file, not SQLite
+            known = catalog_error(e, None, uri=props["uri"])
+            if known is None:
+                raise
+            raise known from redacted(e)
         with _EMBEDDED_LOCK:
             _EMBEDDED[key] = (_identity(db), catalog)
             while len(_EMBEDDED) > _EMBEDDED_MAX:
@@ -72,17 +87,37 @@ def load_catalog(name: str | None = None, **properties: str) -> Catalog:
 
     from pyiceberg.catalog import load_catalog as _pyiceberg_load_catalog
 
+    register_secrets(properties)
+    _redact_request_logs()
     try:
-        return _pyiceberg_load_catalog(name, **properties)
-    except (ValueError, KeyError, NotImplementedError) as e:
-        msg = f"cannot load catalog {name!r}: {e}"
-        raise InvalidArgumentError(msg) from e
+        named = _pyiceberg_load_catalog(name, **properties)
     except Exception as e:
-        # a REST catalog asks its server for its configuration here: unreachable, refused
-        known = catalog_error(e, name)
+        # the secrets of its configuration (.pyiceberg.yaml too) stay out of what is printed
+        register_secrets(_configuration(name))
+        if isinstance(e, ValueError | KeyError | NotImplementedError) and not _is_database_error(e):
+            msg = f"cannot load catalog {name!r}: {first_line(e)}"
+            raise InvalidArgumentError(msg) from redacted(e)
+        # a REST catalog asks its server for its configuration here: unreachable, refused; a
+        # SQL catalog opens its database
+        known = catalog_error(e, name, uri=properties.get("uri"))
         if known is None:
             raise
-        raise known from e
+        raise known from redacted(e)
+    register_secrets(named.properties)
+    return named
+
+
+# urllib3 logs every request's URL (a token in its query) at DEBUG: redacted where it is logged,
+# so that every handler (the application's own) gets it redacted
+_REQUEST_LOGGERS = ("urllib3.connectionpool",)
+_REDACT_FILTER = RedactFilter()
+
+
+def _redact_request_logs() -> None:
+    for name in _REQUEST_LOGGERS:
+        logger = logging.getLogger(name)
+        if _REDACT_FILTER not in logger.filters:
+            logger.addFilter(_REDACT_FILTER)
 
 
 # the drivers of icemor's extras (`pip install "icemor[glue]"`), by pyiceberg's extra name; for
@@ -90,20 +125,29 @@ def load_catalog(name: str | None = None, **properties: str) -> Catalog:
 _EXTRAS = {"glue": "glue", "hive": "hive"}
 
 
-def catalog_error(error: BaseException, name: str | None = None) -> IcemorError | None:
+def catalog_error(
+    error: BaseException, name: str | None = None, *, uri: str | None = None
+) -> IcemorError | None:
     """The one-line icemor error for a catalog that cannot be used, or None for any other error.
 
     A missing driver (pyiceberg's ``NotInstalledError``: the extra to install), a server that
-    cannot be reached (connection refused, unknown host, timeout) and a server that refuses
-    the request (401/403, an expired token, a 5xx). Raised while the catalog loads, or later by
-    any call the CLI makes to it.
+    cannot be reached (connection refused, unknown host, timeout), a server that refuses
+    the request (401/403, an expired token, a 5xx) and a SQL catalog's database that cannot be
+    opened (a missing directory, a directory or a file that is no SQLite database; its ``uri``,
+    default the configured one). Raised while the catalog loads, or later by any call the CLI
+    makes to it. No credential is in the message (:func:`icemor.exceptions.redact`).
     """
     from pyiceberg import exceptions as pe
 
     which = f"catalog {name!r}" if name else "the catalog"
+    if _is_database_error(error):
+        where = uri or _catalog_uri(name)
+        cause = getattr(error, "orig", None) or error  # SQLAlchemy's wraps the driver's
+        reason = re.sub(r"^\([\w.]+\) ", "", first_line(cause))  # "(sqlite3.OperationalError) ..."
+        which = which if name else "the embedded catalog"
+        msg = f"cannot open {which}: {redact(where) + ': ' if where else ''}{reason}"
+        return InvalidArgumentError(msg)
     if isinstance(error, pe.NotInstalledError):
-        import re
-
         wanted = re.search(r"pyiceberg\[([\w-]+)\]", str(error))
         extra = _EXTRAS.get(wanted.group(1)) if wanted else None
         fix = f'pip install "icemor[{extra}]"' if extra else str(error).rpartition(": ")[2]
@@ -118,10 +162,10 @@ def catalog_error(error: BaseException, name: str | None = None) -> IcemorError 
             pe.ForbiddenError: "403 Forbidden",
             pe.AuthorizationExpiredError: "authorization expired",
         }.get(type(error), "OAuth error")
-        msg = f"{which} refused the request ({status}: {_first_line(error)}); check its credentials"
+        msg = f"{which} refused the request ({status}: {first_line(error)}); check its credentials"
         return InvalidArgumentError(msg)
     if isinstance(error, pe.RESTError) and not isinstance(error, pe.CommitStateUnknownException):
-        msg = f"{which} failed the request: {_first_line(error)}"
+        msg = f"{which} failed the request: {first_line(error)}"
         return InvalidArgumentError(msg)
     try:
         import requests
@@ -130,7 +174,7 @@ def catalog_error(error: BaseException, name: str | None = None) -> IcemorError 
     if isinstance(error, requests.exceptions.ConnectionError | requests.exceptions.Timeout):
         request = getattr(error, "request", None)
         url = getattr(request, "url", None)
-        where = f" at {url.split('?')[0]}" if url else ""
+        where = f" at {redact(url.split('?')[0])}" if url else ""
         reason = _connection_reason(error)
         msg = f"cannot reach {which}{where}: {reason}; check its uri and that the server runs"
         return InvalidArgumentError(msg)
@@ -139,8 +183,6 @@ def catalog_error(error: BaseException, name: str | None = None) -> IcemorError 
 
 def _connection_reason(error: BaseException) -> str:
     """``connection refused``, ``timed out``, ``name or service not known``: the cause in a few words."""
-    import re
-
     text = str(error)
     if "timed out" in text.lower() or "timeout" in type(error).__name__.lower():
         return "timed out"
@@ -148,9 +190,33 @@ def _connection_reason(error: BaseException) -> str:
     return found[-1].strip().lower() if found else "connection failed"
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
+def _is_database_error(error: BaseException) -> bool:
+    """Whether ``error`` is a SQL catalog's database refusing to open or to answer (SQLAlchemy's
+    ``OperationalError``/``DatabaseError``, a malformed URL's ``ArgumentError``, sqlite3's)."""
+    import sqlite3
+
+    from sqlalchemy import exc
+
+    return isinstance(error, exc.DBAPIError | exc.ArgumentError | sqlite3.Error)
+
+
+def _catalog_uri(name: str | None) -> str | None:
+    """The database URI of catalog ``name`` as configured (the embedded one's for None)."""
+    if name is None or (name == DEFAULT_CATALOG_NAME and not _configured(name)):
+        return f"sqlite:///{icemor_home() / 'catalog.db'}"
+    uri = _configuration(name).get("uri")
+    return uri if isinstance(uri, str) else None
+
+
+def _configuration(name: str) -> dict[str, object]:
+    """Catalog ``name``'s configuration (``.pyiceberg.yaml``, ``PYICEBERG_CATALOG__*``), as
+    pyiceberg reads it; empty when it cannot be read."""
+    from pyiceberg.utils.config import Config
+
+    try:
+        return dict(Config().get_catalog_config(name) or {})
+    except Exception:  # only a message is at stake
+        return {}
 
 
 # Opening the embedded catalog (an SQLAlchemy engine, then table checks) cost ~4 ms of every

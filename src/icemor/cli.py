@@ -31,7 +31,16 @@ from icemor.cli_app import (
     parse_pairs,
     spark_session,
 )
-from icemor.exceptions import NO_ROOM_ERRNOS, IcemorError, InvalidArgumentError, os_reason
+from icemor.exceptions import (
+    NO_ROOM_ERRNOS,
+    IcemorError,
+    InvalidArgumentError,
+    RedactFilter,
+    first_line,
+    formatted_traceback,
+    os_reason,
+    redact,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -111,7 +120,7 @@ def _global(
 
 
 def _fail(message: str) -> None:
-    typer.echo(f"icemor: error: {message}", err=True)
+    typer.echo(f"icemor: error: {redact(message)}", err=True)
     raise typer.Exit(code=2)
 
 
@@ -1070,7 +1079,7 @@ def _run(fn: Callable[[Options], Any]) -> int:
     except _USER_ERRORS as e:
         if opts.debug:
             raise
-        typer.echo(f"icemor: error: {_one_line(e)}", err=True)
+        typer.echo(f"icemor: error: {first_line(e)}", err=True)
         return 2
     except _catalog_failures() as e:
         from icemor.catalog import catalog_error
@@ -1078,13 +1087,13 @@ def _run(fn: Callable[[Options], Any]) -> int:
         known = catalog_error(e, opts.catalog_name)
         if opts.debug or known is None:
             raise
-        typer.echo(f"icemor: error: {_one_line(known)}", err=True)
+        typer.echo(f"icemor: error: {first_line(known)}", err=True)
         return 2
     except OSError as e:
         if opts.debug or e.errno not in NO_ROOM_ERRNOS:
             raise
         # disk full, read-only file system: the write sites name the file; this is the rest
-        where = f"{e.filename}: " if e.filename else ""
+        where = f"{redact(str(e.filename))}: " if e.filename else ""
         typer.echo(f"icemor: error: {where}{os_reason(e)}", err=True)
         return 2
     finally:
@@ -1095,14 +1104,26 @@ def _run(fn: Callable[[Options], Any]) -> int:
 
 
 def _catalog_failures() -> tuple[type[BaseException], ...]:
-    """A catalog that cannot be used (no driver, unreachable, refusing): one line, exit 2.
+    """A catalog that cannot be used (no driver, unreachable, refusing, a database that does not
+    open): one line, exit 2.
 
     Evaluated only when an error reaches :func:`_run` (requests is not imported for nothing).
     """
+    import sqlite3
+
     import requests
     from pyiceberg.exceptions import NotInstalledError, RESTError
+    from sqlalchemy.exc import ArgumentError, DBAPIError
 
-    return (NotInstalledError, RESTError, requests.exceptions.ConnectionError, requests.exceptions.Timeout)
+    return (
+        NotInstalledError,
+        RESTError,
+        requests.exceptions.ConnectionError,
+        requests.exceptions.Timeout,
+        DBAPIError,
+        ArgumentError,
+        sqlite3.Error,
+    )
 
 
 class Terminated(KeyboardInterrupt):
@@ -1146,11 +1167,6 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
-def _one_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return text[0] if text else type(e).__name__
-
-
 class _NoteHandler(logging.Handler):
     """icemor's own warnings (e.g. a verdict store it will not use) as ``icemor: note:`` lines."""
 
@@ -1160,23 +1176,58 @@ class _NoteHandler(logging.Handler):
 
 @contextlib.contextmanager
 def _notes_from_logs() -> Iterator[None]:
+    """icemor's warnings as notes; every record the CLI prints (those notes, and other libraries'
+    warnings through logging's last-resort handler) and every Python warning shown (pyiceberg's
+    deprecation notices quote a catalog's URI) redacted: no credential reaches stderr."""
+    import warnings
+
+    show = warnings.showwarning
+
+    def show_redacted(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: Any = None,
+        line: str | None = None,
+    ) -> None:
+        show(redact(str(message)), category, filename, lineno, file, line)
+
+    warnings.showwarning = show_redacted
+    redacting = RedactFilter()
+    last_resort = logging.lastResort
+    if last_resort is not None:
+        last_resort.addFilter(redacting)
     logger = logging.getLogger("icemor")
-    if logger.handlers:  # the embedding application configured its own
-        yield
-        return
-    handler = _NoteHandler(logging.WARNING)
-    logger.addHandler(handler)
+    handler = None
+    if not logger.handlers:  # else the embedding application configured its own
+        handler = _NoteHandler(logging.WARNING)
+        handler.addFilter(redacting)
+        logger.addHandler(handler)
     try:
         yield
     finally:
-        logger.removeHandler(handler)
+        if handler is not None:
+            logger.removeHandler(handler)
+        if last_resort is not None:
+            last_resort.removeFilter(redacting)
+        warnings.showwarning = show
 
 
 def run(argv: list[str] | None = None) -> int:
-    """Run the CLI on ``argv`` (default: the process arguments) and return its exit code."""
+    """Run the CLI on ``argv`` (default: the process arguments) and return its exit code.
+
+    An error that is not one of the known ones (or any, with ``--debug``) prints its traceback,
+    redacted (no password, token or secret property in it), and exits 1 as Python would.
+    """
     os.environ.setdefault("PYICEBERG_MAX_WORKERS", str(os.cpu_count() or 1))
     with _sigterm_as_interrupt(), _notes_from_logs():
-        return _run(lambda _: app(args=argv, prog_name="icemor"))
+        try:
+            return _run(lambda _: app(args=argv, prog_name="icemor"))
+        except Exception as e:
+            sys.stderr.write(formatted_traceback(e))
+            sys.stderr.flush()
+            return 1
 
 
 # the table-health commands, listed last by `icemor --help`

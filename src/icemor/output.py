@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pyarrow as pa
 
-from icemor.exceptions import InvalidArgumentError
+from icemor.exceptions import InvalidArgumentError, redact_properties
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -320,6 +320,8 @@ def print_description(d: TableDescription, *, as_json: bool) -> None:
 
     import typer
 
+    # a FileIO credential may be a table property (s3.secret-access-key): never shown
+    d = dataclasses.replace(d, properties=redact_properties(d.properties))
     if as_json:
         typer.echo(json.dumps(dataclasses.asdict(d), indent=2))
         return

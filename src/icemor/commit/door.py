@@ -54,6 +54,7 @@ from icemor.exceptions import (
     CommitStateUnknownError,
     IcemorError,
     WriteFailedError,
+    first_line,  # re-exported: the redacted first line of an error (other modules import it here)
 )
 from icemor.spec import properties as P
 
@@ -128,12 +129,6 @@ _SQLITE_REFUSED = (
     "unable to open database file",
 )
 _MARK = "_icemor_may_have_committed"
-
-
-def first_line(e: BaseException) -> str:
-    """The first line of an error's text (its type when it has none)."""
-    text = str(e).strip().splitlines()
-    return text[0] if text else type(e).__name__
 
 
 def may_have_committed(e: BaseException) -> bool:
