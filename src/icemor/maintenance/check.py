@@ -18,11 +18,19 @@ stable name (docs/health.md lists them):
 * ``sequence-order``: a position delete or DV older (data sequence number) than the data file it
   names, which therefore does not apply to it;
 * ``equality-field-missing``: an equality field id no schema ever had; ``equality-field-dropped``
-  (warning): one the current schema dropped (the delete still applies, by the spec).
+  (warning): one the current schema dropped (the delete still applies, by the spec);
+* ``key-index-mismatch``: a key-index sidecar (:mod:`icemor.io.key_index`) beside a live data
+  file, naming that file, that does not describe it: a key not at the position it gives when
+  every row of the data file is compared, rows that do not hash to its recorded digest,
+  undecodable, or not a regular file (a symlink, FIFO). It is removed (a sidecar is a cache: the
+  next position-mode lookup builds it again from the data file), and the message says whether
+  it could be; a lookup would have rebuilt most such sidecars anyway, but a forgery that passes
+  a lookup's cheap checks is found only here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import struct
 from concurrent.futures import ThreadPoolExecutor
@@ -34,17 +42,20 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.manifest import ManifestContent
 from pyiceberg.schema import index_by_id
+from pyiceberg.transforms import IdentityTransform
 
 from icemor.exceptions import CorruptFileError, IcemorError, MissingFileError
+from icemor.io.key_index import IndexedFile, data_path_of, sidecar_key_ids, verify_sidecar
 from icemor.planning.manifest_reader import read_manifest_entries, read_manifest_list
 from icemor.planning.scan_job import resolve_snapshot
 from icemor.spec.dv import DV_BLOB_TYPE, deserialize_dv
 from icemor.spec.files import FileContent
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
     from pyiceberg.io import FileIO
+    from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.table.metadata import TableMetadata
 
     from icemor.planning.manifest_reader import ManifestFileEntry
@@ -157,6 +168,7 @@ def check_table(
             _check_position_file(io, e, live, out)
         elif e.content == FileContent.EQUALITY_DELETES:
             _check_equality_ids(metadata, e, out)
+    _check_key_indexes(io, metadata, live, out)
     return CheckReport(name, snapshot.snapshot_id, len(data), len(deletes), tuple(out.items))
 
 
@@ -376,3 +388,57 @@ def _check_equality_ids(metadata: TableMetadata, e: ManifestFileEntry, out: _Fin
             out.error(
                 "equality-field-missing", e.data_file.file_path, f"equality field id {fid} is in no schema"
             )
+
+
+def _check_key_indexes(
+    io: FileIO, metadata: TableMetadata, live: dict[str, ManifestFileEntry], out: _Findings
+) -> None:
+    """Every key-index sidecar beside a live data file, checked row by row against the data file;
+    one that does not describe it is reported and removed."""
+    from icemor.maintenance.expire import key_sidecars
+
+    field_types = {fid: fld.field_type for fid, fld in index_by_id(metadata.schema()).items()}
+    name_mapping = metadata.name_mapping()
+    specs = metadata.specs()
+    work: list[tuple[str, IndexedFile, tuple[int, ...]]] = []
+    for sidecar in sorted(key_sidecars(io, set(live))):
+        ids = sidecar_key_ids(sidecar)
+        entry = live.get(data_path_of(sidecar) or "")
+        if ids is None or entry is None or not all(i in field_types for i in ids):
+            continue  # a temporary file, or keys of no current field: no lookup reads it
+        work.append((sidecar, _indexed_file(entry, ids, specs), ids))
+    if not work:
+        return
+
+    def verify(item: tuple[str, IndexedFile, tuple[int, ...]]) -> str | None:
+        return verify_sidecar(io, item[1], item[2], field_types, name_mapping)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        problems = list(pool.map(verify, work))
+    for (sidecar, _, _), problem in zip(work, problems, strict=True):
+        if problem is None:
+            continue
+        removed = False
+        with contextlib.suppress(OSError):
+            io.delete(sidecar)
+            removed = True
+        then = "removed (rebuilt from the data file when next needed)" if removed else "could not be removed"
+        out.error(
+            "key-index-mismatch", sidecar, f"key index does not describe its data file: {problem}; {then}"
+        )
+
+
+def _indexed_file(
+    entry: ManifestFileEntry, ids: tuple[int, ...], specs: Mapping[int, PartitionSpec]
+) -> IndexedFile:
+    """The data file of ``entry`` as a key lookup indexes it: with the identity-partition values
+    of key fields, which a file may not store."""
+    f = entry.data_file
+    partition = entry.partition_tuple()
+    constants: dict[int, Any] = {}
+    spec = specs.get(entry.spec_id)
+    if spec is not None:
+        for i, pf in enumerate(spec.fields):
+            if isinstance(pf.transform, IdentityTransform) and pf.source_id in ids and i < len(partition):
+                constants[pf.source_id] = partition[i]
+    return IndexedFile(f.file_path, f.file_size_in_bytes, f.record_count, constants)
