@@ -10,7 +10,10 @@ Equality verdicts: once a task has been read with every row probed, the position
 equality deletes removed are cached (files are immutable, so they never change), in memory
 and in a private on-disk store (:mod:`icemor.io.verdicts`). Later reads of that task, in this
 process or a new one, apply them as positions and read no key columns; see
-:func:`_equality_state`.
+:func:`_equality_state`. The on-disk store is a same-user cache, never part of the table: only
+reads use it. A read whose rows a write or maintenance commits (``verdict_store=False``,
+:func:`files_only`) neither loads nor saves there, and ignores the verdicts this process loaded
+from it: it computes from the table's files (or uses verdicts this process computed from them).
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ __all__ = [
     "ReadOptions",
     "arrow_filter",
     "count_task",
+    "files_only",
     "output_schema",
     "read_run",
     "read_task",
@@ -122,6 +126,11 @@ class ReadOptions:
     """Decode a batch's columns in parallel on Arrow's thread pool. The local engine turns it
     off when it already reads a file per core: decoding on the reading thread then saved
     ~5% of a wide scan (no hand-offs, no oversubscribed cores)."""
+    verdict_store: bool = True
+    """Equality verdicts may come from (and go to) the on-disk store (:mod:`icemor.io.verdicts`):
+    reads only. Writes and maintenance read with False (:func:`files_only`): what they commit
+    is computed from the table's files, never from a local cache the same user can edit. It
+    travels with the options, so a Spark executor's read obeys the driver's choice."""
 
     @cached_property
     def projection_key(self) -> str:
@@ -137,6 +146,11 @@ class ReadOptions:
     def arrow_schema(self) -> pa.Schema:
         """The Arrow schema of every batch this scan yields."""
         return output_schema(self)
+
+
+def files_only(opts: ReadOptions) -> ReadOptions:
+    """``opts`` for a read whose rows a write or maintenance commits: no persisted verdict store."""
+    return replace(opts, verdict_store=False) if opts.verdict_store else opts
 
 
 def _plain(t: pa.DataType) -> pa.DataType:
@@ -391,6 +405,31 @@ def _all_deleted(positions: npt.NDArray[np.int64], first: int, num_rows: int) ->
 
 VERDICT = "equality-verdict"
 """Cache kind of a task's equality verdict: the sorted file positions its equality deletes remove."""
+VERDICT_COMPUTED = "equality-verdict-computed"
+"""Cache kind of a verdict this process computed while :data:`VERDICT` holds a stored one for
+the same key (the cache never replaces an entry): what a read from the files only then uses."""
+
+
+class _StoredVerdict(np.ndarray[Any, np.dtype[np.int64]]):
+    """A verdict loaded from the on-disk store (a view of it, no copy). Cached under
+    :data:`VERDICT` as a computed one is, but its origin stays with it: a read with
+    ``verdict_store=False`` never takes it for one computed from the table's files."""
+
+
+def _cached_verdict(key: tuple[Any, ...], *, stored: bool) -> npt.NDArray[np.int64] | None:
+    """This process's verdict of ``key``; ``stored=False``: only one it computed from the files."""
+    verdict: npt.NDArray[np.int64] | None = DELETE_CACHE.peek(VERDICT, key)
+    if stored or not isinstance(verdict, _StoredVerdict):
+        return verdict
+    computed: npt.NDArray[np.int64] | None = DELETE_CACHE.peek(VERDICT_COMPUTED, key)
+    return computed
+
+
+def _remember(key: tuple[Any, ...], verdict: npt.NDArray[np.int64]) -> None:
+    """Cache a verdict computed from the files, where both kinds of read find it."""
+    DELETE_CACHE.put(VERDICT, key, verdict, verdict.nbytes + 64)
+    if isinstance(DELETE_CACHE.peek(VERDICT, key), _StoredVerdict):
+        DELETE_CACHE.put(VERDICT_COMPUTED, key, verdict, verdict.nbytes + 64)
 
 
 def _union(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -450,6 +489,7 @@ def _known_verdict(
     task: FileScanTask,
     key: tuple[Any, ...],
     *,
+    stored: bool,
     stat_data: bool = True,
     data_mtime: int | None = None,
 ) -> tuple[npt.NDArray[np.int64] | None, tuple[Any, ...] | None]:
@@ -460,10 +500,14 @@ def _known_verdict(
     every file it depends on (:func:`_stored_key`): a data file rewritten in place at the same
     path, size and row count is another key. ``stat_data=False``: the caller has just stat'ed
     the data file (a count does) and passes its ``data_mtime``: no second stat.
+    ``stored=False`` (a write's read, ``ReadOptions.verdict_store``): the store is neither
+    loaded nor saved, and only verdicts this process computed count.
     """
-    verdict: npt.NDArray[np.int64] | None = DELETE_CACHE.peek(VERDICT, key)
+    verdict = _cached_verdict(key, stored=stored)
     if verdict is not None:
         return verdict, None
+    if not stored:
+        return None, None
     store = verdict_store()
     if store is None:
         return None, None
@@ -475,9 +519,10 @@ def _known_verdict(
     stored_key = _stored_key(io, task, key, data_mtime)
     if stored_key is None:
         return None, None
-    verdict = store.load(stored_key, task.data_file.record_count)
-    if verdict is None:
+    loaded = store.load(stored_key, task.data_file.record_count)
+    if loaded is None:
         return None, stored_key
+    verdict = loaded.view(_StoredVerdict)
     DELETE_CACHE.put(VERDICT, key, verdict, verdict.nbytes + 64)
     return verdict, None
 
@@ -534,7 +579,7 @@ def _equality_state(
     key = _verdict_key(task)
     if key is None:
         return positions, [], None
-    verdict, stored_key = _known_verdict(io, task, key) if known is None else known
+    verdict, stored_key = _known_verdict(io, task, key, stored=opts.verdict_store) if known is None else known
     if verdict is not None:
         return _union(positions, verdict), [], None
     eq_sets = equality_delete_sets(io, task.delete_files, opts.field_types, opts.field_parents)
@@ -593,7 +638,7 @@ def _read_planned(
             # sorted and unique by construction (np.unique cost 15-25 ms per 100k positions)
             verdict = np.concatenate(eq_hits) if eq_hits else np.zeros(0, dtype=np.int64)
             verdict_key, stored_key = record
-            DELETE_CACHE.put(VERDICT, verdict_key, verdict, verdict.nbytes + 64)
+            _remember(verdict_key, verdict)
             if stored_key is not None and (store := verdict_store()) is not None:
                 store.save(stored_key, verdict, task.data_file.record_count)
     finally:
@@ -1031,7 +1076,9 @@ def count_task(io: FileIO, task: FileScanTask, opts: ReadOptions) -> int:
     if isinstance(opts.row_filter, AlwaysTrue) and task.is_whole_file:
         mtime = _check_present(io, task.data_file)
         if key is not None:
-            known = _known_verdict(io, task, key, stat_data=False, data_mtime=mtime)
+            known = _known_verdict(
+                io, task, key, stored=opts.verdict_store, stat_data=False, data_mtime=mtime
+            )
         verdict = None if known is None else known[0]
         if key is None or verdict is not None:  # no equality deletes, or their verdict is known
             positions = deleted_positions(io, task.data_file.path, task.delete_files)

@@ -16,7 +16,8 @@ file-scoped delete files only); equality deletes cannot be counted without readi
 so they count through ``delete-file-threshold`` only, as in Java.
 
 Each group is split into units of about the target size; a unit reads its files with every
-delete applied (the read path's own verdict) and writes the rows with icemor's data writer
+delete applied (the read path's own verdict, computed from the table's files: never the
+local verdict store) and writes the rows with icemor's data writer
 (pyiceberg's field-id projection and metrics), in row groups of ``write.parquet.row-group-limit``
 rows, rolling to a new file once the bytes written reach the target,
 locally or on Spark executors. Files of an older partition spec are written by pyiceberg's
@@ -62,7 +63,7 @@ from icemor.engines.local import stream
 from icemor.exceptions import CommitConflictError, CommitFailedError, InvalidArgumentError
 from icemor.io.data_writer import DataFileTarget, TableDataWriter, write_data_files_in_order
 from icemor.io.deletes import deleted_positions
-from icemor.io.reader import read_task
+from icemor.io.reader import files_only, read_task
 from icemor.io.writers import remove_written
 from icemor.maintenance._units import (
     check_rewritable,
@@ -71,6 +72,7 @@ from icemor.maintenance._units import (
     run_guarded,
     touched_since,
 )
+from icemor.ops.units import write_job
 from icemor.planning.manifest_reader import live_delete_files
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
@@ -218,7 +220,7 @@ def rewrite_data_unit(io: FileIO, unit: RewriteUnit) -> _UnitResult:
     The files are read on threads; memory stays at a few batches and one row group. On
     failure, the files written so far are removed.
     """
-    opts = unit.options
+    opts = files_only(unit.options)  # the rows it writes: from the table's files only
     tasks = [FileScanTask(p.data_file, p.delete_files, 0, p.data_file.file_size_in_bytes) for p in unit.files]
     batches = cast("Generator[pa.RecordBatch]", stream(tasks, lambda t: read_task(io, t, opts)))
     try:
@@ -291,7 +293,8 @@ class _Selection:
 def _job(metadata: TableMetadata, io: FileIO) -> ScanJob:
     # v3: the rewritten rows keep their row lineage, written explicitly (as Java's rewrite)
     lineage = metadata.format_version >= 3
-    return prepare_scan(metadata, io, selected_fields=("*", *LINEAGE_COLUMNS) if lineage else ("*",))
+    job = prepare_scan(metadata, io, selected_fields=("*", *LINEAGE_COLUMNS) if lineage else ("*",))
+    return write_job(job)  # the rows it rewrites come from the table's files, never the local verdict store
 
 
 def _groups(io: FileIO, considered: Sequence[PlannedFile], sel: _Selection) -> list[list[PlannedFile]]:

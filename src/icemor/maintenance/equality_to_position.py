@@ -2,9 +2,10 @@
 
 For every live data file that equality deletes apply to, the positions of all its deleted
 rows (the read path's own verdict: position deletes, DVs and equality deletes, with the
-sequence-number rules) become a position-delete file of its partition; the data file's older
-file-scoped position deletes are folded in and removed, and a data file with no live row
-left is removed instead. Then every equality-delete file of the snapshot is removed.
+sequence-number rules, computed from the table's files, never from the local verdict store)
+become a position-delete file of its partition; the data file's older file-scoped position
+deletes are folded in and removed, and a data file with no live row left is removed instead.
+Then every equality-delete file of the snapshot is removed.
 
 The sequence-number trap: the new position deletes get this commit's sequence number, which
 is higher than every data file's, so they could apply to any data file; they name positions
@@ -40,7 +41,7 @@ from icemor.commit.validation import Validation
 from icemor.exceptions import CommitConflictError, CommitFailedError, InvalidArgumentError
 from icemor.maintenance._units import raise_if_none_committed, touched_since
 from icemor.maintenance.data_files import backoff
-from icemor.ops.units import check_writable, delete_units, run_units
+from icemor.ops.units import check_writable, delete_units, run_units, write_job
 from icemor.planning.manifest_reader import live_delete_files
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec.files import FileContent
@@ -126,7 +127,8 @@ def rewrite_equality_deletes(
         raise InvalidArgumentError(msg)
     table = table.refresh()
     check_writable(table)
-    job = prepare_scan(table.metadata, table.io, selected_fields=("_pos",))
+    # the positions it writes come from the table's files, never the local verdict store
+    job = write_job(prepare_scan(table.metadata, table.io, selected_fields=("_pos",)))
     snapshot = job.snapshot
     nothing = ConversionMetrics(0, 0, 0, 0, 0, 0, None, 0.0)
     if snapshot is None:
@@ -162,7 +164,7 @@ def rewrite_equality_deletes(
             ):
                 # after a conflict, or when a commit since touched the group's files: planned
                 # again on the head, with the deletes that apply to them now
-                batch_job = prepare_scan(table.metadata, table.io, selected_fields=("_pos",))
+                batch_job = write_job(prepare_scan(table.metadata, table.io, selected_fields=("_pos",)))
                 batch_units = _units(table, batch_job, only=paths)
                 if not batch_units:
                     break

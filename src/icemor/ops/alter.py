@@ -211,12 +211,14 @@ def _null_count(metadata: TableMetadata, io: FileIO, name: str) -> int:
     from pyiceberg import expressions
 
     from icemor.engines.local import count_rows
+    from icemor.ops.units import write_job
     from icemor.planning.scan_job import prepare_scan
 
     if name not in {f.name for f in metadata.schema().fields} or metadata.current_snapshot() is None:
         return 0  # unknown: pyiceberg's update names it
     is_null: Any = expressions.IsNull  # pydantic: mypy cannot see its (term) constructor
-    job = prepare_scan(metadata, io, row_filter=is_null(name), selected_fields=(name,))
+    # a schema change decided from the table's files, never the local verdict store
+    job = write_job(prepare_scan(metadata, io, row_filter=is_null(name), selected_fields=(name,)))
     return count_rows(job)
 
 

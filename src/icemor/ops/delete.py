@@ -33,6 +33,7 @@ from icemor.ops.units import (
     delete_units,
     deleted_concurrently,
     run_units,
+    write_job,
 )
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
@@ -93,7 +94,10 @@ def delete_rows(
     started = time.monotonic()
     table = table.refresh()
     check_writable(table)
-    job = prepare_scan(table.metadata, table.io, row_filter=where, selected_fields=("_file", "_pos"))
+    # what it deletes and counts comes from the table's files, never the local verdict store
+    job = write_job(
+        prepare_scan(table.metadata, table.io, row_filter=where, selected_fields=("_file", "_pos"))
+    )
     # no columns but the position: the filter's columns are read for the filter only
     opts = replace(job.options, projected_schema=Schema(), file_column=False)
     if job.snapshot is None:

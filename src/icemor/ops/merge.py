@@ -48,7 +48,7 @@ from icemor.ops.rowlevel import (
     typed,
     write_and_commit_on_spark,
 )
-from icemor.ops.units import CHANGE_NEW, CHANGE_OLD, Positions, check_writable
+from icemor.ops.units import CHANGE_NEW, CHANGE_OLD, Positions, check_writable, write_job
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
 from icemor.spec.metadata_columns import ROW_ID
@@ -383,12 +383,15 @@ def plan_merge(
     prune = implied_filter(on_sql, schema, qualifier=t)
     key_range = _source_range_filter(on_sql, source, schema, t, s)
     row_filter = prune if isinstance(key_range, AlwaysTrue) else And(prune, key_range)
-    job = prepare_scan(
-        metadata,
-        table.io,
-        row_filter=row_filter,
-        metadata_columns=True,
-        selected_fields=("*", ROW_ID.name) if metadata.format_version >= 3 else ("*",),
+    # the target rows come from the table's files, never the local verdict store
+    job = write_job(
+        prepare_scan(
+            metadata,
+            table.io,
+            row_filter=row_filter,
+            metadata_columns=True,
+            selected_fields=("*", ROW_ID.name) if metadata.format_version >= 3 else ("*",),
+        )
     )
     src = source.append_column("__src_row", pa.array(np.arange(source.num_rows, dtype=np.int64)))
     matched: list[_Clause] = []

@@ -26,7 +26,7 @@ from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
 from icemor.ops.append import ExternalRows, write_rows
 from icemor.ops.inputs import TableRows
-from icemor.ops.units import Positions, check_writable, delete_units, run_units
+from icemor.ops.units import Positions, check_writable, delete_units, run_units, write_job
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
 
@@ -118,7 +118,10 @@ def check_overwrite(table: PyIcebergTable, where: str | BooleanExpression | None
         InvalidArgumentError: As :func:`overwrite_rows`.
     """
     check_writable(table)
-    return prepare_scan(table.metadata, table.io, row_filter=where, selected_fields=("_file", "_pos"))
+    # what it replaces comes from the table's files, never the local verdict store
+    return write_job(
+        prepare_scan(table.metadata, table.io, row_filter=where, selected_fields=("_file", "_pos"))
+    )
 
 
 def _overwrite(

@@ -15,6 +15,10 @@ executors. Per data file:
 :class:`Positions` gathers the positions UPDATE and MERGE (and DELETE with a SQL condition)
 find with a query; :func:`deleted_concurrently` corrects a commit's count of deleted rows for
 rows a concurrent commit deleted first.
+
+Every read here is a write's: it computes from the table's files, never from the persisted
+equality verdict store (:func:`icemor.io.reader.files_only`, forced on every unit and every
+read of this module, whoever built its options; :func:`write_job` for the scans of writes).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from pyiceberg.typedef import Record
 from icemor.exceptions import IcemorError, InvalidArgumentError, UnsupportedFeatureError
 from icemor.io.deletes import deleted_positions, remember_written, sorted_unique, union_sorted
 from icemor.io.puffin import write_deletion_vectors
-from icemor.io.reader import count_task, read_task
+from icemor.io.reader import count_task, files_only, read_task
 from icemor.io.writers import DeleteFileTarget, remove_written, write_position_deletes
 from icemor.planning.planner import plan_files
 from icemor.spec import properties as P
@@ -53,6 +57,7 @@ if TYPE_CHECKING:
     from icemor.engines import Runner
     from icemor.io.data_writer import TableDataWriter
     from icemor.io.reader import ReadOptions
+    from icemor.planning.scan_job import ScanJob
     from icemor.spec.files import WrittenFile
     from icemor.spec.tasks import PlannedFile
 
@@ -71,7 +76,14 @@ __all__ = [
     "deleted_concurrently",
     "run_units",
     "write_change_task",
+    "write_job",
 ]
+
+
+def write_job(job: ScanJob) -> ScanJob:
+    """``job`` as a write or maintenance scans: its rows computed from the table's files only,
+    never from the persisted verdict store (the choice travels in its options, to executors too)."""
+    return job if not job.options.verdict_store else replace(job, options=files_only(job.options))
 
 
 @dataclass(frozen=True)
@@ -80,6 +92,7 @@ class DeleteUnit:
 
     files: tuple[PlannedFile, ...]
     options: ReadOptions
+    """How its files are read (:func:`delete_unit` reads them from the files only, whatever this says)."""
     target: DeleteFileTarget
     merge_file_scoped: bool
     """``file`` granularity: fold each data file's older file-scoped deletes into the new file."""
@@ -109,7 +122,9 @@ def _matching_positions(io: FileIO, task: FileScanTask, opts: ReadOptions) -> np
 
 def _deleted_positions(io: FileIO, task: FileScanTask, opts: ReadOptions) -> npt.NDArray[np.int64]:
     """Sorted positions of the rows every applicable delete (position, DV, equality) removes."""
-    marked = replace(opts, include_deleted=True, pos_column=True, row_filter=AlwaysTrue())
+    marked = replace(
+        opts, include_deleted=True, pos_column=True, row_filter=AlwaysTrue(), verdict_store=False
+    )
     parts = []
     for b in read_task(io, task, marked):
         pos = b.column(b.schema.get_field_index("_pos")).to_numpy()
@@ -120,7 +135,8 @@ def _deleted_positions(io: FileIO, task: FileScanTask, opts: ReadOptions) -> npt
 
 def dead_positions(io: FileIO, task: FileScanTask, opts: ReadOptions) -> npt.NDArray[np.int64]:
     """Sorted positions of the rows every applicable delete (position, DV, equality) removes
-    from ``task``'s data file: the read path's own verdict (cached like a scan's)."""
+    from ``task``'s data file: the read path's own verdict, computed from the table's files
+    (cached in the process like a scan's, never taken from the persisted store)."""
     return _deleted_positions(io, task, opts)
 
 
@@ -164,6 +180,8 @@ def delete_unit(io: FileIO, unit: DeleteUnit) -> UnitResult:
     removed in the same commit; partition-scoped ones may serve other data files and stay.
     """
     dvs = unit.target.deletion_vectors
+    if unit.options.verdict_store:  # delete_units gives files-only options; a unit built otherwise too
+        unit = replace(unit, options=files_only(unit.options))
     everything = replace(unit.options, row_filter=AlwaysTrue())
     pending: list[tuple[str, npt.NDArray[np.int64]]] = []
     referenced: list[str] = []
@@ -280,6 +298,7 @@ def delete_units(
     operation that touches many files a little (a CDC batch).
     """
     metadata = table.metadata
+    opts = files_only(opts)
     props = metadata.properties
     granularity = P.choice(props, P.DELETE_GRANULARITY, P.DELETE_GRANULARITY_DEFAULT, ("file", "partition"))
     target_size = P.int_property(

@@ -32,7 +32,7 @@ from icemor.ops.rowlevel import (
     resolve_column,
     typed,
 )
-from icemor.ops.units import Positions, check_writable
+from icemor.ops.units import Positions, check_writable, write_job
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
 from icemor.spec.metadata_columns import ROW_ID
@@ -120,12 +120,15 @@ def plan_update(
             msg = f"column {column!r} is SET twice"
             raise InvalidArgumentError(msg)
         values[column] = parse_sql(text, what=f"SET value of {column}")
-    job = prepare_scan(
-        metadata,
-        table.io,
-        row_filter=implied_filter(condition, schema),
-        metadata_columns=True,
-        selected_fields=("*", ROW_ID.name) if metadata.format_version >= 3 else ("*",),
+    # the rows it rewrites come from the table's files, never the local verdict store
+    job = write_job(
+        prepare_scan(
+            metadata,
+            table.io,
+            row_filter=implied_filter(condition, schema),
+            metadata_columns=True,
+            selected_fields=("*", ROW_ID.name) if metadata.format_version >= 3 else ("*",),
+        )
     )
     types: dict[str, PrimitiveType] = {}
     for column, value in values.items():
