@@ -110,8 +110,12 @@ class Condition:
 
     @property
     def residual(self) -> str | None:
-        """SQL every row read must still satisfy; None when ``exact`` says it all."""
-        return None if self.exact is not None else self.text
+        """SQL every row read must still satisfy; None when ``exact`` says it all. The SQL's text,
+        which spells a literal with a backslash escape the way both engines read it (``'a\\'b'``
+        as ``concat('a', chr(39), 'b')``), not the text as given."""
+        if self.exact is not None:
+            return None
+        return self.sql.text if self.sql is not None else self.text
 
 
 def parse_condition(

@@ -15,14 +15,23 @@ reason; what Spark accepts but icemor's builders cannot do (``WHEN NOT MATCHED B
 CTE, ``DELETE … USING``, time travel on the target, …) is refused naming it. Every refusal is
 one :class:`~icemor.exceptions.InvalidArgumentError` line, raised before anything runs.
 
-This module imports only sqlglot and :mod:`icemor.exceptions`: it says what to run, the facade
-(:func:`icemor.spark.sql`) runs it.
+The text is read by Spark SQL's lexical rules: a trailing ``;`` (with comments after it) ends
+the one statement, a backslash in a string literal escapes (the builders read ``'a\\'b'`` as
+``a'b`` too: :func:`icemor.expr.sql.parse_sql`). Its size and nesting are checked before sqlglot
+sees it, with the builders' limits (:func:`icemor.expr.sql.check_size`), and sqlglot's recursion
+runs with room for that nesting (:func:`_deep`).
+
+This module imports only sqlglot, :mod:`icemor.expr.sql`'s limits and :mod:`icemor.exceptions`:
+it says what to run, the facade (:func:`icemor.spark.sql`) runs it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import sys
+import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import sqlglot
 from sqlglot import exp
@@ -32,9 +41,10 @@ from sqlglot.parsers.spark import SparkParser
 from sqlglot.tokenizer_core import TokenType
 
 from icemor.exceptions import InvalidArgumentError
+from icemor.expr.sql import MAX_NESTING, check_size
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Sequence
+    from collections.abc import Callable, Collection, Iterator, Sequence
 
     from sqlglot.tokenizer_core import Token
 
@@ -103,7 +113,16 @@ class Statement:
 
     def translate(self, columns: Collection[str]) -> Merge | Update | Delete:
         """The builder's arguments. ``columns``: the target table's top-level column names (an
-        UPDATE or DELETE reads ``t.x`` as the column ``x`` only when ``x`` is one, as Spark does)."""
+        UPDATE or DELETE reads ``t.x`` as the column ``x`` only when ``x`` is one, as Spark does).
+
+        Raises:
+            InvalidArgumentError: A part that cannot be passed on as written, or that Spark SQL
+                reads otherwise than the builders would (a double-quoted string, adjacent
+                string literals).
+        """
+        return _deep(lambda: self._translate(columns))
+
+    def _translate(self, columns: Collection[str]) -> Merge | Update | Delete:
         if isinstance(self.tree, exp.Merge):
             return _merge(self.tree, self.target, self.text, self.tokens)
         table = self.tree.this
@@ -125,13 +144,18 @@ class Statement:
 def parse_statement(text: str) -> Statement:
     """Parse one Spark SQL ``MERGE INTO``, ``UPDATE`` or ``DELETE FROM`` statement.
 
+    A trailing ``;``, and comments after it, end the statement as in Spark's parser.
+
     Raises:
         InvalidArgumentError: Not exactly one statement; a statement of another kind; text that
-            does not parse; a form Spark refuses or icemor does not run (the message names it).
+            does not parse; more than :data:`~icemor.expr.sql.MAX_TEXT_CHARS` characters or
+            :data:`~icemor.expr.sql.MAX_NESTING` levels (checked before any parser reads it);
+            a form Spark refuses or icemor does not run (the message names it).
     """
     if not isinstance(text, str) or not text.strip():
         msg = f"the statement is empty: {SUPPORTED}"
         raise InvalidArgumentError(msg)
+    check_size(text, what="statement", spark=True)
     try:
         tokens = _DIALECT.tokenize(text)
     except TokenError as e:
@@ -146,9 +170,12 @@ def parse_statement(text: str) -> Statement:
         msg = "There must be at least one WHEN clause in a MERGE statement"
         raise InvalidArgumentError(msg)
     try:
-        trees = [t for t in sqlglot.parse(text, dialect=_DIALECT) if t is not None]
+        parsed = _deep(lambda: _DIALECT.parser().parse(tokens, text))
     except ParseError as e:
         raise InvalidArgumentError(_parse_error(e)) from e
+    # sqlglot keeps comments after the last ";" as a Semicolon "statement"; Spark's grammar
+    # (statement ';'* EOF) reads them as the end of the one statement
+    trees = [t for t in parsed if t is not None and not isinstance(t, exp.Semicolon)]
     if len(trees) != 1:
         msg = f"the text holds {len(trees)} statements: {SUPPORTED} at a time"
         raise InvalidArgumentError(msg)
@@ -453,7 +480,36 @@ def _text(
     for start, end, prefix in sorted(edits, reverse=True):
         out = out[: start - first] + prefix + out[end - first :]
     _verify(out, expected, what)
+    _check_strings(out, what)
     return out
+
+
+def _check_strings(text: str, what: str) -> None:
+    """Refuse the string literals Spark SQL reads otherwise than the builders do.
+
+    A DELETE's condition that the builders' SQL refuses is read in pyiceberg's filter language
+    (:func:`icemor.expr.condition.parse_condition`), where ``"id"`` is a column and ``'it''s'``
+    is it's; Spark reads a string and its.
+    """
+    tokens = _DIALECT.tokenize(text)
+    for k, token in enumerate(tokens):
+        if token.token_type != TokenType.STRING:
+            continue
+        source = text[token.start : token.end + 1]
+        if source.startswith('"'):
+            msg = (
+                f"{what} has the double-quoted {source}, a string in Spark SQL but a name in the "
+                "builders' SQL: write strings in single quotes, names in backquotes"
+            )
+            raise InvalidArgumentError(msg)
+        following = tokens[k + 1] if k + 1 < len(tokens) else None
+        if following is not None and following.token_type == TokenType.STRING:
+            both = text[token.start : following.end + 1]
+            msg = (
+                f"{what} has adjacent string literals ({both}), which Spark SQL joins into one "
+                f"({token.text + following.text!r}): write one literal, a quote in it as \\'"
+            )
+            raise InvalidArgumentError(msg)
 
 
 def _verify(text: str, expected: exp.Expr, what: str) -> None:
@@ -555,6 +611,82 @@ def _parse_error(e: ParseError) -> str:
         where = f" (line {first.get('line')}, column {first.get('col')})" if first.get("line") else ""
         return f"cannot parse the statement: {first.get('description', 'syntax error')}{where}"
     return f"cannot parse the statement: {_first_line(str(e))}"
+
+
+# ---- room for sqlglot's recursion ----------------------------------------------------------------
+
+_T = TypeVar("_T")
+
+# sqlglot's recursive descent takes ~21 Python frames a level of parentheses, ~24 a function call
+# (measured: 100 levels of abs( parse and translate in ~2,450): twice that, for MAX_NESTING levels
+# of any mix. Python's default 1,000 gave a RecursionError from 48 levels of parentheses.
+_RECURSION_LIMIT = 50 * MAX_NESTING
+# the thread parsing has a stack of its own, large enough for that depth whatever the caller's
+_STACK_BYTES = 64 << 20
+
+
+class _Room:
+    """The process's recursion limit raised while any thread parses (it is one for all threads):
+    the first to enter raises it, the last to leave puts back what was there."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+        self.saved = 0
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        with self.lock:
+            if self.users == 0:
+                self.saved = sys.getrecursionlimit()
+                sys.setrecursionlimit(max(self.saved, _RECURSION_LIMIT))
+            self.users += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.users -= 1
+                # unless someone set another limit meanwhile
+                if self.users == 0 and sys.getrecursionlimit() == max(self.saved, _RECURSION_LIMIT):
+                    sys.setrecursionlimit(self.saved)
+
+
+_ROOM = _Room()
+_STACK_LOCK = threading.Lock()  # threading.stack_size is the process's too
+
+
+def _deep(run: Callable[[], _T]) -> _T:
+    """``run()`` on a thread with room for sqlglot's recursion at MAX_NESTING levels.
+
+    Raises:
+        InvalidArgumentError: A RecursionError all the same (nesting the size check does not
+            count, such as ``!!!…x`` or ``a[a[…]]``), as one line.
+        BaseException: Whatever ``run`` raised.
+    """
+    result: list[_T] = []
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            result.append(run())
+        except BaseException as e:  # raised again in the caller's thread
+            failure.append(e)
+
+    with _ROOM.held():
+        with _STACK_LOCK:
+            previous = threading.stack_size(_STACK_BYTES)
+            try:
+                thread = threading.Thread(target=target, name="icemor-sql-parse", daemon=True)
+                thread.start()
+            finally:
+                threading.stack_size(previous)
+        thread.join()
+    if failure:
+        if isinstance(failure[0], RecursionError):
+            msg = "the statement nests too deeply for the SQL parser: simplify it"
+            raise InvalidArgumentError(msg) from failure[0]
+        raise failure[0]
+    return result[0]
 
 
 # ---- the dialect -------------------------------------------------------------------------------

@@ -86,18 +86,27 @@ def parse_sql(text: str, *, what: str = "expression") -> SqlExpression:
         InvalidArgumentError: Not exactly one expression (a syntax error, a second statement
             smuggled in with ``;``, two expressions separated by a comma, an empty string),
             text too long or nested too deeply (:func:`check_size`), or text that Spark SQL
-            would read otherwise than DuckDB (a double-quoted name, a string literal with a
-            quote or a backslash in it).
+            would read otherwise than DuckDB (a double-quoted name, adjacent string literals
+            such as ``'it''s'``).
         UnsupportedSqlError: A subquery, a window function, ``*``, a parameter, an aggregate,
             or a function outside :data:`ALLOWED_FUNCTIONS` (qualified names such as
-            ``system.main.upper`` included); an operator outside it (``//``, ``^``) is a plain
+            ``system.main.upper`` included); a string literal whose value holds a backslash
+            (``'a\\\\b'``, ``'a\\%'``); an operator outside the list (``//``, ``^``) is a plain
             InvalidArgumentError.
+
+    String literals are read as Spark SQL reads them: a backslash escapes (``'a\\'b'`` is
+    ``a'b``, ``'\\u0041'`` is ``A``); the expression's ``text`` then spells such a literal so that
+    DuckDB and Spark read the same value (:func:`_spark_strings`).
     """
     if not text or not text.strip():
         msg = f"the {what} is empty"
         raise InvalidArgumentError(msg)
     check_size(text, what=what)
     shown = _shown(text)
+    spelled = _spark_strings(text, what=what, shown=shown)
+    if spelled != text:
+        check_size(spelled, what=what)  # what DuckDB parses: chr(39) calls add a level
+    text = spelled
     wrapped = f"{_OPEN}{text}\n)"
     raw: tuple[Any, ...] | None = _parser().execute("SELECT json_serialize_sql($1)", [wrapped]).fetchone()
     tree: dict[str, Any] = json.loads(raw[0]) if raw else {"error": True, "error_message": "no result"}
@@ -189,12 +198,19 @@ MAX_NESTING = 100
 """The deepest nesting accepted: levels of parentheses and CASE, plus a run of NOTs or signs."""
 
 
-def check_size(text: str, *, what: str) -> None:
+def check_size(text: str, *, what: str, spark: bool = False) -> None:
     """Refuse text too long or nested too deeply, before any parser sees it.
 
     A parser's time and recursion grow with the nesting (a 50,000-level filter once took 127 s);
     this is at most one linear pass over the text's tokens (string literals, quoted names and
     comments are one token each), ending as soon as the limit is passed.
+
+    Args:
+        text: The text.
+        what: How errors name it (``condition``, ``statement``, …).
+        spark: Read string literals as Spark SQL's lexer does (a backslash escapes the next
+            character, ``"…"`` is a string, ``r'…'`` a raw one): a whole Spark SQL statement.
+            Otherwise they are DuckDB's and pyiceberg's (``''`` is a quote, ``E'…'``, ``$$…$$``).
 
     Raises:
         InvalidArgumentError: More than :data:`MAX_TEXT_CHARS` characters, or more than
@@ -206,7 +222,7 @@ def check_size(text: str, *, what: str) -> None:
             "filter on fewer values, or in several operations"
         )
         raise InvalidArgumentError(msg)
-    if _nesting(text, stop=MAX_NESTING) > MAX_NESTING:
+    if _nesting(text, stop=MAX_NESTING, lexer=_SPARK_TOKEN if spark else _TOKEN) > MAX_NESTING:
         msg = (
             f"the {what} {_shown(text)!r} nests too deeply (more than {MAX_NESTING} levels of "
             "parentheses, CASE, NOT or signs): simplify it"
@@ -229,12 +245,26 @@ _TOKEN = re.compile(
     """,
     re.VERBOSE | re.DOTALL,
 )
+# The same, by Spark SQL's lexer: a backslash escapes in '...' and "..." (both strings), r'...' is
+# raw, no E'...' or $$...$$. Nested /* /* */ */ comments end early here: counted too deep at worst.
+_SPARK_TOKEN = re.compile(
+    r"""r'[^']*'? | r"[^"]*"?             # r'raw', r"raw"
+    | '(?:[^'\\]|\\.)*'?                 # 'a\'b'
+    | "(?:[^"\\]|\\.)*"?                 # "a\"b"
+    | `(?:[^`]|``)*`?                   # `name`
+    | --[^\n]*                          # a comment to the end of the line
+    | /\*.*?(?:\*/|\Z)                  # /* a comment */
+    | \w+                               # a word or a number
+    | \S                                # anything else, one character
+    """,
+    re.VERBOSE | re.DOTALL,
+)
 # words after which a sign is unary (AND -x), unlike after an operand (a - x)
 _BEFORE_OPERAND = {"and", "or", "then", "when", "else", "in", "is", "between", "like", "ilike", "escape",
                    "as", "from", "for", "select", "where", "interval", "distinct", "exists"}  # fmt: skip
 
 
-def _nesting(text: str, *, stop: int) -> int:
+def _nesting(text: str, *, stop: int, lexer: re.Pattern[str] = _TOKEN) -> int:
     """The deepest nesting in ``text``: open parentheses and CASEs, plus the current run of
     NOTs and unary signs (``NOT NOT x``, ``- - x`` nest without parentheses).
 
@@ -247,7 +277,7 @@ def _nesting(text: str, *, stop: int) -> int:
         return bound
     depth = run = deepest = 0
     operand_before = False  # whether a + or - here is binary
-    for m in _TOKEN.finditer(lowered):
+    for m in lexer.finditer(lowered):
         token = m.group()
         if token.startswith(("--", "/*")):
             continue
@@ -334,6 +364,83 @@ def _spark_reads_otherwise(sql: str) -> str | None:
                 "reads otherwise: write them as chr(39) and chr(92), e.g. concat('it', chr(39), 's')"
             )
     return None
+
+
+# Where Spark SQL takes only a string literal, not an expression such as concat(…)
+_LITERAL_ONLY = {"ESCAPE", "DATE", "TIMESTAMP", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "INTERVAL"}
+
+
+def _spark_strings(text: str, *, what: str, shown: str) -> str:
+    """``text`` with each string literal that has a backslash in it spelled so that DuckDB and
+    Spark SQL read the value Spark SQL reads (``'a\\'b'``: ``concat('a', chr(39), 'b')``).
+
+    Spark SQL (``spark.sql.parser.escapedStringLiterals=false``, its default) takes a backslash
+    in a string literal as an escape (``\\'``, ``\\"``, ``\\n``, ``\\t``, ``\\u0041``, …; ``\\%`` and
+    ``\\_`` keep theirs), DuckDB as a plain character, so ``'a\\'b'`` does not even end where Spark
+    ends it. sqlglot's Spark tokenizer reads literals as Spark does (tests/faults/test_sql_input.py
+    holds it against Spark); the value is written back without escapes, a quote in it as
+    ``chr(39)``. A value still holding a backslash is refused: a LIKE pattern reads it as an
+    escape on Spark only. Text without a backslash reads the same on both and is not tokenized.
+
+    Raises:
+        InvalidArgumentError: Text Spark SQL's lexer cannot read (``'a\\'`` is unterminated).
+        UnsupportedSqlError: A literal whose value holds a backslash (or a lone UTF-16
+            surrogate), or a quote where Spark takes only a literal (``ESCAPE``, ``DATE '…'``).
+    """
+    if "\\" not in text:
+        return text
+    from sqlglot.dialects.spark import Spark
+    from sqlglot.errors import TokenError
+    from sqlglot.tokenizer_core import TokenType
+
+    try:
+        tokens = Spark().tokenize(text)
+    except TokenError as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else "syntax error"
+        msg = (
+            f"cannot read the {what} {shown!r} as Spark SQL reads it (a backslash in a string "
+            f"escapes the next character): {reason}"
+        )
+        raise InvalidArgumentError(msg) from e
+    out: list[str] = []
+    done = 0
+    for k, token in enumerate(tokens):
+        source = text[token.start : token.end + 1]
+        if token.token_type != TokenType.STRING or not source.startswith("'") or "\\" not in source:
+            continue  # "..." stays for _spark_reads_otherwise to refuse as a name
+        value = token.text  # sqlglot joins \\uD83D\\uDE00 and replaces a lone surrogate, as Spark does
+        before = tokens[k - 1].text.upper() if k > 0 else ""
+        if any("\ud800" <= c <= "\udfff" for c in value):  # no UTF-8 spells it
+            problem = "holds a lone UTF-16 surrogate: write the character itself"
+        elif "\\" in value:
+            problem = "holds a backslash (LIKE reads it as an escape on Spark only): write chr(92)"
+        elif "'" in value and before in _LITERAL_ONLY:
+            problem = f"holds a quote after {before}, where Spark SQL takes only a literal"
+        else:
+            out += [text[done : token.start], _portable_string(value)]
+            done = token.end + 1
+            continue
+        msg = f"the {what} {shown!r} has a string literal with a quote or backslash in it: {source} {problem}"
+        raise UnsupportedSqlError(msg)
+    return "".join([*out, text[done:]])
+
+
+def _portable_string(value: str) -> str:
+    """A string expression DuckDB and Spark SQL both read as ``value`` (no backslash in it): a
+    literal, with each quote and control character but tab and newlines as ``chr(n)``."""
+    parts: list[str] = []
+    run: list[str] = []
+    for c in value:
+        if c == "'" or (c < " " and c not in "\t\n\r"):
+            if run:
+                parts.append("'" + "".join(run) + "'")
+                run = []
+            parts.append(f"chr({ord(c)})")
+        else:
+            run.append(c)
+    if run or not parts:
+        parts.append("'" + "".join(run) + "'")
+    return parts[0] if len(parts) == 1 else f"concat({', '.join(parts)})"
 
 
 def quote_identifier(name: str) -> str:
