@@ -9,7 +9,7 @@ against a model kept in the test.
 
 The Spark engine runs on S3 through its Python workers, which open the files with the table's
 FileIO; its native path (Spark's own Parquet reader, which would need the S3A connector, not
-installable here: README "Object storage") declines s3:// files and makes no local links.
+installable here: docs/rest-s3.md) declines s3:// files and makes no local links.
 """
 
 from __future__ import annotations

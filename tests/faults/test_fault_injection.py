@@ -81,7 +81,7 @@ def _targets(catalog: SqlCatalog, name: str) -> dict[str, Path]:
 def _flip_offset(kind: str, path: Path) -> int:
     """Where a byte flips: inside the ``id`` column's pages for Parquet files, else mid-file.
 
-    Parquet pages carry CRCs (Java writes them); the footer does not (see README, Reliability).
+    Parquet pages carry CRCs (Java writes them); the footer does not (see docs/reliability.md).
     """
     if path.suffix == ".parquet":
         md = pq.ParquetFile(path).metadata

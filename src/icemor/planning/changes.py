@@ -1,6 +1,6 @@
 """Plan a change feed: the snapshots of a range and, per snapshot, the data files whose rows changed.
 
-Semantics (README, "Change feed"):
+Semantics (docs/cdc.md, "Change feed"):
 
 * The range ``(start, end]`` is the main ancestry of ``end``: start exclusive, end inclusive, as
   Iceberg Java's ``start-snapshot-id``/``end-snapshot-id``; timestamps pick the snapshots
