@@ -22,7 +22,7 @@ REALSERVERS := $(REALSERVERS_DUCKDB) $(REALSERVERS_LAKANA)
 # [tool.coverage.run]); a few points under the figure measured.
 COV_FAIL_UNDER := 89
 
-.PHONY: demo test test-fast lint oracle bench test-spark4 clean
+.PHONY: demo test test-fast lint oracle bench test-spark4 test-faults-nonroot clean
 
 # Debian's own python3 ships venv separately (python3-venv): install it when it is missing.
 $(VENV)/bin/python $(DEMO_VENV)/bin/python:
@@ -75,11 +75,17 @@ lint: $(TEST_STAMP)
 test: $(TEST_STAMP) $(ORACLE_ENV) $(REALSERVERS) lint
 	rm -f .coverage .coverage.*
 	$(VENV)/bin/pytest --cov=icemor --cov-report= --durations=30
+	$(MAKE) --no-print-directory test-faults-nonroot
 	$(MAKE) --no-print-directory test-spark4 SPARK4_COV="--cov=icemor --cov-append --cov-report="
 	@# data files of worker processes that ended after a run's own combine (one cut short by a
 	@# killed worker is unusable: coverage skips it with a warning, and that must not fail the run)
 	-if ls .coverage.* >/dev/null 2>&1; then $(VENV)/bin/coverage combine --append -q; fi
 	$(VENV)/bin/coverage report --fail-under=$(COV_FAIL_UNDER)
+
+# The fault suite again as a user other than root (`nobody`, when run as root): variants that a
+# permission stops show only there; each run prints what it did not run (tests/faults/conftest.py).
+test-faults-nonroot: $(TEST_STAMP) $(ORACLE_ENV)
+	$(PY) tools/run_as_nonroot.py -- $(abspath $(VENV))/bin/pytest -q -p no:cacheprovider tests/faults
 
 # No JVM (no oracle or Spark test) and no slow test: a few minutes, no `make oracle` needed.
 test-fast: $(TEST_STAMP)
