@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from typer.main import get_command_name
 
-from icemor.cli import app, run
+from icemor.cli import run
+from icemor.cli.app import app
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -481,7 +481,7 @@ def test_files_shows_every_path_in_one_uri_form(table: str, capsys: pytest.Captu
 
 
 def test_readme_lists_every_command() -> None:
-    from icemor.cli import app
+    from icemor.cli.app import app
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     cli_section = readme[readme.index("icemor [--catalog NAME]") :]

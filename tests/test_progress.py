@@ -8,7 +8,7 @@ import pty
 import subprocess
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -88,3 +88,35 @@ def test_piped_output_has_no_progress(table: Path, home: Path) -> None:
         assert done.returncode == 0, done.stderr
         for text in (done.stdout, done.stderr):
             assert _BAR not in text and "\x1b[" not in text and "\r" not in text, (argv, text)
+
+
+def test_append_shares_the_one_progress_display(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``append`` once opened a rich ``Progress`` of its own beside the shared display (two live
+    displays redrawing one terminal while the Spark jobs' bar shows); its bar is a row of the one
+    display now."""
+    import rich.progress
+
+    from icemor.cli import progress
+
+    made: list[object] = []
+    init = rich.progress.Progress.__init__
+
+    def counted(self: rich.progress.Progress, *args: Any, **kwargs: Any) -> None:
+        made.append(self)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(rich.progress.Progress, "__init__", counted)
+    for stream in (sys.stdout, sys.stderr):  # as on a terminal
+        monkeypatch.setattr(stream, "isatty", lambda: True)
+    path = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"id": pa.array(range(1000), pa.int64())}), path)
+    assert run(["create-table", "db.a", "--schema-from", str(path)]) == 0
+    jobs = progress.Bar("spark jobs", "tasks")  # as the Spark jobs' bar of --engine spark
+    jobs.start()
+    try:
+        assert run(["append", "db.a", str(path)]) == 0
+    finally:
+        jobs.stop()
+    assert len(made) == 1

@@ -304,16 +304,16 @@ def test_cli_log_records_are_redacted(
     logging's last resort) is printed redacted."""
     import logging
 
-    from icemor import cli
+    from icemor.cli import runner
 
     def warn(_: object) -> int:
         logging.getLogger("icemor").warning("reaching %s", _uri(9))
         logging.getLogger("some.library").warning("with token=%s, {'token': '%s'}", TOKEN, TOKEN)
         return 0
 
-    monkeypatch.setattr(cli, "_run", warn)
+    monkeypatch.setattr(runner, "_run", warn)
     monkeypatch.setattr(logging.getLogger("some.library"), "propagate", False)  # as if unconfigured
-    assert cli.run([]) == 0
+    assert runner.run([]) == 0
     err = capsys.readouterr().err
     assert leaks(err) == [], err
     assert "icemor: note: reaching http://***@127.0.0.1:9/?token=***" in err

@@ -710,11 +710,11 @@ def test_sigterm_removes_what_was_written(
 def test_ctrl_c_exits_130_with_a_note(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from icemor import cli
+    from icemor.cli.commands import catalog
 
     def interrupted(*args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "open_catalog", interrupted)
+    monkeypatch.setattr(catalog, "open_catalog", interrupted)
     assert run(["tables"]) == 130
     assert capsys.readouterr().err.strip() == "icemor: interrupted (SIGINT)"

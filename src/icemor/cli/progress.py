@@ -1,8 +1,10 @@
 """Progress bars of the CLI: rich bars on stderr when stdout and stderr are both terminals, and
 nothing at all otherwise (piped or redirected output carries no progress characters).
 
-Each bar is transient (it disappears when the work ends) and never redirects stdout, so rows
-or metrics printed meanwhile are not captured by it.
+This is the CLI's one progress system: every bar (a command's files, units or rows, the Spark
+jobs' tasks) is a row of one shared rich display; nothing else opens a rich ``Progress`` (rich
+allows one live display at a time). Each bar is transient (it disappears when the work ends) and
+never redirects stdout, so rows or metrics printed meanwhile are not captured by it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""``icemor inspect``, ``icemor check`` and ``icemor optimize``, with their printing.
-
-Kept apart from ``cli.py`` so the table-health commands and their printing live together;
-``cli.py`` registers :data:`COMMANDS` on the app. Both take what they share from ``cli_app``.
-"""
+"""Table-health commands: ``inspect``, ``check`` and ``optimize``, with their printing."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from icemor.cli_app import Engine, JsonOpt, cli_options, open_table, spark_session
+from icemor.cli.app import Engine, JsonOpt, TableArg, cli_options, open_table, spark_session
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -24,16 +20,15 @@ if TYPE_CHECKING:
     from icemor.maintenance.health import HealthReport, PartitionHealth
     from icemor.maintenance.optimize import OptimizeResult
 
-__all__ = ["COMMANDS", "check", "inspect", "optimize", "print_report"]
+__all__ = ["check", "inspect", "optimize", "print_report"]
 
-_TableArg = Annotated[str, typer.Argument(help="namespace.table")]
 _SnapshotOpt = Annotated[
     int | None, typer.Option("--snapshot-id", help="Report on this snapshot (default: the current one).")
 ]
 
 
 def inspect(
-    table: _TableArg,
+    table: TableArg,
     snapshot_id: _SnapshotOpt = None,
     as_json: JsonOpt = False,
     html: Annotated[
@@ -47,7 +42,7 @@ def inspect(
     a score from 0 to 100 and the maintenance command that would help (docs/health.md)."""
     report = open_table(table).inspect(snapshot_id=snapshot_id, exact=exact)
     if html is not None:
-        from icemor.report_html import write_html
+        from icemor.cli.report_html import write_html
 
         write_html(report, html)
     if as_json:
@@ -124,7 +119,7 @@ def print_report(report: HealthReport) -> None:
         console.print(f"recommendation: {r.action} ({r.reason}):\n  {r.command}", highlight=False)
 
 
-def check(table: _TableArg, snapshot_id: _SnapshotOpt = None, as_json: JsonOpt = False) -> None:
+def check(table: TableArg, snapshot_id: _SnapshotOpt = None, as_json: JsonOpt = False) -> None:
     """Integrity check of the delete layer: reports every finding by name; exit 0 when there is no
     error (warnings allowed), 1 when there is one (docs/health.md lists the names)."""
     report = open_table(table).check(snapshot_id=snapshot_id)
@@ -143,7 +138,7 @@ def check(table: _TableArg, snapshot_id: _SnapshotOpt = None, as_json: JsonOpt =
 
 
 def optimize(
-    table: _TableArg,
+    table: TableArg,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -220,7 +215,3 @@ def _print_optimize(result: OptimizeResult, round_no: int | None) -> None:
         f"{head}{plan.table_name}: score {plan.score_before} -> {result.score_after} "
         f"(expected {plan.score_expected}) in {result.seconds:.3f} s"
     )
-
-
-COMMANDS = (inspect, check, optimize)
-"""The commands ``cli.py`` registers on the app, in this order."""

@@ -1,8 +1,10 @@
-"""The typer app of the ``icemor`` command and what every command uses to reach a table or Spark.
+"""The typer app of the ``icemor`` command, its global options, and what every command uses to
+reach a table or Spark.
 
-Both ``cli.py`` (most commands, the global options, error handling) and ``cli_health.py``
-(``inspect``, ``check``, ``optimize``) register their commands on :data:`app` and import from
-here; neither imports the other's internals.
+This module defines the app and its global options (the callback) and adds no command: the
+commands are plain functions in ``icemor.cli.commands``, registered on :data:`app` in one place
+(:func:`icemor.cli.commands.register`, called once by ``icemor.cli.runner``). Command modules
+import from here, never from one another.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from icemor.exceptions import InvalidArgumentError
+from icemor.exceptions import InvalidArgumentError, redact
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -27,8 +29,12 @@ __all__ = [
     "Engine",
     "JsonOpt",
     "Options",
+    "TableArg",
     "app",
     "cli_options",
+    "epoch_ms",
+    "fail",
+    "note",
     "open_catalog",
     "open_table",
     "parse_pairs",
@@ -51,6 +57,8 @@ class Engine(StrEnum):
     spark = "spark"
 
 
+# option types more than one command family takes
+TableArg = Annotated[str, typer.Argument(help="namespace.table")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output: one JSON document.")]
 
 
@@ -79,6 +87,66 @@ def cli_options() -> Options:
         opts = Options()
         OPTIONS.set(opts)
     return opts
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from icemor import __version__
+
+        typer.echo(f"icemor {__version__}")
+        raise typer.Exit
+
+
+@app.callback()
+def _global(
+    catalog: Annotated[
+        str | None, typer.Option("--catalog", help="A pyiceberg catalog name (.pyiceberg.yaml / env vars).")
+    ] = None,
+    engine: Annotated[
+        Engine,
+        typer.Option("--engine", envvar="ICEMOR_ENGINE", help="Where scans run: local threads or Spark."),
+    ] = Engine.local,
+    spark_master: Annotated[
+        str | None,
+        typer.Option(
+            "--spark-master", envvar="ICEMOR_SPARK_MASTER", help="Spark master URL (default local[*])."
+        ),
+    ] = None,
+    spark_conf: Annotated[
+        list[str] | None, typer.Option("--spark-conf", help="Spark configuration k=v (repeatable).")
+    ] = None,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show tracebacks on errors, and Spark's log (WARN and up).")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    opts = cli_options()
+    opts.catalog_name = catalog
+    opts.engine = engine
+    opts.debug = debug
+    opts.spark_master = spark_master
+    opts.spark_conf = tuple(spark_conf or ())
+
+
+def fail(message: str) -> None:
+    """A usage error found by a command: one line on stderr, exit 2."""
+    typer.echo(f"icemor: error: {redact(message)}", err=True)
+    raise typer.Exit(code=2)
+
+
+def note(text: str) -> None:
+    """An ``icemor: note:`` line on stderr."""
+    typer.echo(f"icemor: note: {text}", err=True)
+
+
+def epoch_ms(text: str, option: str) -> int:
+    """A time option: milliseconds since the epoch, or an ISO-8601 date or time (UTC unless zoned)."""
+    from icemor.table import to_epoch_ms
+
+    return to_epoch_ms(text, what=option)
 
 
 def open_catalog() -> Catalog:
@@ -124,7 +192,7 @@ def spark_session() -> SparkSession:
 def _watch_spark(spark: SparkSession, opts: Options) -> None:
     """While the command runs, a bar of the running Spark jobs' tasks (from Spark's status
     tracker) when stdout and stderr are terminals."""
-    from icemor.progress import Bar, enabled
+    from icemor.cli.progress import Bar, enabled
 
     if opts.spark_progress is not None or not enabled():
         return

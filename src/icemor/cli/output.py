@@ -13,7 +13,7 @@ import pyarrow as pa
 from icemor.exceptions import InvalidArgumentError, redact_properties
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Sequence
+    from collections.abc import Iterable, Iterator
     from pathlib import Path
 
     from icemor.spec.describe import HistoryEntry, SnapshotInfo, TableDescription
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORMATS",
-    "append_progress",
     "print_description",
     "print_history",
     "print_names",
@@ -435,27 +434,3 @@ def print_history(entries: list[HistoryEntry], *, title: str, as_json: bool, jso
             ", ".join(e.refs),
         )
     Console(width=250).print(t)
-
-
-@contextlib.contextmanager
-def append_progress(files: Sequence[Path]) -> Iterator[Callable[[int], None]]:
-    """A rich progress bar (on stderr) over the rows of ``files``; yields the advance function."""
-    import pyarrow.parquet as pq
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    total = 0
-    for f in files:
-        with contextlib.suppress(OSError, pa.ArrowInvalid):  # append_files reports it
-            total += pq.read_metadata(f).num_rows
-    with Progress(
-        TextColumn("appending"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("rows"),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    ) as bar:
-        task = bar.add_task("append", total=total)
-        yield lambda n: bar.advance(task, n)
