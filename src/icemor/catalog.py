@@ -350,7 +350,7 @@ def table_locations(catalog: Catalog, *, strict: bool) -> dict[str, tuple[str, .
             if not strict:
                 continue
             kind = MissingFileError if isinstance(e, OSError) else CorruptFileError
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            first = first_line(e)
             msg = (
                 f"cannot tell where table {name!r} lies, its metadata cannot be read ({first}); "
                 "repair or drop that table first"

@@ -36,6 +36,7 @@ __all__ = [
     "redact_properties",
     "redacted",
     "register_secrets",
+    "shortened",
     "table_lookup_errors",
 ]
 
@@ -223,10 +224,23 @@ def _masked_if_secret(m: re.Match[str]) -> str:
     return f"{m.group('head')}{quote}{MASK}{quote}"
 
 
-def first_line(e: BaseException) -> str:
-    """The first line of an error's text (its type when it has none), redacted (:func:`redact`)."""
-    text = str(e).strip().splitlines()
-    return redact(text[0] if text else type(e).__name__)
+def first_line(e: BaseException | str, *, default: str | None = None) -> str:
+    """The first line of an error's text, redacted (:func:`redact`): every one-line message
+    that quotes another error says it with this.
+
+    Args:
+        e: The error, or its text.
+        default: What to say when the text is empty (an error's type name by default).
+    """
+    lines = str(e).strip().splitlines()
+    if lines:
+        return redact(lines[0])
+    return default if default is not None else type(e).__name__ if isinstance(e, BaseException) else ""
+
+
+def shortened(text: str, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters for a one-line message (``...`` marks a cut)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def formatted_traceback(e: BaseException) -> str:

@@ -68,7 +68,8 @@ from pyiceberg.types import (
     UUIDType,
 )
 
-from icemor.exceptions import InvalidArgumentError
+from icemor.exceptions import InvalidArgumentError, shortened
+from icemor.exceptions import first_line as _first_line
 from icemor.expr.sql import SqlExpression, UnsupportedSqlError, check_size, parse_sql
 
 if TYPE_CHECKING:
@@ -199,7 +200,7 @@ def sql_columns(sql: SqlExpression, schema: Schema, *, what: str = "row filter")
 
 
 def _shown(text: str) -> str:
-    return text if len(text) <= 80 else text[:77] + "..."
+    return shortened(text, 80)
 
 
 def _shown_expr(expr: BooleanExpression) -> str:
@@ -246,11 +247,6 @@ def _both(error: InvalidArgumentError, sql_error: InvalidArgumentError) -> Inval
         tail = tail[: max(40, 180 - len(head))]
         head = head[: 180 - len(tail)]
     return InvalidArgumentError(head + tail)
-
-
-def _first_line(e: BaseException) -> str:
-    lines = str(e).strip().splitlines()
-    return lines[0] if lines else type(e).__name__
 
 
 # ---- negation normal form under the two-valued meaning -----------------------------------------

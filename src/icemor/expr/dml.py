@@ -40,7 +40,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.parsers.spark import SparkParser
 from sqlglot.tokenizer_core import TokenType
 
-from icemor.exceptions import InvalidArgumentError
+from icemor.exceptions import InvalidArgumentError, first_line, shortened
 from icemor.expr.sql import MAX_NESTING, check_size
 
 if TYPE_CHECKING:
@@ -597,11 +597,11 @@ def _action_name(node: exp.Expr | None) -> str:
 
 def _shown(node: exp.Expr | None) -> str:
     text = _sql(node) if node is not None else ""
-    return text if len(text) <= 60 else text[:57] + "..."
+    return shortened(text, 60)
 
 
 def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else "syntax error"
+    return first_line(text, default="syntax error")
 
 
 def _parse_error(e: ParseError) -> str:

@@ -21,6 +21,7 @@ import duckdb
 import pyarrow as pa
 
 from icemor.exceptions import InvalidArgumentError
+from icemor.exceptions import first_line as _first_line
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -42,8 +43,7 @@ _local = threading.local()
 
 def first_line(e: BaseException) -> str:
     """DuckDB's error without its multi-line caret diagram or 'LINE 1:' echo."""
-    text = str(e).strip()
-    line = text.splitlines()[0] if text else type(e).__name__
+    line = _first_line(e)
     for prefix in ("Binder Error: ", "Parser Error: ", "Conversion Error: ", "Invalid Input Error: "):
         line = line.replace(prefix, "")
     return line

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyiceberg.expressions as _expressions
 
-from icemor.exceptions import InvalidArgumentError
+from icemor.exceptions import InvalidArgumentError, first_line, shortened
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -111,7 +111,7 @@ def parse_sql(text: str, *, what: str = "expression") -> SqlExpression:
     raw: tuple[Any, ...] | None = _parser().execute("SELECT json_serialize_sql($1)", [wrapped]).fetchone()
     tree: dict[str, Any] = json.loads(raw[0]) if raw else {"error": True, "error_message": "no result"}
     if tree.get("error"):
-        reason = str(tree.get("error_message", "syntax error")).splitlines()[0]
+        reason = first_line(str(tree.get("error_message", "")), default="syntax error")
         if "max expression depth" in reason.lower():  # a long flat chain such as 1 + 1 + … + 1
             msg = (
                 f"the {what} {shown!r} nests too deeply for the SQL parser (a chain of about 1,000 "
@@ -150,7 +150,7 @@ def parse_sql(text: str, *, what: str = "expression") -> SqlExpression:
 
 
 def _shown(text: str) -> str:
-    return text if len(text) <= 80 else text[:77] + "..."
+    return shortened(text, 80)
 
 
 def _check_supported(nodes: list[dict[str, Any]], what: str, shown: str) -> None:
@@ -396,7 +396,7 @@ def _spark_strings(text: str, *, what: str, shown: str) -> str:
     try:
         tokens = Spark().tokenize(text)
     except TokenError as e:
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else "syntax error"
+        reason = first_line(e, default="syntax error")
         msg = (
             f"cannot read the {what} {shown!r} as Spark SQL reads it (a backslash in a string "
             f"escapes the next character): {reason}"

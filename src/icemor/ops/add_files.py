@@ -12,7 +12,7 @@ from pyiceberg.exceptions import CommitFailedException
 
 from icemor._compat.pyiceberg import check_arrow_schema_compatible
 from icemor.commit.append import commit_add_files
-from icemor.exceptions import CommitFailedError, InvalidArgumentError
+from icemor.exceptions import CommitFailedError, InvalidArgumentError, first_line
 from icemor.ops.append import schema_mismatch_message
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def add_files(table: PyIcebergTable, files: Sequence[Path | str]) -> int:
                 with table.io.new_input(uri).open() as stream:
                     footer = pq.read_metadata(stream)
         except (OSError, pa.ArrowInvalid) as e:
-            msg = f"cannot read Parquet file {f}: {str(e).splitlines()[0]}"
+            msg = f"cannot read Parquet file {f}: {first_line(e)}"
             raise InvalidArgumentError(msg) from e
         rows += footer.num_rows
         # each file's schema from its footer, checked once per distinct schema and in order, so
@@ -79,13 +79,13 @@ def add_files(table: PyIcebergTable, files: Sequence[Path | str]) -> int:
         if "Mismatch in fields" in text or "more columns" in text:
             msg = f"the files do not match the schema of {name}: {schema_mismatch_message(e)}"
         else:
-            msg = f"cannot add files to {name}: {text.splitlines()[0]}"
+            msg = f"cannot add files to {name}: {first_line(text)}"
         raise InvalidArgumentError(msg) from e
     except CommitFailedException as e:
-        msg = f"the catalog refused adding files to {name}: {str(e).splitlines()[0]}"
+        msg = f"the catalog refused adding files to {name}: {first_line(e)}"
         raise CommitFailedError(msg) from e
     except (OSError, pa.ArrowInvalid) as e:
-        msg = f"cannot read a file to add to {name}: {str(e).splitlines()[0]}"
+        msg = f"cannot read a file to add to {name}: {first_line(e)}"
         raise InvalidArgumentError(msg) from e
     return rows
 

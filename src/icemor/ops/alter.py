@@ -19,7 +19,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import DoubleType, FloatType, NestedField, PrimitiveType
 
 from icemor.commit.schema import commit_schema_update
-from icemor.exceptions import IcemorError, InvalidArgumentError
+from icemor.exceptions import IcemorError, InvalidArgumentError, first_line
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -226,5 +226,4 @@ def _first_line(e: BaseException) -> str:
     errors = getattr(e, "errors", None)
     if callable(errors) and errors():  # pydantic's: the first problem, not its headline
         return str(errors()[0].get("msg", e)).removeprefix("Value error, ")
-    lines = str(e).strip().splitlines()
-    return lines[0] if lines else type(e).__name__
+    return first_line(e)

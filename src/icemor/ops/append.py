@@ -280,7 +280,7 @@ def schema_mismatch_message(e: ValueError) -> str:
     text = str(e)
     rows = [line for line in text.splitlines() if "❌" in line]
     if not rows:
-        return text.strip().splitlines()[0] if text.strip() else "schemas differ"
+        return first_line(text, default="schemas differ")
     diffs = []
     for line in rows:
         cells = [c.strip() for c in line.replace("┃", "│").split("│") if c.strip() and c.strip() != "❌"]

@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from icemor._compat.pyiceberg import arrow_schema_to_iceberg_without_ids
 from icemor.commit.create import create_table as commit_create_table
-from icemor.exceptions import InvalidArgumentError
+from icemor.exceptions import InvalidArgumentError, first_line
 from icemor.ops.append import downcast_ns_timestamps
 from icemor.ops.inputs import new_table_schema
 from icemor.spec.identifiers import LOCATION_PROPERTIES, check_table_identifier, location_within
@@ -194,7 +194,7 @@ def _iceberg_schema(arrow_schema: pa.Schema, identifier: str) -> Schema:
         else:
             column = getattr(e, "field", None)
             where = f"column {column.name!r}: " if isinstance(column, pa.Field) else ""
-            msg = f"cannot create {identifier}: {where}{text.splitlines()[0] if text else type(e).__name__}"
+            msg = f"cannot create {identifier}: {where}{first_line(e)}"
         raise InvalidArgumentError(msg) from e
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from icemor.exceptions import InvalidArgumentError
+from icemor.exceptions import InvalidArgumentError, first_line
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -77,7 +77,7 @@ def open_parquet(path: Path) -> pq.ParquetFile:
     try:
         return pq.ParquetFile(path)
     except (OSError, pa.ArrowInvalid) as e:
-        msg = f"cannot read Parquet file {path}: {str(e).splitlines()[0]}"
+        msg = f"cannot read Parquet file {path}: {first_line(e)}"
         raise InvalidArgumentError(msg) from e
 
 
@@ -121,12 +121,12 @@ def _read_arrow(rows: Any, *, what: str) -> pa.Table:
         try:
             tables.append(open_parquet(path).read())
         except (OSError, pa.ArrowInvalid) as e:
-            msg = f"cannot read Parquet file {path}: {str(e).splitlines()[0]}"
+            msg = f"cannot read Parquet file {path}: {first_line(e)}"
             raise InvalidArgumentError(msg) from e
     try:
         return pa.concat_tables(tables, promote_options="default")
     except pa.ArrowInvalid as e:
-        msg = f"the files of {what} have schemas that differ: {str(e).splitlines()[0]}"
+        msg = f"the files of {what} have schemas that differ: {first_line(e)}"
         raise InvalidArgumentError(msg) from e
 
 
@@ -149,7 +149,7 @@ def _from_pandas(df: Any, *, what: str) -> pa.Table:
     try:
         return pa.Table.from_pandas(df, preserve_index=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
-        msg = f"cannot convert {what} (a pandas DataFrame) to Arrow: {str(e).splitlines()[0]}"
+        msg = f"cannot convert {what} (a pandas DataFrame) to Arrow: {first_line(e)}"
         raise InvalidArgumentError(msg) from e
 
 
@@ -183,7 +183,7 @@ def schema_of(rows: Any, *, what: str) -> tuple[pa.Schema | Schema, Any]:
         try:  # object columns are typed by their values
             schema = pa.Schema.from_pandas(rows, preserve_index=False)
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
-            msg = f"cannot convert {what} (a pandas DataFrame) to Arrow: {str(e).splitlines()[0]}"
+            msg = f"cannot convert {what} (a pandas DataFrame) to Arrow: {first_line(e)}"
             raise InvalidArgumentError(msg) from e
     elif hasattr(rows, "__arrow_c_stream__"):
         rows = pa.RecordBatchReader.from_stream(rows)
@@ -330,7 +330,7 @@ def from_pandas_batch(df: Any, *, what: str) -> pa.RecordBatch:
     try:
         return pa.RecordBatch.from_pandas(df, preserve_index=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
-        msg = f"cannot convert {what} (a pandas DataFrame) to Arrow: {str(e).splitlines()[0]}"
+        msg = f"cannot convert {what} (a pandas DataFrame) to Arrow: {first_line(e)}"
         raise InvalidArgumentError(msg) from e
 
 
@@ -350,7 +350,7 @@ def _parquet_batches(
             for batch in pf.iter_batches(batch_size=limit):
                 yield str(path), batch
         except (OSError, pa.ArrowInvalid) as e:
-            msg = f"cannot read Parquet file {path}: {str(e).splitlines()[0]}"
+            msg = f"cannot read Parquet file {path}: {first_line(e)}"
             raise InvalidArgumentError(msg) from e
 
 
