@@ -17,6 +17,8 @@ import pytest
 from icemor.engines.spark import _compat as compat
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from pyspark.sql import SparkSession
 
 
@@ -107,3 +109,31 @@ def test_spared_archives_keep_their_directory(tmp_path: Path, monkeypatch: pytes
         for name, module in archives.items():
             sys.path_importer_cache.pop(str(tmp_path / name), None)
             sys.modules.pop(module, None)
+
+
+def test_workers_read_the_traceback_switch() -> None:
+    """icemor's errors leave a 4.x worker as one line by the variable its error report reads."""
+    import inspect
+
+    import pyspark.util
+
+    assert compat.HIDE_TRACEBACK_ENV == "SPARK_HIDE_TRACEBACK"
+    source = inspect.getsource(pyspark.util)
+    assert f'os.environ.get("{compat.HIDE_TRACEBACK_ENV}"' in source, (
+        "pyspark.util changed: revisit worker_errors"
+    )
+
+
+def test_a_task_finds_its_input_stream(spark: SparkSession) -> None:
+    """worker_input_stream finds the socket a mapInArrow task reads from (whole_input's check)."""
+
+    def probe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from icemor.engines.spark._compat import worker_input_stream
+
+        found = worker_input_stream(batches) is not None
+        rows = sum(b.num_rows for b in batches)
+        yield pa.record_batch([pa.array([found]), pa.array([rows])], names=["found", "rows"])
+
+    out = spark.range(0, 1000, numPartitions=2).mapInArrow(probe, "found boolean, rows long").collect()
+    assert sum(r["rows"] for r in out) == 1000
+    assert all(r["found"] for r in out), "PySpark changed how a task gets its input: revisit whole_input"

@@ -80,7 +80,7 @@ PRIVATE_ATTRS = {
         ("_commit", "_do_commit", "_write_metadata", "_meta", "_with_partition", "_spec_id"), PYICEBERG
     ),
 }
-INTERNAL_STRINGS = {"_tmp_metadata_row_index": PYSPARK}
+INTERNAL_STRINGS = {"_tmp_metadata_row_index": PYSPARK, "SPARK_HIDE_TRACEBACK": PYSPARK}
 
 
 def _owner(module: str) -> str | None:

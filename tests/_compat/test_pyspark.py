@@ -17,6 +17,8 @@ import pytest
 from icemor.engines.spark import _compat as compat
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from pyspark.sql import SparkSession
 
 
@@ -117,3 +119,28 @@ def test_every_worker_task_spares_the_archives(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(compat, "spare_zip_rescans", lambda: calls.append(1) or 0)
     worker.file_io((), "file:///tmp")
     assert calls == [1]
+
+
+def test_35_workers_have_no_traceback_switch() -> None:
+    """PySpark 3.5's workers send the whole traceback; a 3.5.x that gains 4.x's switch is to be used."""
+    import inspect
+
+    import pyspark.util
+
+    assert compat.HIDE_TRACEBACK_ENV is None
+    assert "SPARK_HIDE_TRACEBACK" not in inspect.getsource(pyspark.util)
+
+
+def test_a_task_finds_its_input_stream(spark: SparkSession) -> None:
+    """worker_input_stream finds the socket a mapInArrow task reads from (whole_input's check)."""
+
+    def probe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from icemor.engines.spark._compat import worker_input_stream
+
+        found = worker_input_stream(batches) is not None
+        rows = sum(b.num_rows for b in batches)
+        yield pa.record_batch([pa.array([found]), pa.array([rows])], names=["found", "rows"])
+
+    out = spark.range(0, 1000, numPartitions=2).mapInArrow(probe, "found boolean, rows long").collect()
+    assert sum(r["rows"] for r in out) == 1000
+    assert all(r["found"] for r in out), "PySpark changed how a task gets its input: revisit whole_input"

@@ -3,13 +3,22 @@
 As Iceberg Java's ``DeleteOrphanFiles``: the table location is listed first, then the
 references are collected from the metadata as it is then (so a file committed while the
 listing ran counts as referenced), and hidden files (``.``/``_`` names: Hadoop checksums) are
-left alone, but for icemor's key-index sidecars (:mod:`icemor.io.key_index`), which are
-orphans once no metadata names their data file: every snapshot's manifest list, manifests and the data and
-delete files their entries name (any status), statistics and partition-statistics files, the
-current metadata file and those in its log, and ``version-hint.text``. A listed file is an
-orphan when none of these names it and it was last modified before the cut-off, which by
-default is 3 days ago (Java's): files written by a commit still in flight are younger, and
-must stay. ``gc.enabled=false`` refuses.
+left alone, but for icemor's own: key-index sidecars (:mod:`icemor.io.key_index`), which are
+orphans once no metadata names their data file, and the staging markers of Spark writes
+(everything under ``<data path>/_icemor-staging/``, :mod:`icemor.engines.spark.write`: a write
+removes its own when it ends, so only those of killed writes are left; the data paths are
+``<location>/data`` and each ``write.data.path``-like property set, listed too when they lie
+outside the location; the per-write directories they leave empty go with them, local disks
+only). The references: every snapshot's manifest list, manifests and the data and delete files
+their entries name (any status), statistics and partition-statistics files, the current
+metadata file and those in its log, and ``version-hint.text``. A listed file is an orphan when
+none of these names it and it was last modified before the cut-off, which by default is 3 days
+ago (Java's): files written by a commit still in flight are younger, and must stay. The same
+cut-off protects a write in progress: its staging markers (one written as it announces each
+file) and their directory are younger than a cut-off before the write began; a cut-off later
+than that (``--older-than`` now) may remove the markers of a running write, which then cannot
+remove the files of its failed attempts (they stay, as orphans for a later run), as it may
+remove any file a commit in flight has written. ``gc.enabled=false`` refuses.
 
 Unlike Java's action, files under another table's locations (its location,
 ``write.data.path``, ``write.metadata.path``) are never orphans here, whatever the catalog
@@ -24,6 +33,7 @@ Listing needs pyiceberg's ``PyArrowFileIO`` (local files, S3, GCS, ADLS, HDFS).
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -39,12 +49,19 @@ from icemor.spec.identifiers import location_key, location_within
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
+    import pyarrow.fs as pafs
+    from pyiceberg.io import FileIO
     from pyiceberg.manifest import ManifestFile
     from pyiceberg.table import Table as PyIcebergTable
 
-__all__ = ["ORPHAN_SAFETY_MS", "OrphanMetrics", "remove_orphan_files"]
+__all__ = ["ORPHAN_SAFETY_MS", "STAGING_DIR", "OrphanMetrics", "remove_orphan_files", "staging_roots"]
 
 ORPHAN_SAFETY_MS = 3 * DAY_MS
+STAGING_DIR = "_icemor-staging"
+"""The staging directory of Spark writes in a data path (``icemor.engines.spark.write.STAGING_DIR``,
+which this layer cannot import: the Spark engine needs PySpark)."""
+# where a table writes its data files, as the Spark writes' staging finds it (write.data_path)
+_DATA_PATHS = ("write.data.path", "write.object-storage.path", "write.folder-storage.path")
 
 
 @dataclass(frozen=True)
@@ -68,6 +85,14 @@ def _hidden(relative: str) -> bool:
     """Java's hidden-path filter: a name starting with ``.`` or ``_`` (checksums, markers), not a
     partition directory such as ``_k=1``."""
     return any(part[:1] in (".", "_") and "=" not in part for part in relative.split("/") if part)
+
+
+def staging_roots(location: str, properties: Mapping[str, str]) -> list[str]:
+    """The staging directories icemor's Spark writes of this table may have used: under
+    ``<location>/data`` and under every data-path property set (one may have been set since)."""
+    paths = {f"{location.rstrip('/')}/data"}
+    paths.update(v.rstrip("/") for k in _DATA_PATHS if (v := properties.get(k)))
+    return sorted(f"{p}/{STAGING_DIR}" for p in paths)
 
 
 def _is_referenced(path: str, referenced: set[str]) -> bool:
@@ -118,6 +143,53 @@ def _nested(
     return around, inside
 
 
+def _listed_under(io: FileIO, roots: Sequence[str]) -> list[tuple[str, pafs.FileInfo]]:
+    """Everything under ``roots`` (staging directories outside the table location), by location."""
+    import pyarrow.fs as pafs
+
+    out = []
+    for staging in roots:
+        fs, path, prefix = filesystem_of(io, staging, purpose="removing orphan files")
+        found = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+        out += [(prefix + f.path, f) for f in found]
+    return out
+
+
+def _remove_empty_staging(
+    listed: Sequence[tuple[str, pafs.FileInfo]], staging: Sequence[str], cutoff: int
+) -> None:
+    """Remove the directories under ``staging`` (not those roots themselves) that are empty now
+    and were last modified before ``cutoff`` when listed (a write adding a marker since would
+    have made its directory younger), deepest first; local disks only, best effort.
+
+    Only local directories exist by themselves (an object store's vanish with their last file),
+    and ``rmdir`` removes only an empty one, whatever came since.
+    """
+    import pyarrow.fs as pafs
+
+    roots = {location_key(s) for s in staging}
+    old = [
+        local_path
+        for path, f in listed
+        if f.type == pafs.FileType.Directory
+        and f.mtime is not None
+        and f.mtime.timestamp() * 1000 < cutoff
+        and location_key(path) not in roots
+        and location_within(path, staging) is not None
+        and (local_path := _local(path)) is not None
+    ]
+    for directory in sorted(old, key=lambda d: d.count("/"), reverse=True):
+        try:
+            os.rmdir(directory)
+        except OSError:
+            continue  # not empty (or gone)
+
+
+def _local(listed: str) -> str | None:
+    """A listed path that is local (``filesystem_of``'s prefix is empty for local paths only)."""
+    return None if "://" in listed else listed
+
+
 def remove_orphan_files(
     table: PyIcebergTable,
     *,
@@ -149,32 +221,59 @@ def remove_orphan_files(
     table = table.refresh()
     check_gc_enabled(table.metadata, "remove orphan files")
     cutoff = older_than_ms if older_than_ms is not None else int(time.time() * 1000) - ORPHAN_SAFETY_MS
-    fs, root, prefix = filesystem_of(table.io, table.metadata.location, purpose="removing orphan files")
-    listed = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    location = table.metadata.location
+    fs, root, prefix = filesystem_of(table.io, location, purpose="removing orphan files")
+    staging = staging_roots(location, table.metadata.properties)
+    selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
+    # (location, info, relative path under the table location; None: a staging root outside it)
+    listed: list[tuple[str, pafs.FileInfo, str | None]] = [
+        (prefix + f.path, f, f.path[len(root) :]) for f in fs.get_file_info(selector)
+    ]
+    outside = [s for s in staging if location_within(s, [location]) is None]
+    listed += [(path, f, None) for path, f in _listed_under(table.io, outside)]
+
+    def candidate(path: str, relative: str | None) -> bool:
+        # hidden names are not ours to remove, but for icemor's sidecars and staging markers
+        return (
+            relative is None
+            or not _hidden(relative)
+            or data_path_of(path) is not None
+            or location_within(path, staging) is not None
+        )
+
     old = [
-        f
-        for f in listed
+        (path, f, relative)
+        for path, f, relative in listed
         if f.type == pafs.FileType.File
         and f.mtime is not None
         and f.mtime.timestamp() * 1000 < cutoff
-        and (not _hidden(f.path[len(root) :]) or data_path_of(f.path) is not None)
+        and candidate(path, relative)
     ]
     # after listing, as the references: a table registered meanwhile is protected too
-    around, inside = _nested(".".join(table.name()), table.metadata.location, tables())
+    name = ".".join(table.name())
+    catalog_tables = tables()
+    around, inside = _nested(name, location, catalog_tables)
     if around:
         old = []  # files of the outer table may lie anywhere under this one's location
-    elif inside:
+    else:
         protected = [loc for _, loc in inside]
-        old = [f for f in old if location_within(prefix + f.path, protected) is None]
+        # outside the location: never under another table's locations
+        others = [loc for other, locs in catalog_tables.items() if other != name for loc in locs]
+        old = [
+            (path, f, relative)
+            for path, f, relative in old
+            if not (guard := protected if relative is not None else others)
+            or location_within(path, guard) is None
+        ]
     referenced = _referenced(table.refresh())  # after listing: what was committed meanwhile counts
-    orphans = sorted(
-        (f for f in old if not _is_referenced(prefix + f.path, referenced)), key=lambda f: f.path
-    )
-    paths = [prefix + f.path for f in orphans]
+    orphans = sorted(((p, f) for p, f, _ in old if not _is_referenced(p, referenced)), key=lambda x: x[0])
+    paths = [p for p, _ in orphans]
     failed = () if dry_run else delete_files(table.io, paths, progress)
+    if not dry_run and not around:
+        _remove_empty_staging([(p, f) for p, f, _ in listed], staging, cutoff)
     return OrphanMetrics(
         files=tuple(paths),
-        bytes=sum(f.size or 0 for f in orphans),
+        bytes=sum(f.size or 0 for _, f in orphans),
         older_than_ms=cutoff,
         failed=failed,
         dry_run=dry_run,

@@ -618,10 +618,15 @@ def apply_changes_dataframe(
     parallelism); each task writes the files of its keys. In position mode each task also finds
     its keys' live rows; a second Spark job writes each data file's deletion vector or position
     deletes (DELETE's per-file units, on the executors). Arguments as :func:`apply_changes`.
+
+    The tasks announce their files under a staging prefix (:mod:`icemor.engines.spark.write`): a
+    failed job leaves none of them, and once the batch is committed (or refused) the files of
+    attempts Spark did not keep go too.
     """
     from icemor.engines.spark import runner
     from icemor.engines.spark.changes import arrow_schema, run_per_key
     from icemor.engines.spark.session_kind import parallelism
+    from icemor.engines.spark.write import Staging
 
     started = time.monotonic()
     table = table.refresh()
@@ -649,28 +654,40 @@ def apply_changes_dataframe(
     unit: _ContextUnit | _OneTaskUnit = _ContextUnit(ctx)
     if (partitions or parallelism(spark)) == 1 and ctx.lookup is not None and ctx.lookup.files:
         unit = _OneTaskUnit(ctx, _unit_templates(table, ctx.lookup))
-    results = run_per_key(
-        changes,
-        table.io,
-        table.metadata.location,
-        unit,
-        key=ctx.key,
-        sequence_column=sequence,
-        partitions=partitions,
-    )
-    if isinstance(unit, _OneTaskUnit):
-        done = {paths: r for _, units in results for paths, r in units}
-        results = [r for r, _ in results]
-        run = _RunAlready(table.io, done, run)
-    return _commit(
-        table,
-        ctx,
-        results,
-        start_snapshot_id=start.snapshot_id if start else None,
-        app=(app_id, batch_id),
-        started=started,
-        run=run,
-    )
+    staging = Staging(table.io, table.metadata.location, table.metadata.properties)
+    keep: set[str] = set()
+    try:
+        # a failed job removes every file it wrote before it raises (run_per_key)
+        results = run_per_key(
+            changes,
+            table.io,
+            table.metadata.location,
+            unit,
+            key=ctx.key,
+            sequence_column=sequence,
+            staging=staging,
+            partitions=partitions,
+        )
+        done: dict[frozenset[str], UnitResult] = {}
+        if isinstance(unit, _OneTaskUnit):
+            done = {paths: r for _, units in results for paths, r in units}
+            results = [r for r, _ in results]
+            run = _RunAlready(table.io, done, run)
+        # given to the commit: it removes them itself when refused, keeps them when it may have
+        # happened; every other announced file (failed or lost attempts) goes below
+        keep = {w.path for r in results for w in r.written} | {p for r in results for p in r.sidecars}
+        keep |= {w.path for r in done.values() for w in r.written}
+        return _commit(
+            table,
+            ctx,
+            results,
+            start_snapshot_id=start.snapshot_id if start else None,
+            app=(app_id, batch_id),
+            started=started,
+            run=run,
+        )
+    finally:
+        staging.finish(keep)
 
 
 def _unit_templates(table: PyIcebergTable, lookup: KeyLookup) -> tuple[DeleteUnit, ...]:

@@ -6,6 +6,10 @@ order them and see which were superseded), and each task hands its rows, as one 
 the work function. Only the pickled results come back to the driver. When no order column is
 given, the row order of the DataFrame is captured first, before the shuffle, with
 ``monotonically_increasing_id`` (increasing with partition, then row, as the input was read).
+
+The tasks write through the write's staging (:class:`icemor.engines.spark.write.Staging`): a
+failed job leaves nothing (see :func:`run_per_key`), and files of attempts Spark did not keep go
+when the caller finishes the staging after its commit.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import pickle
 import shutil
+import uuid
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +31,8 @@ if TYPE_CHECKING:
 
     from pyiceberg.io import FileIO
     from pyspark.sql import DataFrame, SparkSession
+
+    from icemor.engines.spark.write import Staging
 
 __all__ = ["arrow_schema", "read_parquet_in_order", "run_per_key", "staged_parquet"]
 
@@ -114,9 +121,17 @@ def run_per_key(
     *,
     key: Sequence[str],
     sequence_column: str | None,
+    staging: Staging,
     partitions: int | None = None,
 ) -> list[Any]:
     """Run ``fn(io, rows, task)`` on the executors, once per non-empty partition of ``df`` by key.
+
+    Every file ``fn`` writes is announced under ``staging`` first
+    (:func:`~icemor.engines.spark.write.staged_io`). When the job fails, nothing it wrote stays:
+    a task that raises removes its files, a task whose input Spark cut short fails before
+    ``fn`` runs (:func:`~icemor.engines.spark.write.whole_input`), and here, once no task of the
+    job runs any more, every announced file is removed (``staging.finish(())``) before the
+    error goes on. After a success the caller finishes ``staging`` keeping the files it commits.
 
     Args:
         df: The rows.
@@ -126,10 +141,13 @@ def run_per_key(
             partition number (unique within this call).
         key: The columns whose values decide the task.
         sequence_column: When given, add this column holding each row's place in ``df``'s order.
+        staging: Where the tasks announce their files.
         partitions: The number of tasks; default the session's default parallelism. One task
             takes the DataFrame's partitions unshuffled (``coalesce(1)``): for small batches.
     """
     from pyspark.sql import functions as F
+
+    from icemor.engines.spark.write import job_group, settle, staged_io, whole_input
 
     spark = df.sparkSession
     if sequence_column is not None:
@@ -139,11 +157,13 @@ def run_per_key(
     shuffled = df.coalesce(1) if n == 1 else df.repartition(n, *[df[k] for k in key])
     spec = io_spec(io, location)
     target = arrow_schema(df)
+    prefix = staging.prefix
 
     def work(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
-        held = [b for b in batches if b.num_rows]
+        # the whole input or a failure: never the batches before a cut taken for all of them
+        held = [b for b in whole_input(batches) if b.num_rows]
         if not held:
             return
         context = TaskContext.get()
@@ -151,8 +171,21 @@ def run_per_key(
         rows = pa.Table.from_batches(held)
         if rows.schema != target:
             rows = rows.cast(target)
-        result = fn(file_io(*spec), rows, task)
+        staged, recorder = staged_io(file_io(*spec), prefix)
+        try:
+            result = fn(staged, rows, task)
+        except BaseException:
+            recorder.remove_written()
+            raise
         yield pa.record_batch([pa.array([pickle.dumps(result)], pa.binary())], names=["result"])
 
-    collected = shuffled.mapInArrow(work, "result binary").collect()
+    group = f"icemor-cdc-{uuid.uuid4().hex}"
+    try:
+        with job_group(spark, group) as group:
+            collected = shuffled.mapInArrow(work, "result binary").collect()
+    except BaseException:
+        settle(spark, group, failed=True)  # tasks Spark still cancels write on meanwhile
+        staging.finish(())
+        raise
+    settle(spark, group, failed=False)  # a speculative copy still running may write more
     return [pickle.loads(r["result"]) for r in collected]

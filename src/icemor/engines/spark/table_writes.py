@@ -27,7 +27,6 @@ catalog and the operations imports this module, so no cycle arises.
 
 from __future__ import annotations
 
-import contextlib
 import pickle
 import time
 import uuid
@@ -41,9 +40,9 @@ from pyspark.sql import types as st
 
 from icemor.commit.data_file_struct import from_data_file
 from icemor.commit.door import first_line
-from icemor.engines.spark.session_kind import is_connect
+from icemor.engines.spark.errors import icemor_error, worker_errors
 from icemor.engines.spark.worker import IOSpec, file_io, io_spec
-from icemor.engines.spark.write import Staging, StagingIO, _task_error
+from icemor.engines.spark.write import KILL_GRACE_SECONDS, Staging, StagingIO, job_group, settle, whole_input
 from icemor.exceptions import IcemorError, InvalidArgumentError
 from icemor.io.data_writer import TableDataWriter
 from icemor.io.uuids import is_uuid, uuid_from_strings
@@ -55,7 +54,7 @@ if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.table import Table as PyIcebergTable
     from pyiceberg.table.metadata import TableMetadata
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame
 
     from icemor.engines import Runner
     from icemor.spec.files import WrittenFile
@@ -324,7 +323,7 @@ def write_task(job: TableFileJob, batches: Iterable[pa.RecordBatch]) -> TaskFile
         InvalidArgumentError: Rows that do not fit the table (the message names the column).
         WriteFailedError: A file could not be written.
     """
-    it = iter(batches)
+    it = iter(whole_input(batches))  # a cut input fails the task: never written as all of it
     first = next((b for b in it if b.num_rows), None)
     if first is None:
         return None
@@ -431,20 +430,20 @@ def write_dataframe(
         if result is not None:
             yield pa.record_batch([pa.array([pickle.dumps(result)], pa.binary())], names=["result"])
 
-    tag = f"icemor-write-{uuid.uuid4().hex}"
+    tag = group = f"icemor-write-{uuid.uuid4().hex}"
     results: list[TaskFiles] = []
     try:
-        with _job_group(spark, tag):
+        with job_group(spark, tag) as group:
             collected = _distributed(df, table.metadata).mapInArrow(work, "result binary").collect()
         results = [pickle.loads(r["result"]) for r in collected]
     except BaseException as e:
-        _settle(spark, tag, failed=True)
+        settle(spark, group, failed=True)
         staging.finish(())
-        err = _task_error(e) if isinstance(e, Exception) else e
-        if err is e:
+        found = icemor_error(e)
+        if found is None or found is e:
             raise
-        raise err from e
-    _settle(spark, tag, failed=False)
+        raise found from e
+    settle(spark, group, failed=False)
     truncated: dict[str, int] = {}
     for r in results:
         for name, n in r.truncated.items():
@@ -453,58 +452,6 @@ def write_dataframe(
         convert.truncated[name] = convert.truncated.get(name, 0) + n
     files = [f for r in results for f in r.files]
     return DataFrameFiles(sum(r.rows for r in results), files, truncated, staging)
-
-
-@contextlib.contextmanager
-def _job_group(spark: SparkSession, tag: str) -> Iterator[None]:
-    """The block's jobs in job group ``tag`` (classic) or tagged ``tag`` (Connect), restored after."""
-    if is_connect(spark):
-        spark.addTag(tag)  # type: ignore[attr-defined,unused-ignore]
-        try:
-            yield
-        finally:
-            spark.removeTag(tag)  # type: ignore[attr-defined,unused-ignore]
-        return
-    sc = spark.sparkContext
-    keys = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
-    before = {k: sc.getLocalProperty(k) for k in keys}
-    sc.setJobGroup(tag, "icemor: write data files", interruptOnCancel=True)
-    try:
-        yield
-    finally:
-        for k, v in before.items():
-            sc.setLocalProperty(k, v)  # type: ignore[arg-type]  # None unsets it
-
-
-# How long a Python worker may outlive its cancelled task (Spark's spark.python.task.killTimeout)
-_KILL_GRACE_SECONDS = 2.5
-_SETTLE_TIMEOUT_SECONDS = 120.0
-
-
-def _settle(spark: SparkSession, tag: str, *, failed: bool) -> None:
-    """Wait until no task of the write's jobs still runs (Spark cancels a failed job's tasks,
-    and a speculative copy of a finished one, after the driver hears of the end), so that the
-    staging listing that follows sees every file any attempt made. Classic sessions ask the
-    status tracker; a Connect client cannot, and waits out the kill timeout after a failure."""
-    waited = False
-    if not is_connect(spark):
-        tracker = spark.sparkContext.statusTracker()
-        deadline = time.monotonic() + _SETTLE_TIMEOUT_SECONDS
-        while time.monotonic() < deadline:
-            active = 0
-            for job_id in tracker.getJobIdsForGroup(tag):
-                info = tracker.getJobInfo(job_id)
-                for stage_id in info.stageIds if info is not None else ():
-                    stage = tracker.getStageInfo(stage_id)
-                    active += stage.numActiveTasks if stage is not None else 0
-            if not active:
-                break
-            waited = True
-            time.sleep(0.1)
-    if failed or waited:
-        # a task counts as ended when its JVM thread does; its Python worker is killed up to
-        # spark.python.task.killTimeout later
-        time.sleep(_KILL_GRACE_SECONDS)
 
 
 def _distributed(df: DataFrame, metadata: TableMetadata) -> DataFrame:
@@ -654,6 +601,10 @@ if DataSourceArrowWriter is not None:
         """
 
         def __init__(self, options: dict[str, str], schema: st.StructType, overwrite: bool) -> None:
+            with worker_errors():  # icemor's refusal as its one line (see .errors)
+                self._init(options, schema, overwrite)
+
+        def _init(self, options: dict[str, str], schema: st.StructType, overwrite: bool) -> None:
             from icemor.ops.inputs import TableRows
             from icemor.ops.overwrite import check_overwrite
 
@@ -676,9 +627,14 @@ if DataSourceArrowWriter is not None:
             self.job = TableFileJob.of(table, convert, self.input_schema, staging.prefix)
 
         def write(self, iterator: Iterator[pa.RecordBatch]) -> _TaskMessage:
-            return _TaskMessage(write_task(self.job, iterator))
+            with worker_errors():
+                return _TaskMessage(write_task(self.job, iterator))
 
         def commit(self, messages: list[_TaskMessage | None]) -> None:
+            with worker_errors():
+                self._commit_tasks(messages)
+
+        def _commit_tasks(self, messages: list[_TaskMessage | None]) -> None:
             from icemor.engines.local import runner
             from icemor.ops.append import ExternalRows, append_data
             from icemor.ops.overwrite import overwrite_rows
@@ -705,7 +661,7 @@ if DataSourceArrowWriter is not None:
 
         def abort(self, messages: list[_TaskMessage | None]) -> None:
             # Spark calls this as soon as the job failed, while it may still be cancelling tasks
-            time.sleep(_KILL_GRACE_SECONDS)
+            time.sleep(KILL_GRACE_SECONDS)
             table = load_table(self.identifier, self.catalog)
             self._staging(table.io).finish(())
 

@@ -22,17 +22,27 @@ this write in the table's data path (``<write.data.path>/_icemor-staging/<write 
 default ``<location>/data/_icemor-staging/...``: where the executors write the data files
 anyway, so a store that takes those takes the markers; object stores that keep tables in
 table buckets refuse other keys, e.g. SeaweedFS's refuses anything but Avro and metadata JSON
-under ``metadata/`` and names starting with ``.``; ``_`` keeps the markers hidden from orphan
-removal, as Java's filter hides them). :meth:`Staging.finish`, after the job and the commit,
-removes every announced file that is not kept, then the markers. A FileIO that cannot list
-(not pyiceberg's PyArrowFileIO) gets no markers at all: they could never be found again.
+under ``metadata/`` and names starting with ``.``; ``_`` keeps the markers hidden from Java's
+orphan removal, whose filter skips such names). :meth:`Staging.finish`, after the job and the commit,
+removes every announced file that is not kept (and the key-index sidecars beside those), then
+the markers. A FileIO that cannot list (not pyiceberg's PyArrowFileIO) gets no markers at all:
+they could never be found again. Markers a killed driver never removed are removed by orphan
+removal once older than its cut-off (:mod:`icemor.maintenance.orphans`).
+
+When the job fails, nothing it wrote stays: a task that fails removes the files it wrote itself
+(:meth:`StagingIO.remove_written`), and the driver waits until no task of the job still runs
+(:func:`settle`) before it removes every announced file (``Staging.finish(())``). A task whose
+input Spark cut short (a UDF or the scan before it failed) fails before writing what it got as
+if it were all (:func:`whole_input`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import pickle
 import re
+import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -40,16 +50,30 @@ import pyarrow as pa
 from pyiceberg.io import FileIO
 
 from icemor import exceptions
-from icemor.engines.spark.session_kind import parallelism
+from icemor.engines.spark._compat import worker_input_stream
+from icemor.engines.spark.session_kind import is_connect, parallelism
 from icemor.engines.spark.worker import file_io, io_spec
+from icemor.io.key_index import data_path_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
     from pyiceberg.io import InputFile, OutputFile
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["Staging", "StagingIO", "data_path", "files_seen_twice", "write_changes"]
+__all__ = [
+    "KILL_GRACE_SECONDS",
+    "CutInputError",
+    "Staging",
+    "StagingIO",
+    "data_path",
+    "files_seen_twice",
+    "job_group",
+    "settle",
+    "staged_io",
+    "whole_input",
+    "write_changes",
+]
 
 STAGING_DIR = "_icemor-staging"
 # Iceberg Java's data-path properties, newest first (the last two are deprecated spellings)
@@ -64,11 +88,14 @@ class StagingIO(FileIO):
         super().__init__(io.properties)
         self.inner = io
         self.staging = staging
+        self.written: list[str] = []
+        """Every location this task opened for writing, in order."""
 
     def new_input(self, location: str) -> InputFile:
         return self.inner.new_input(location)
 
     def new_output(self, location: str) -> OutputFile:
+        self.written.append(location)
         if self.staging:  # "" when the FileIO cannot list: no markers (Staging)
             marker = f"{self.staging}/{uuid.uuid4().hex}"
             try:
@@ -81,6 +108,36 @@ class StagingIO(FileIO):
 
     def delete(self, location: str | InputFile | OutputFile) -> None:
         self.inner.delete(location)
+
+    def remove_written(self) -> None:
+        """Remove every file this task opened for writing (a task that failed), best effort.
+
+        The markers stay: the driver's :meth:`Staging.finish` still finds the files through
+        them (and their key-index sidecars, which are written beside them without this FileIO).
+        """
+        for location in reversed(self.written):
+            with contextlib.suppress(OSError):
+                self.inner.delete(location)
+
+
+def staged_io(io: FileIO, staging: str) -> tuple[FileIO, StagingIO]:
+    """``io`` for a task that writes through ``staging``, and the :class:`StagingIO` that records
+    (and announces) what it writes.
+
+    pyarrow's FileIO itself gets a shallow copy (sharing its filesystems) whose ``new_output``
+    is the recorder's: code that takes pyarrow's own FileIO for the local disk (direct local
+    reads; a key-index sidecar's careful local write, :mod:`icemor.io.key_index`) still does.
+    Any other FileIO is the recorder itself.
+    """
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    recorder = StagingIO(io, staging)
+    if type(io) is not PyArrowFileIO:
+        return recorder, recorder
+    twin = copy.copy(io)  # pickling's state: a filesystem cache of its own, so share io's
+    vars(twin)["fs_by_scheme"] = io.fs_by_scheme
+    vars(twin)["new_output"] = recorder.new_output
+    return twin, recorder
 
 
 class Staging:
@@ -119,15 +176,19 @@ class Staging:
             return []
         fs, markers, _ = listing
         kept = set(keep)
-        failed = []
+        announced = []
         for marker in markers:
             try:
                 with fs.open_input_stream(marker) as f:
-                    path = f.read().decode()
-            except OSError:
+                    announced.append(f.read().decode())
+            except (OSError, UnicodeDecodeError):  # not a marker (torn, or not ours)
                 continue
-            if path in kept:
-                continue
+        removed = {p for p in announced if p not in kept}
+        # a sidecar (of a data file this write did not make) is a cache that stays valid
+        doomed = [p for p in removed if data_path_of(p) is None or data_path_of(p) in removed]
+        doomed += sorted(_sidecars_beside(self.io, removed) - set(doomed))
+        failed = []
+        for path in doomed:
             try:
                 self.io.delete(path)
             except FileNotFoundError:
@@ -140,6 +201,38 @@ class Staging:
         with contextlib.suppress(OSError):
             fs.delete_dir(root)
         return failed
+
+
+def _sidecars_beside(io: FileIO, paths: Iterable[str]) -> set[str]:
+    """The key-index sidecars of ``paths`` on disk (one listing per directory; best effort).
+
+    A local sidecar is written beside its data file without the FileIO (a temporary file
+    renamed, :mod:`icemor.io.key_index`), so no marker announces it: it is found by its name.
+    """
+    import pyarrow.fs as pafs
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    by_directory: dict[str, set[str]] = {}
+    for p in paths:
+        if data_path_of(p) is None:
+            by_directory.setdefault(p.rpartition("/")[0], set()).add(p)
+    if not isinstance(io, PyArrowFileIO):
+        return set()
+    found = set()
+    for directory, owners in by_directory.items():
+        scheme, netloc, where = PyArrowFileIO.parse_location(directory)
+        try:
+            infos = io.fs_by_scheme(scheme, netloc).get_file_info(
+                pafs.FileSelector(where, allow_not_found=True)
+            )
+        except OSError:
+            continue
+        for info in infos:
+            name = info.path.rpartition("/")[2]
+            candidate = f"{directory}/{name}"
+            if name.startswith(".") and data_path_of(candidate) in owners:
+                found.add(candidate)
+    return found
 
 
 def data_path(location: str, properties: Mapping[str, str]) -> str:
@@ -209,25 +302,129 @@ def write_changes(
     def work(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
-        it = iter(batches)
+        it = iter(whole_input(batches))
         first = next((b for b in it if b.num_rows), None)
         if first is None:
             return
         context = TaskContext.get()
         attempt = f"{context.partitionId():05d}-{context.taskAttemptId()}" if context else uuid.uuid4().hex
         staged = StagingIO(file_io(*spec), prefix)
-        result = fn(staged, _chain(first, it), item, attempt)
+        try:
+            result = fn(staged, _chain(first, it), item, attempt)
+        except BaseException:
+            staged.remove_written()
+            raise
         yield pa.record_batch([pa.array([pickle.dumps(result)], pa.binary())], names=["result"])
 
+    group = f"icemor-changes-{uuid.uuid4().hex}"
     try:
-        with _whole_files(spark, file_sizes if clustered else ()):
+        with _whole_files(spark, file_sizes if clustered else ()), job_group(spark, group) as group:
             collected = ordered.mapInArrow(work, "result binary").collect()
     except Exception as e:
+        settle(spark, group, failed=True)  # the caller's Staging.finish must see every file
         err = _task_error(e)
         if err is e:
             raise
         raise err from e
+    settle(spark, group, failed=False)  # a speculative copy still running may write more
     return [pickle.loads(r["result"]) for r in collected]
+
+
+class CutInputError(EOFError):
+    """A task's input ended without Spark's end of stream: Spark cut it short (:func:`whole_input`)."""
+
+
+def whole_input(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A task's Arrow batches from Spark; at their end, :class:`CutInputError` if Spark cut them.
+
+    When what feeds a Python task fails in the JVM (a UDF, the scan, a shuffle fetch), Spark
+    stops sending and shuts its end of the socket. pyarrow's stream reader takes an end of data
+    at a message boundary for the end of the stream, and PySpark 4 sends whole batches (3.5
+    mostly stops inside one, which pyarrow refuses): the task saw part of its input as all of
+    it, and wrote that part as complete before Spark failed it. Spark ends a whole input with
+    its END_OF_STREAM mark after the Arrow stream; a cut one with nothing. So once the batches
+    are exhausted the worker's input is peeked (nothing consumed): no byte left means the input
+    was cut, and the task fails before writing anything more (Spark's error, the upstream one,
+    is what the driver reports).
+
+    The worker's input is found as PySpark 3.5 and 4.x hand it to a ``mapInArrow`` function
+    (also a data source's writer): ``map(<flatten>, <serializer>.load_stream(stream))``. Where
+    it is not found (another layout, batches not from Spark) the batches pass unchecked.
+    """
+    stream = worker_input_stream(batches)
+    yield from batches
+    if stream is None:
+        return
+    try:
+        more = stream.peek(1)
+    except (OSError, ValueError):  # a closed socket: cut too
+        more = b""
+    if not more:
+        msg = "the task's input ended before Spark's end of stream (what fed the task failed)"
+        raise CutInputError(msg)
+
+
+@contextlib.contextmanager
+def job_group(spark: SparkSession, tag: str) -> Iterator[str]:
+    """The block's jobs in a job group that :func:`settle` can watch; yields its name.
+
+    Classic: the caller's own job group when one is set (its jobs stay in it: what it cancels
+    or monitors), else job group ``tag``, unset after. Connect: tagged ``tag``.
+    """
+    if is_connect(spark):
+        spark.addTag(tag)  # type: ignore[attr-defined,unused-ignore]
+        try:
+            yield tag
+        finally:
+            spark.removeTag(tag)  # type: ignore[attr-defined,unused-ignore]
+        return
+    sc = spark.sparkContext
+    own = sc.getLocalProperty("spark.jobGroup.id")
+    if own:
+        yield own
+        return
+    keys = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
+    before = {k: sc.getLocalProperty(k) for k in keys}
+    sc.setJobGroup(tag, "icemor: write files", interruptOnCancel=True)
+    try:
+        yield tag
+    finally:
+        for k, v in before.items():
+            sc.setLocalProperty(k, v)  # type: ignore[arg-type]  # None unsets it
+
+
+# How long a Python worker may outlive its cancelled task (Spark's spark.python.task.killTimeout)
+KILL_GRACE_SECONDS = 2.5
+_SETTLE_TIMEOUT_SECONDS = 120.0
+
+
+def settle(spark: SparkSession, tag: str, *, failed: bool) -> None:
+    """Wait until no task of job group ``tag`` (:func:`job_group`'s) still runs, so that a staging
+    listing that follows sees every file any attempt made.
+
+    Spark fails a job when its first task fails, and cancels the others (and a speculative copy
+    of a finished task) only after; a Python worker may go on writing up to
+    ``spark.python.task.killTimeout`` after its task ended (PySpark 4 ends a task whose input
+    failed before its worker has written). Classic sessions ask the status tracker; a Connect
+    client cannot, and waits out the kill timeout after a failure.
+    """
+    waited = False
+    if not is_connect(spark):
+        tracker = spark.sparkContext.statusTracker()
+        deadline = time.monotonic() + _SETTLE_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            active = 0
+            for job_id in tracker.getJobIdsForGroup(tag):
+                info = tracker.getJobInfo(job_id)
+                for stage_id in info.stageIds if info is not None else ():
+                    stage = tracker.getStageInfo(stage_id)
+                    active += stage.numActiveTasks if stage is not None else 0
+            if not active:
+                break
+            waited = True
+            time.sleep(0.1)
+    if failed or waited:
+        time.sleep(KILL_GRACE_SECONDS)
 
 
 # Spark's file-split settings (read when a query is planned; the same names on 3.5 and 4.x)

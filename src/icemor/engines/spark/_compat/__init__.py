@@ -21,7 +21,7 @@ exists and behaves, so a PySpark release that moves one fails there, by name.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from icemor.exceptions import UnsupportedFeatureError
 
@@ -34,10 +34,12 @@ except ModuleNotFoundError as e:  # PySpark is optional: say what to install, in
     raise UnsupportedFeatureError(_msg) from None
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from types import ModuleType
 
 __all__ = [
     "BORROWED",
+    "HIDE_TRACEBACK_ENV",
     "ROW_INDEX_COLUMN",
     "SPARK_RANGE",
     "arrow_schema_of",
@@ -46,6 +48,7 @@ __all__ = [
     "spare_zip_rescans",
     "spark_schema_of",
     "version_module",
+    "worker_input_stream",
 ]
 
 
@@ -76,6 +79,7 @@ _impl = version_module(pyspark.__version__)
 SPARK_RANGE: str = _impl.SPARK_RANGE
 BORROWED: tuple[tuple[str, str], ...] = _impl.BORROWED
 ROW_INDEX_COLUMN: str = _impl.ROW_INDEX_COLUMN
+HIDE_TRACEBACK_ENV: str | None = _impl.HIDE_TRACEBACK_ENV
 arrow_schema_of = _impl.arrow_schema_of
 collect_arrow_batches = _impl.collect_arrow_batches
 jvm_and_gateway = _impl.jvm_and_gateway
@@ -110,6 +114,35 @@ def spare_zip_rescans() -> int:
             finder.invalidate_caches = _unchanged  # type: ignore[method-assign]
             spared += 1
     return spared
+
+
+def worker_input_stream(batches: Iterable[Any]) -> Any:
+    """The buffered socket file a Spark Python worker reads ``batches`` (a ``mapInArrow``
+    function's or a data source writer's input) from, or None where it is not found.
+
+    Borrowed: how PySpark 3.5 and 4.x hand the input over, ``map(<flatten>,
+    <serializer>.load_stream(stream))``: follows ``map`` objects (their ``__reduce__`` names the
+    iterators they map) and generators not yet started (their arguments) down to
+    ``load_stream``'s local ``stream``, a few steps at most. ``tests/_compat/test_pyspark.py`` and
+    ``tests_spark4/test_compat.py`` find it inside a real task.
+    """
+    import inspect
+    import types
+
+    todo: list[Any] = [batches]
+    for _ in range(8):
+        if not todo:
+            return None
+        obj = todo.pop()
+        if isinstance(obj, map):
+            todo.extend(obj.__reduce__()[1][1:])
+        elif isinstance(obj, types.GeneratorType) and obj.gi_frame is not None:
+            found = inspect.getgeneratorlocals(obj)
+            stream = found.get("stream")
+            if obj.gi_code.co_name == "load_stream" and callable(getattr(stream, "peek", None)):
+                return stream
+            todo.extend(v for v in found.values() if isinstance(v, map | types.GeneratorType))
+    return None
 
 
 def _unchanged() -> None:

@@ -24,6 +24,10 @@ WORKER_MODULE = "pyspark.worker"
 """The module whose per-task setup calls ``importlib.invalidate_caches()`` (see
 :func:`icemor.engines.spark._compat.spare_zip_rescans`)."""
 
+HIDE_TRACEBACK_ENV: str | None = None
+"""PySpark 3.5's workers always send the whole traceback (4.x reads ``SPARK_HIDE_TRACEBACK``)."""
+HIDE_TRACEBACK_MODULE = "pyspark.util"
+
 ROW_INDEX_COLUMN = "_tmp_metadata_row_index"
 """The column Spark's Parquet reader fills with each row's position when the read schema names it
 (``ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME``; ``_metadata.row_index`` is built from

@@ -26,6 +26,11 @@ WORKER_MODULE = "pyspark.worker_util"
 """The module whose per-task setup calls ``importlib.invalidate_caches()`` (see
 :func:`icemor.engines.spark._compat.spare_zip_rescans`)."""
 
+HIDE_TRACEBACK_ENV: str | None = "SPARK_HIDE_TRACEBACK"
+"""What a Python worker reads (``pyspark.util``) when it reports an exception, to send its last line
+only (the JVM sets it from ``spark.sql.execution.pyspark.udf.hideTraceback.enabled``)."""
+HIDE_TRACEBACK_MODULE = "pyspark.util"
+
 ROW_INDEX_COLUMN = "_tmp_metadata_row_index"
 """The column Spark's Parquet reader fills with each row's position when the read schema names it
 (``ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME``, unchanged in Spark 4). Why: read
