@@ -3,7 +3,8 @@
 version; ``icemor.spark.register()``: the ``icemor`` Spark data source (PySpark 4.2+);
 ``icemor.spark.cdc_sink()``: exactly-once change ingestion from Structured Streaming;
 ``icemor.spark.sql()``: Spark SQL's ``MERGE INTO``, ``UPDATE`` and ``DELETE FROM`` on icemor tables;
-``icemor.spark.write()``: a DataFrame appended or overwritten on the executors; and
+``icemor.spark.write()``: a DataFrame appended or overwritten on the executors;
+``icemor.spark.errors()``: icemor's errors out of Spark's exceptions where user code waits; and
 ``icemor.spark.ship()`` / ``pack()``: icemor for executors that do not have it installed.
 
 A thin, lazy front for :mod:`icemor.engines.spark`; importing this module does not import
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
+    from contextlib import AbstractContextManager
     from pathlib import Path
 
     import pyarrow as pa
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
     from icemor.ops.overwrite import OverwriteMetrics
     from icemor.ops.update import UpdateMetrics
 
-__all__ = ["cdc_sink", "pack", "read", "register", "session", "ship", "sql", "write"]
+__all__ = ["cdc_sink", "errors", "pack", "read", "register", "session", "ship", "sql", "write"]
 
 
 def session(
@@ -205,6 +207,15 @@ def sql(
         NoSuchTableError: The target is not in the catalog.
         CommitConflictError: A concurrent commit conflicts; nothing is committed.
     """
+    from icemor.engines.spark.errors import spark_errors
+
+    with spark_errors():  # a task's icemor error (a duplicate MERGE key...) as its one line
+        return _sql(spark, text, catalog)
+
+
+def _sql(
+    spark: SparkSession, text: str, catalog: Catalog | str | None
+) -> MergeMetrics | UpdateMetrics | DeleteMetrics:
     from icemor.expr.dml import Delete, Update, parse_statement
     from icemor.table import Table
 
@@ -285,6 +296,7 @@ def write(df: DataFrame, table: str, *, mode: str = "append", **options: Any) ->
     """
     import logging
 
+    from icemor.engines.spark.errors import spark_errors
     from icemor.engines.spark.table_writes import (
         MODES,
         dataframe_rows,
@@ -303,9 +315,10 @@ def write(df: DataFrame, table: str, *, mode: str = "append", **options: Any) ->
     where, catalog = write_options(options, overwrite=chosen == "overwrite")
     target = load_table(table, catalog)
     note = logging.getLogger("icemor").warning
-    if chosen == "append":
-        return append_data(target, dataframe_rows(df), note=note)
-    return overwrite_rows(target, dataframe_rows(df), where, run=removal_runner(df, target), note=note)
+    with spark_errors():
+        if chosen == "append":
+            return append_data(target, dataframe_rows(df), note=note)
+        return overwrite_rows(target, dataframe_rows(df), where, run=removal_runner(df, target), note=note)
 
 
 def read(spark: SparkSession, table: str | None = None, **options: Any) -> DataFrame:
@@ -334,6 +347,13 @@ def read(spark: SparkSession, table: str | None = None, **options: Any) -> DataF
         NoSuchTableError: The table does not exist.
         NoSuchSnapshotError: The snapshot, time, branch or tag does not exist.
     """
+    from icemor.engines.spark.errors import spark_errors
+
+    with spark_errors():  # a file of the table missing: icemor's error (see scan_to_dataframe)
+        return _read(spark, table, options)
+
+
+def _read(spark: SparkSession, table: str | None, options: dict[str, Any]) -> DataFrame:
     from icemor.engines.spark import scan_to_dataframe
     from icemor.engines.spark.datasource import (
         change_request,
@@ -369,6 +389,29 @@ def read(spark: SparkSession, table: str | None = None, **options: Any) -> DataF
     df = scan_to_dataframe(plan_scan(t.metadata, t.io, request), spark, strategy=strategy)
     order = ordered_names(request.columns, df.columns)
     return df if order == df.columns else df.select(*order)
+
+
+def errors() -> AbstractContextManager[None]:
+    """A block whose Spark exception carrying an icemor error is raised as that error: its class,
+    its one line, chained from Spark's exception (the whole trace stays in ``__cause__``).
+
+    icemor's own calls (:func:`read`, :func:`write`, :func:`sql`, the Spark work of a table's
+    ``delete``, ``update``, ``merge``, ``apply_changes``, ...) already do this. Where your code
+    waits on Spark, icemor cannot: an icemor error raised in a stream's sink reaches
+    ``query.awaitTermination()`` as a ``StreamingQueryException``, one raised while the tasks of
+    a DataFrame icemor returned run reaches ``df.collect()`` as a ``PythonException``, an error
+    of the ``icemor`` data source reaches ``spark.read.format("icemor")`` as an
+    ``AnalysisException`` whose first line ends with icemor's. Any other error is raised
+    unchanged.
+
+    Example::
+
+        with icemor.spark.errors():
+            query.awaitTermination()    # e.g. InvalidArgumentError: unknown op 'Q' in column 'op' ...
+    """
+    from icemor.engines.spark.errors import spark_errors
+
+    return spark_errors()
 
 
 def register(spark: SparkSession, *, fast_reads: bool = True) -> None:

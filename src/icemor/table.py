@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,7 @@ from icemor.exceptions import CorruptFileError, InvalidArgumentError, MissingFil
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
+    from contextlib import AbstractContextManager
     from pathlib import Path
 
     from pyiceberg.catalog import Catalog
@@ -438,7 +440,8 @@ class Table:
         """
         from icemor.ops.delete import delete_rows
 
-        metrics = delete_rows(self._table, where, run=self._runner(spark, progress), spark=spark)
+        with _spark_errors(spark, self.metadata.location):
+            metrics = delete_rows(self._table, where, run=self._runner(spark, progress), spark=spark)
         self.refresh()
         return metrics
 
@@ -475,7 +478,8 @@ class Table:
         """
         from icemor.ops.update import update_rows
 
-        metrics = update_rows(self._table, set, where, run=self._runner(spark, progress), spark=spark)
+        with _spark_errors(spark, self.metadata.location):
+            metrics = update_rows(self._table, set, where, run=self._runner(spark, progress), spark=spark)
         self.refresh()
         return metrics
 
@@ -570,7 +574,8 @@ class Table:
             "deletes": deletes,
         }
         if _is_spark_dataframe(changes):
-            metrics = apply_changes_dataframe(self._table, changes, partitions=partitions, **options)
+            with _spark_errors(changes, self.metadata.location):
+                metrics = apply_changes_dataframe(self._table, changes, partitions=partitions, **options)
         else:
             from icemor.ops.inputs import TableRows, read_arrow
 
@@ -783,16 +788,17 @@ class MergeBuilder:
         if not _is_spark_dataframe(source):  # a Spark DataFrame stays on the executors, typed by Spark
             source = convert.convert_table(source, what="the MERGE source")
         source_alias, target_alias = self._aliases
-        metrics = merge_rows(
-            t.pyiceberg,
-            source,
-            self._on,
-            self._clauses,
-            source_alias=source_alias,
-            target_alias=target_alias,
-            run=t._runner(self._spark, progress),
-            spark=self._spark,
-        )
+        with _spark_errors(self._spark, t.metadata.location):
+            metrics = merge_rows(
+                t.pyiceberg,
+                source,
+                self._on,
+                self._clauses,
+                source_alias=source_alias,
+                target_alias=target_alias,
+                run=t._runner(self._spark, progress),
+                spark=self._spark,
+            )
         t.refresh()
         if (text := convert.summary()) is not None:
             self._note(text)
@@ -971,6 +977,17 @@ class Maintenance:
             dry_run=dry_run,
             progress=progress,
         )
+
+
+def _spark_errors(spark: object, location: str) -> AbstractContextManager[None]:
+    """Where Spark runs the work (``spark``: a session or a DataFrame, None: it does not), a Spark
+    exception carrying an icemor error (a task's, a file of the table missing) raised as that
+    error, its one line (:mod:`icemor.engines.spark.errors`)."""
+    if spark is None:
+        return nullcontext()
+    from icemor.engines.spark.errors import spark_errors
+
+    return spark_errors(location=location)
 
 
 def _is_spark_dataframe(obj: object) -> bool:

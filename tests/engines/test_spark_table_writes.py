@@ -639,7 +639,8 @@ from icemor.engines.spark import session
 home, name = sys.argv[1], sys.argv[2]
 catalog = SqlCatalog("icemor", uri=f"sqlite:///{home}/catalog.db", warehouse=f"file://{home}/warehouse",
                      **{"py-io-impl": "crashing_io.CrashingIO"})
-spark = session(master="local[2,3]", conf={"spark.ui.enabled": "false"})
+# Spark's own log: a quiet session prints no failed task attempt (their errors reach the caller)
+spark = session(master="local[2,3]", conf={"spark.ui.enabled": "false"}, quiet=False)
 table = icemor.load_table(name, catalog=catalog)
 df = spark.range(0, 2000, numPartitions=4).selectExpr("id", "concat('k', id % 4) AS k")
 print(json.dumps({"rows": table.append(df)}))

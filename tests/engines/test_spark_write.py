@@ -368,7 +368,8 @@ from icemor.engines.spark import session
 home, name = sys.argv[1], sys.argv[2]
 catalog = SqlCatalog("icemor", uri=f"sqlite:///{home}/catalog.db", warehouse=f"file://{home}/warehouse",
                      **{"py-io-impl": "crashing_io.CrashingIO"})
-spark = session(master="local[2,3]", conf={"spark.ui.enabled": "false"})
+# Spark's own log: a quiet session prints no failed task attempt (their errors reach the caller)
+spark = session(master="local[2,3]", conf={"spark.ui.enabled": "false"}, quiet=False)
 table = icemor.load_table(name, catalog=catalog)
 m = table.update({"qty": "qty + 1000", "k": "'u'"}, where="id % 3 = 0", spark=spark)
 print(json.dumps({"rows_updated": m.rows_updated, "snapshot_id": m.snapshot_id}))

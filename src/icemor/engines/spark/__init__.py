@@ -25,6 +25,7 @@ import pyarrow as pa
 
 # first: without PySpark (an optional extra) this raises the one-line UnsupportedFeatureError
 from icemor.engines.spark import _compat  # noqa: F401
+from icemor.engines.spark.errors import spark_errors
 from icemor.engines.spark.session_kind import analyzed, is_connect, map_tasks, parallelism
 from icemor.engines.spark.types import spark_schema
 from icemor.engines.spark.worker import (
@@ -167,8 +168,11 @@ def scan_to_dataframe(job: ScanJob, spark: SparkSession, *, strategy: str = "aut
 
     Raises:
         InvalidArgumentError: Unknown strategy, or ``native`` for a scan it cannot read exactly.
+        MissingFileError: A file of the scan is missing (Spark's reader finds it so when the
+            DataFrame is made; icemor's, when its tasks run).
     """
-    df = _scan_dataframe(job, spark, strategy)
+    with spark_errors(location=job.metadata.location):
+        df = _scan_dataframe(job, spark, strategy)
     if job.residual is None:
         return df
     from pyspark.errors import AnalysisException, ParseException
@@ -319,8 +323,9 @@ def runner(
     ``fn`` and the items are pickled to the executors (``fn`` by reference: a module-level
     function of icemor); each executor builds its FileIO from ``io``'s properties. Only the
     pickled results come back to the driver. A failed Spark job raises here, before anything
-    is committed. ``progress(done, total)`` is told when the job starts and when it ends (the
-    items finish on the executors, where the driver cannot count them).
+    is committed, as icemor's error when a task raised one (:mod:`.errors`). ``progress(done,
+    total)`` is told when the job starts and when it ends (the items finish on the executors,
+    where the driver cannot count them).
     """
     spec = io_spec(io, location)
 
@@ -332,16 +337,18 @@ def runner(
         if progress is not None:
             progress(0, len(items))
         blobs = [item_blob(spec, fn, item) for item in items]
-        if is_connect(spark):
-            from pyspark.sql.types import BinaryType, StructField, StructType
+        with spark_errors():
+            if is_connect(spark):
+                from pyspark.sql.types import BinaryType, StructField, StructType
 
-            schema = StructType([StructField("result", BinaryType())])
-            results = [r["result"] for r in map_tasks(spark, blobs, run_items, schema).collect()]
-        else:
-            # an RDD: one Python hop a task; a DataFrame of the blobs (createDataFrame of an RDD,
-            # then mapInArrow) costs two, and SQL planning, for results that are collected anyway
-            # (an empty job: 0.3 s against 0.9 s on local[2] under load)
-            results = spark.sparkContext.parallelize(blobs, len(blobs)).mapPartitions(run_blobs).collect()
+                schema = StructType([StructField("result", BinaryType())])
+                results = [r["result"] for r in map_tasks(spark, blobs, run_items, schema).collect()]
+            else:
+                # an RDD: one Python hop a task; a DataFrame of the blobs (createDataFrame of an
+                # RDD, then mapInArrow) costs two, and SQL planning, for results that are collected
+                # anyway (an empty job: 0.3 s against 0.9 s on local[2] under load)
+                rdd = spark.sparkContext.parallelize(blobs, len(blobs))
+                results = rdd.mapPartitions(run_blobs).collect()
         if progress is not None:
             progress(len(items), len(items))
         return [pickle.loads(r) for r in results]

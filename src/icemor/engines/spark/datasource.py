@@ -18,6 +18,12 @@ The data source needs what lives above the engine layer (the catalog, the timest
 CDC apply): :class:`Services`, given by the facade at registration and carried by the
 registered class (pickled with it to Spark's Python workers).
 
+Errors: Spark wraps what a data source raises in its own exception (``[PYTHON_DATA_SOURCE_ERROR]
+Failed to create Python data source instance: ...``) around the worker's Python traceback. An
+icemor error leaves the worker as its one line instead (:func:`~icemor.engines.spark.errors.worker_errors`
+around each method Spark calls), so the first line the user sees ends with icemor's, and
+``icemor.spark.errors()`` raises it as icemor's error.
+
 No ``pushFilters``: Spark 4.3 keeps a Python source's planned read (partitions and read
 function) on the DataFrame's relation and reuses it for a later query of that DataFrame that
 pushes no filter, so ``df.where("id > 100").count()`` then ``df.count()`` counts the filtered
@@ -39,10 +45,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import pyarrow as pa
 
 from icemor.engines.spark import _arrow_schema
+from icemor.engines.spark.errors import worker_errors, worker_iterator
 from icemor.engines.spark.types import spark_schema
 from icemor.engines.spark.worker import file_io, freeze_survivors, io_spec
 from icemor.engines.spark.write import STAGING_DIR, data_path
-from icemor.exceptions import InvalidArgumentError, NoSuchSnapshotError, UnsupportedFeatureError
+from icemor.exceptions import IcemorError, InvalidArgumentError, NoSuchSnapshotError, UnsupportedFeatureError
 from icemor.io.changes import CHANGE_COLUMNS
 from icemor.planning.scan_job import SnapshotSelection, prepare_scan
 
@@ -644,6 +651,7 @@ class IcemorDataSource(DataSource):  # type: ignore[misc,unused-ignore]
             raise UnsupportedFeatureError(msg)
         return self.services
 
+    @worker_errors()
     def schema(self) -> StructType:
         services = self._services()
         options = _as_dict(self.options)
@@ -667,6 +675,7 @@ class IcemorDataSource(DataSource):  # type: ignore[misc,unused-ignore]
         self.pinned = (io_spec(table.io, table.metadata.location), table.metadata_location)
         return output_schema(plan_scan(table.metadata, table.io, request), request.columns)
 
+    @worker_errors()
     def reader(self, schema: StructType) -> IcemorReader:
         services = self._services()
         options = _as_dict(self.options)
@@ -677,17 +686,24 @@ class IcemorDataSource(DataSource):  # type: ignore[misc,unused-ignore]
         return IcemorReader(services, read_request(options, services.epoch_ms), None, schema, self.pinned)
 
     def streamReader(self, schema: StructType) -> IcemorStreamReader:
-        services = self._services()
-        options = _as_dict(self.options)
-        if not is_change_feed(options):
-            msg = (
-                "a stream of an icemor table is its change feed: add .option('readChangeFeed', 'true') "
-                "(changes after the current snapshot) or .option('starting-snapshot-id', ...) / "
-                ".option('starting-timestamp', ...)"
-            )
-            raise InvalidArgumentError(msg)
-        return IcemorStreamReader(services, change_request(options, services.epoch_ms, stream=True), schema)
+        try:
+            services = self._services()
+            options = _as_dict(self.options)
+            if not is_change_feed(options):
+                msg = (
+                    "a stream of an icemor table is its change feed: add .option('readChangeFeed', "
+                    "'true') (changes after the current snapshot) or .option('starting-snapshot-id', "
+                    "...) / .option('starting-timestamp', ...)"
+                )
+                raise InvalidArgumentError(msg)
+            request = change_request(options, services.epoch_ms, stream=True)
+        except IcemorError as e:
+            # raised at Spark's first call: PySpark 4.3's stream runner loses an error raised here
+            # (its cleanup calls stop() on the reader it never got: an UnboundLocalError instead)
+            return _RefusedStreamReader(e, schema)
+        return IcemorStreamReader(services, request, schema)
 
+    @worker_errors()
     def writer(self, schema: StructType, overwrite: bool) -> Any:
         """``df.write.format("icemor")``: the executors write data files, the driver commits once."""
         from icemor.engines.spark.table_writes import IcemorBatchWriter
@@ -695,6 +711,7 @@ class IcemorDataSource(DataSource):  # type: ignore[misc,unused-ignore]
         assert IcemorBatchWriter is not None  # this class exists only where PySpark has data sources
         return IcemorBatchWriter(_as_dict(self.options), schema, overwrite)
 
+    @worker_errors()
     def streamWriter(self, schema: StructType, overwrite: bool) -> IcemorStreamWriter:
         if overwrite:
             msg = "the icemor sink applies changes: use outputMode('append') or 'update', not 'complete'"
@@ -810,6 +827,7 @@ class IcemorReader(DataSourceReader):  # type: ignore[misc,unused-ignore]
             self._state = _load(self.services, self.pinned, request.table, request.catalog)
         return self._state
 
+    @worker_errors()
     def partitions(self) -> list[ScanPartition]:
         metadata, io, spec = self._table()
         if self.changes is not None:
@@ -830,8 +848,8 @@ class IcemorReader(DataSourceReader):  # type: ignore[misc,unused-ignore]
             return iter(())
         target = _arrow_schema(self.schema)
         if self.changes is not None:
-            return read_changes_blob(blob, target)
-        return read_scan_blob(blob, target)
+            return worker_iterator(read_changes_blob(blob, target))
+        return worker_iterator(read_scan_blob(blob, target))
 
 
 # ------------------------------------------------------------------------------------- stream
@@ -865,6 +883,7 @@ class IcemorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
     def _table(self) -> PyIcebergTable:
         return self.services.load_table(self.request.table, self.request.catalog)
 
+    @worker_errors()
     def initialOffset(self) -> dict[str, int]:
         from icemor.planning.changes import snapshot_range
 
@@ -886,6 +905,7 @@ class IcemorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
             return _offset(None if parent is None else metadata.snapshot_by_id(parent))
         return _offset(metadata.current_snapshot())
 
+    @worker_errors()
     def prepareForTriggerAvailableNow(self) -> None:
         current = self._table().metadata.current_snapshot()
         self._until = BEFORE_FIRST if current is None else current.snapshot_id
@@ -896,6 +916,7 @@ class IcemorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
             return ReadAllAvailable()
         return ReadMaxFiles(self.request.max_snapshots)
 
+    @worker_errors()
     def latestOffset(self, start: dict[str, int], limit: Any) -> dict[str, int]:
         from icemor.planning.changes import snapshot_range
 
@@ -913,6 +934,7 @@ class IcemorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
             snapshots = snapshots[: max(1, int(most))]
         return _offset(snapshots[-1])
 
+    @worker_errors()
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[ScanPartition]:
         if start["snapshot_id"] == end["snapshot_id"]:
             return []
@@ -934,10 +956,41 @@ class IcemorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
         blob = _partition_blob(partition)
         if blob is None:
             return iter(())
-        return read_changes_blob(blob, _arrow_schema(self.schema))
+        return worker_iterator(read_changes_blob(blob, _arrow_schema(self.schema)))
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to release: offsets are snapshots, which the table keeps until they expire."""
+
+
+class _RefusedStreamReader(IcemorStreamReader):
+    """The stream of refused options: each of Spark's calls raises the refusal (see ``streamReader``)."""
+
+    def __init__(self, error: IcemorError, schema: StructType) -> None:
+        self.error = error
+        self.schema = schema
+
+    @worker_errors()
+    def initialOffset(self) -> dict[str, int]:
+        raise self.error
+
+    @worker_errors()
+    def prepareForTriggerAvailableNow(self) -> None:
+        raise self.error
+
+    @worker_errors()
+    def getDefaultReadLimit(self) -> Any:
+        raise self.error
+
+    @worker_errors()
+    def latestOffset(self, start: dict[str, int], limit: Any) -> dict[str, int]:
+        raise self.error
+
+    @worker_errors()
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[ScanPartition]:
+        raise self.error
+
+    def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
+        raise self.error
 
 
 # --------------------------------------------------------------------------------------- sink
@@ -970,6 +1023,7 @@ class IcemorStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc,unus
         self.spec = spec
         self.prefix = prefix
 
+    @worker_errors()
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedRows:
         import pyarrow.parquet as pq
 
@@ -997,6 +1051,7 @@ class IcemorStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc,unus
     def _staged(self, messages: Sequence[Any]) -> list[str]:
         return [m.path for m in messages if isinstance(m, StagedRows) and m.path is not None]
 
+    @worker_errors()
     def commit(self, messages: list[Any], batchId: int) -> None:
         import pyarrow.parquet as pq
 
