@@ -1,8 +1,10 @@
 """The fault suite says what ran: as which user, and every variant it did not run, with why.
 
-`make test` runs tests/faults twice, as root and as ``nobody`` (tools/run_as_nonroot.py). Some
+`make test` runs tests/faults twice, as root and as ``nobody`` (tools/run_as_nonroot.py; the second
+run leaves out the tests that start Spark or Iceberg Java, which permissions do not change). Some
 variants need one of them (a real tmpfs needs mount rights; a directory without write permission
-stops only a non-root process), so each run prints its own list, never dropping one silently.
+stops only a non-root process), so each run prints its own list of what it did not run, skipped
+or deselected, never dropping one silently.
 """
 
 from __future__ import annotations
@@ -16,6 +18,11 @@ if TYPE_CHECKING:
 
 _OUTCOMES: Counter[str] = Counter()
 _NOT_RUN: list[tuple[str, str]] = []
+_DESELECTED: list[str] = []
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    _DESELECTED.extend(i.nodeid for i in items if i.nodeid.startswith("tests/faults/"))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -34,3 +41,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_sep("=", f"fault suite as {who}: {counts}")
     for nodeid, reason in _NOT_RUN:
         terminalreporter.write_line(f"not run as {who}: {nodeid}: {reason}")
+    if _DESELECTED:
+        modules = Counter(nodeid.split("::", 1)[0] for nodeid in _DESELECTED)
+        listed = ", ".join(f"{m} ({n})" for m, n in sorted(modules.items()))
+        terminalreporter.write_line(
+            f"not run as {who} (deselected by -m): {len(_DESELECTED)} tests of {listed}"
+        )
