@@ -524,7 +524,8 @@ def test_java_reads_and_deletes_agree_with_its_projection(
     ``r = 0`` (Spark: -0.0 = 0.0); uuids are pruned in signed order (Spark compares their text).
     Such rows are Java's miss, not the judge's: rows missing from Java's result whose condition
     columns hold a NaN or a zero, or a uuid across the sign bit from the condition's literal, are
-    set aside as known (counted in the summary); any other difference fails."""
+    set aside as known (counted in the summary), and so is a DELETE that Java fails on a comparison
+    of a column with a struct field (:func:`_java_v2_filter_crash`); any other difference fails."""
     started = time.monotonic()
     texts = _runnable(world, "text")
     q = oracle.qualified(world.name)
@@ -567,9 +568,10 @@ def test_java_reads_and_deletes_agree_with_its_projection(
             if _java_float_pruning(world, d)
             or _java_uuid_order(world, d)
             or _java_nested_null_metrics(world, d)
+            or _java_v2_filter_crash(d)
         ]
         world.differences[op] = [d for d in found if d not in known]
-        world.stats[f"{op}: Java's NaN/-0.0/uuid/nested-NULL pruning"] = len(known)
+        world.stats[f"{op}: Java's NaN/-0.0/uuid/nested-NULL pruning, V2-filter crash"] = len(known)
     _assert_none(world, ("Java filtered read", "Java DELETE"))
 
 
@@ -596,6 +598,22 @@ def _java_nested_null_metrics(world: World, d: Difference) -> bool:
     if d.error or d.note or d.extra or not d.missing or "st" not in d.case.columns:
         return False
     return all(world.live[i]["st"] is None for i in d.missing)
+
+
+def _java_v2_filter_crash(d: Difference) -> bool:
+    """Whether Java's DELETE failed converting Spark's pushed-down predicate: Iceberg 1.10's
+    ``SparkV2Filters`` casts a comparison's operand to a column reference, and a condition that
+    compares a column with a struct field (``f > st.a``) hands it an expression instead, so the
+    statement fails with a ``ClassCastException`` before reading anything. Spark's own evaluation
+    (the judge) and icemor's paths are checked on the same case by the other tests."""
+    return (
+        d.op == "Java DELETE"
+        and d.error is not None
+        and "ClassCastException" in d.error
+        and "GeneralScalarExpression" in d.error
+        and "NamedReference" in d.error
+        and "st" in d.case.columns
+    )
 
 
 def _java_float_pruning(world: World, d: Difference) -> bool:
