@@ -44,7 +44,7 @@ from icemor.exceptions import MissingFileError
 from icemor.io.key_index import data_path_of
 from icemor.maintenance.expire import DAY_MS, check_gc_enabled, filesystem_of
 from icemor.planning.manifest_reader import read_manifest_list
-from icemor.spec.identifiers import location_key, location_within
+from icemor.spec.identifiers import DATA_PATH_PROPERTIES, STAGING_DIR, location_key, location_within
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -54,14 +54,9 @@ if TYPE_CHECKING:
     from pyiceberg.manifest import ManifestFile
     from pyiceberg.table import Table as PyIcebergTable
 
-__all__ = ["ORPHAN_SAFETY_MS", "STAGING_DIR", "OrphanMetrics", "remove_orphan_files", "staging_roots"]
+__all__ = ["ORPHAN_SAFETY_MS", "OrphanMetrics", "remove_orphan_files", "staging_roots"]
 
 ORPHAN_SAFETY_MS = 3 * DAY_MS
-STAGING_DIR = "_icemor-staging"
-"""The staging directory of Spark writes in a data path (``icemor.engines.spark.write.STAGING_DIR``,
-which this layer cannot import: the Spark engine needs PySpark)."""
-# where a table writes its data files, as the Spark writes' staging finds it (write.data_path)
-_DATA_PATHS = ("write.data.path", "write.object-storage.path", "write.folder-storage.path")
 
 
 @dataclass(frozen=True)
@@ -91,7 +86,7 @@ def staging_roots(location: str, properties: Mapping[str, str]) -> list[str]:
     """The staging directories icemor's Spark writes of this table may have used: under
     ``<location>/data`` and under every data-path property set (one may have been set since)."""
     paths = {f"{location.rstrip('/')}/data"}
-    paths.update(v.rstrip("/") for k in _DATA_PATHS if (v := properties.get(k)))
+    paths.update(v.rstrip("/") for k in DATA_PATH_PROPERTIES if (v := properties.get(k)))
     return sorted(f"{p}/{STAGING_DIR}" for p in paths)
 
 

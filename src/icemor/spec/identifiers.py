@@ -37,8 +37,10 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 __all__ = [
+    "DATA_PATH_PROPERTIES",
     "LOCATION_PROPERTIES",
     "MAX_NAME_BYTES",
+    "STAGING_DIR",
     "check_table_identifier",
     "location_key",
     "location_within",
@@ -119,6 +121,13 @@ LOCATION_PROPERTIES = (
     "write.folder-storage.path",
     "write.object-storage.path",
 )
+
+# Where a table's data files go, newest spelling first (the last two are deprecated ones)
+DATA_PATH_PROPERTIES = ("write.data.path", "write.object-storage.path", "write.folder-storage.path")
+
+STAGING_DIR = "_icemor-staging"
+"""The directory, in a data path, of the markers Spark writes announce their files under (written
+by ``icemor.engines.spark.write``, cleaned by ``icemor.maintenance.orphans``)."""
 
 _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs", "wasbs": "wasb", "abfss": "abfs"}
 

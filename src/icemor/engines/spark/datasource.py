@@ -48,10 +48,11 @@ from icemor.engines.spark import _arrow_schema
 from icemor.engines.spark.errors import worker_errors, worker_iterator
 from icemor.engines.spark.types import spark_schema
 from icemor.engines.spark.worker import file_io, freeze_survivors, io_spec
-from icemor.engines.spark.write import STAGING_DIR, data_path
+from icemor.engines.spark.write import data_path
 from icemor.exceptions import IcemorError, InvalidArgumentError, NoSuchSnapshotError, UnsupportedFeatureError
 from icemor.io.changes import CHANGE_COLUMNS
 from icemor.planning.scan_job import SnapshotSelection, prepare_scan
+from icemor.spec.identifiers import STAGING_DIR
 
 try:  # PySpark 4.2+: Python data sources with streaming admission control
     from pyspark.sql.datasource import (

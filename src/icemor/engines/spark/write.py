@@ -54,6 +54,7 @@ from icemor.engines.spark._compat import worker_input_stream
 from icemor.engines.spark.session_kind import is_connect, parallelism
 from icemor.engines.spark.worker import file_io, io_spec
 from icemor.io.key_index import data_path_of
+from icemor.spec.identifiers import DATA_PATH_PROPERTIES, STAGING_DIR
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -75,9 +76,6 @@ __all__ = [
     "write_changes",
 ]
 
-STAGING_DIR = "_icemor-staging"
-# Iceberg Java's data-path properties, newest first (the last two are deprecated spellings)
-_DATA_PATHS = ("write.data.path", "write.object-storage.path", "write.folder-storage.path")
 _TASK_ERROR = re.compile(r"icemor\.exceptions\.(\w+): (.+)")
 
 
@@ -238,7 +236,7 @@ def _sidecars_beside(io: FileIO, paths: Iterable[str]) -> set[str]:
 def data_path(location: str, properties: Mapping[str, str]) -> str:
     """Where the table writes its data files (Iceberg Java's ``LocationProviders``): the first of
     ``write.data.path`` and its deprecated spellings that is set, else ``<location>/data``."""
-    for key in _DATA_PATHS:
+    for key in DATA_PATH_PROPERTIES:
         value = properties.get(key)
         if value:
             return value.rstrip("/")
