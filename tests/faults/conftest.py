@@ -44,6 +44,4 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if _DESELECTED:
         modules = Counter(nodeid.split("::", 1)[0] for nodeid in _DESELECTED)
         listed = ", ".join(f"{m} ({n})" for m, n in sorted(modules.items()))
-        terminalreporter.write_line(
-            f"not run as {who} (deselected): {len(_DESELECTED)} tests of {listed}"
-        )
+        terminalreporter.write_line(f"not run as {who} (deselected): {len(_DESELECTED)} tests of {listed}")
