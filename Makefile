@@ -22,7 +22,7 @@ REALSERVERS := $(REALSERVERS_DUCKDB) $(REALSERVERS_LAKANA)
 # [tool.coverage.run]); a few points under the figure measured.
 COV_FAIL_UNDER := 89
 
-.PHONY: demo test test-fast lint oracle bench test-spark4 test-faults-nonroot clean
+.PHONY: demo test test-fast lint oracle bench bench-doc test-spark4 test-faults-nonroot clean
 
 # Debian's own python3 ships venv separately (python3-venv): install it when it is missing.
 $(VENV)/bin/python $(DEMO_VENV)/bin/python:
@@ -94,6 +94,8 @@ test-fast: $(TEST_STAMP)
 
 ORACLE_JAVA_HOME = $$($(PY) -c 'import json;print(json.load(open("$(ORACLE_ENV)"))["java_home"])')
 
+# Each benchmark writes benchmarks/results/<name>.json (benchmarks/_report.py); the last line
+# renders them into docs/benchmarks.md (with benchmarks/README.md, the method), as bench-doc does.
 bench: $(TEST_STAMP) $(ORACLE_ENV) $(SPARK4_STAMP)
 	$(PY) benchmarks/bench_scan.py
 	@# the `icemor` data source (PySpark 4.x) against to_spark on bench_scan's 10 M-row tables
@@ -111,6 +113,11 @@ bench: $(TEST_STAMP) $(ORACLE_ENV) $(SPARK4_STAMP)
 	$(PY) benchmarks/bench_spark_memory.py
 	$(PY) benchmarks/bench_spark_append.py
 	$(PY) benchmarks/bench_rest_s3.py
+	$(PYTHON) tools/render_benchmarks.py
+
+# docs/benchmarks.md again from benchmarks/README.md and benchmarks/results/ (standard library only)
+bench-doc:
+	$(PYTHON) tools/render_benchmarks.py
 
 # The Spark engine on PySpark 4.x (tests_spark4/, docs/spark.md), in a venv of its own made once
 # (again only when pyproject.toml changes): `pip install -e .[spark]` with the newest 4.x (and the

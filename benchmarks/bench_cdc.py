@@ -39,6 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from _report import Report
 from bench_scan import COLUMNS_DDL, EXACT_SQL, SPARK_SQL, machine_info, note_of, qty_cents, render
 from bench_write import DEFAULT_DATA_DIR, NAMESPACE, ROWS, open_base
 
@@ -188,7 +189,12 @@ def _read_java(java: Any, ident: str, query: str, want: tuple[int, int, int]) ->
 
 
 def _reads(
-    java: Any, icemor: Any, idents: dict[str, str], expected: dict[str, tuple[int, int, int]], runs: int
+    java: Any,
+    icemor: Any,
+    idents: dict[str, str],
+    expected: dict[str, tuple[int, int, int]],
+    runs: int,
+    report: Report,
 ) -> list[list[str]]:
     rows = [["table", "query", "engine", "median s", "runs", "vs Java"]]
     for label, ident in idents.items():
@@ -208,6 +214,8 @@ def _reads(
                 med = statistics.median(ts)
                 runs_text = " ".join(f"{t:.2f}" for t in ts)
                 rows.append([label, query, engine, f"{med:.3f}", runs_text, f"{med / java_med:.2f}x"])
+                java_ratio = None if engine == "Iceberg Java" else med / java_med
+                report.add(f"read {label}, {query}: {engine}", med, ratio=java_ratio, versus="Iceberg Java")
     return rows
 
 
@@ -220,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--skip-spark", action="store_true", help="no Spark-engine apply")
     args = parser.parse_args(argv)
+    report = Report.of(__file__)
     import icemor
 
     java = open_base(args.data_dir, args.rows)
@@ -248,6 +257,18 @@ def main(argv: list[str] | None = None) -> int:
             )
         java.sql(f"DROP TABLE {java.qualified(spark_ident)}")
     load1 = os.getloadavg()
+    master = java.spark.sparkContext.master
+    for engine, (seconds, _) in results.items():
+        rate = args.changes / sum(seconds)
+        where = f" ({master})" if engine == "icemor on Spark" else ""
+        report.add(f"apply_changes: {engine}, total", sum(seconds))
+        report.add(
+            f"apply_changes: {engine}{where}",
+            rate,
+            "changes/s",
+            target="≥ 200,000 changes/s",
+            passed=rate >= 200_000,
+        )
 
     summary = java.sql(
         f"SELECT content, count(*), sum(record_count) FROM {java.qualified(local_ident)}.files "
@@ -261,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         {"base copy": base_ident, "after CDC": local_ident},
         {"base copy": expected_base, "after CDC": expected},
         args.runs,
+        report,
     )
     load2 = os.getloadavg()
 
@@ -314,6 +336,10 @@ def main(argv: list[str] | None = None) -> int:
             f"Target: >= 200,000 changes/s on Spark ({java.spark.sparkContext.master}): "
             f"{'pass' if rate >= 200_000 else 'FAIL'} ({rate:,.0f})"
         )
+    report.context.update(
+        rows=args.rows, changes=args.changes, batches=args.batches, runs=args.runs, spark=java.spark.version
+    )
+    report.write()
     java.sql(f"DROP TABLE {java.qualified(base_ident)}")
     java.sql(f"DROP TABLE {java.qualified(local_ident)}")
     java.stop()

@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from _report import Report
 from bench_cdc import KEYED_DDL, _batches, _check, _expected
 from bench_equality import median
 from bench_scan import machine_info, render
@@ -333,9 +334,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big-rows", type=int, default=100_000_000, help="rows of the large table (0: skip)")
     parser.add_argument("--big-batches", type=int, default=5)
     args = parser.parse_args(argv)
+    report = Report.of(__file__)
     import icemor
 
     java = open_base(args.data_dir, args.rows)
+    report.context.update(
+        rows=args.rows, changes=args.changes, batches=args.batches, runs=args.runs, spark=java.spark.version
+    )
     m = machine_info(java.spark.version)
     print(
         f"Machine: {m['nproc']} CPUs ({m['cpu']}), {m['memory_gib']} GiB; Python {m['python']}, "
@@ -351,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     print("Building the key indexes of base's data files ...", flush=True)
     build = _build_indexes(icemor, java)
     print(f"  key indexes of base's {args.rows:,} rows (10 files): built and stored in {build:.2f} s, once")
+    report.add("key indexes of base's 10 files, built and stored once", build)
 
     results: dict[str, tuple[list[float], list[Any]]] = {}
     idents: dict[str, str] = {}
@@ -379,6 +385,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{statistics.median(lookups):.4f}" if label.startswith("position") else "-",
             ]
         )
+        report.add(f"apply_changes: icemor local, {label}", args.changes / total, "changes/s")
+        if label.startswith("position"):
+            report.add(f"apply_changes: icemor local, {label}, lookup per batch", statistics.median(lookups))
     print(render(table))
     for label, (_, metrics) in results.items():
         print(
@@ -427,11 +436,15 @@ def main(argv: list[str] | None = None) -> int:
                     ]
                 )
                 print(render([header[:4], spark_rows[-1]]), flush=True)
-            print(_spark_floor(java.spark, inputs[0]), flush=True)
+                report.add(f"apply_changes: {spark_rows[-1][0]}", changes / total, "changes/s")
+            floor_line = _spark_floor(java.spark, inputs[0])
+            print(floor_line, flush=True)
+            report.add("Spark's fixed cost per batch", None, "", note=floor_line.strip())
     load1 = os.getloadavg()
     print(f"Load average (1 min) after the Spark writes: {load1[0]:.1f}")
 
     if args.spark_only:
+        report.write()
         java.stop()
         return 0
     print("Cold reads ...", flush=True)
@@ -457,6 +470,13 @@ def main(argv: list[str] | None = None) -> int:
             if label.startswith("position"):
                 raw, filtered = _floor(ident, query, args.read_runs)
                 floor = f"{raw:.3f} / {filtered:.3f} / {filtered / raw:.2f}x"
+            report.add(
+                f"first cold read, {label}, {query}",
+                with_deletes,
+                ratio=with_deletes / plain,
+                versus="the same files without deletes",
+                note=None if floor == "-" else f"pyarrow alone: decode / + filter / ratio {floor}",
+            )
             read_rows.append(
                 [label, query, f"{with_deletes:.3f}", f"{plain:.3f}", f"{with_deletes / plain:.2f}x", floor]
             )
@@ -482,6 +502,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         small = statistics.median(x.lookup_seconds for x in results["position v3 (DVs)"][1])
         print(f"  vs {args.rows:,} rows: lookup {small:.4f} s per batch", flush=True)
+        where = f"{big['rows']:,} rows in {big['files']} files"
+        report.add(f"{where}: first batch (builds every key index)", big["first"][0])
+        report.add(
+            f"{where}: lookup per batch of {args.changes // args.batches:,} changes",
+            statistics.median(big["lookup"]),
+            ratio=statistics.median(big["lookup"]) / small,
+            versus=f"{args.rows:,} rows",
+        )
+        report.add(f"{where}: whole batch", statistics.median(big["batch"]))
 
     print()
     best = max(args.changes / sum(results[k][0]) for k in MODES if k.startswith("position"))
@@ -489,11 +518,25 @@ def main(argv: list[str] | None = None) -> int:
         f"\nTarget: position mode >= {LOCAL_TARGET:,} changes/s locally: "
         f"{'pass' if best >= LOCAL_TARGET else 'FAIL'} ({best:,.0f})"
     )
+    report.add(
+        "position mode locally, the better of v2 and v3",
+        best,
+        "changes/s",
+        target=f"≥ {LOCAL_TARGET:,} changes/s",
+        passed=best >= LOCAL_TARGET,
+    )
     if spark_rows:
         rate = max(float(r[2].replace(",", "")) for r in spark_rows if "position" in r[0])
         print(
             f"Target: position mode >= {SPARK_TARGET:,} changes/s on Spark: "
             f"{'pass' if rate >= SPARK_TARGET else 'FAIL'} ({rate:,.0f})"
+        )
+        report.add(
+            "position mode on Spark, the best",
+            rate,
+            "changes/s",
+            target=f"≥ {SPARK_TARGET:,} changes/s",
+            passed=rate >= SPARK_TARGET,
         )
     for key in (
         "position v3 (DVs) narrow",
@@ -504,6 +547,14 @@ def main(argv: list[str] | None = None) -> int:
         r = ratios[key]
         verdict = "pass" if r <= READ_TARGET else "FAIL"
         print(f"Target: first cold read of {key} <= {READ_TARGET}x no deletes: {verdict} ({r:.2f}x)")
+        report.add(
+            f"first cold read of {key}, against no deletes",
+            r,
+            "×",
+            target=f"≤ {READ_TARGET}×",
+            passed=r <= READ_TARGET,
+        )
+    report.write()
     for ident in idents.values():
         java.sql(f"DROP TABLE {java.qualified(ident)}")
     java.stop()

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.compute as pc
+from _report import Report
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -63,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR, help="icemor home of the bench tables")
     parser.add_argument("--runs", type=int, default=7, help="timed runs per cell (after one warm-up)")
     args = parser.parse_args(argv)
+    report = Report.of(__file__)
     home = args.data_dir.resolve()
     if not (home / MARKER).is_file():
         print(f"building the bench tables in {home} (bench_scan.py --build-only) ...", flush=True)
@@ -111,10 +113,21 @@ def main(argv: list[str] | None = None) -> int:
                     raise SystemExit(msg)
             results[name] = seconds
             print(f"  {name:<15} {seconds:8.3f} s   ({got.num_rows:,} rows; median of {runs})", flush=True)
+            report.add(name, seconds, note=f"{got.num_rows:,} rows; median of {runs}")
     narrow = results["changes narrow"] / results["scan narrow"]
     wide = results["changes wide"] / results["scan wide"]
     verdict = "ok" if narrow <= TARGET_RATIO else f"ABOVE the target {TARGET_RATIO}"
     print(f"changes/scan: narrow {narrow:.2f}x ({verdict}), wide {wide:.2f}x  [{os.cpu_count()} CPUs]")
+    report.add(
+        "changes narrow, against scan narrow",
+        narrow,
+        "×",
+        target=f"≤ {TARGET_RATIO}×",
+        passed=narrow <= TARGET_RATIO,
+    )
+    report.add("changes wide, against scan wide", wide, "×")
+    report.context.update(runs=args.runs)
+    report.write()
     return 0
 
 

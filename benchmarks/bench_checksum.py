@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from _report import Report
 
 
 def build(path: Path, rows: int) -> None:
@@ -76,11 +77,13 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--dir", type=Path, default=None)
     args = ap.parse_args()
+    results = Report.of(__file__)
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         path = Path(tmp) / "data.parquet"
         build(path, args.rows)
         size = path.stat().st_size
         print(f"{args.rows:,} rows, {size / 2**20:.0f} MiB, zstd, page CRCs; median of {args.runs} warm runs")
+        results.context.update(rows=args.rows, runs=args.runs, file_mib=round(size / 2**20))
         for query, columns in (("narrow (qty)", ["qty"]), ("wide (all columns)", None)):
             samples: dict[bool, list[float]] = {False: [], True: []}
             read(path, columns, False)  # warm-up
@@ -94,6 +97,9 @@ def main() -> None:
                 f"{query:20s} without {off:.3f} s  with {on:.3f} s  "
                 f"overhead {on - off:+.3f} s ({on / off - 1:+.0%})"
             )
+            results.add(f"{query}, without verification", off)
+            results.add(f"{query}, with verification", on, ratio=on / off, versus="without")
+    results.write()
 
 
 if __name__ == "__main__":

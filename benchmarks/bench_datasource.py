@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _report import Report
+
 SQL = {
     "narrow": "SELECT count(*), sum(qty) FROM {view}",
     "wide": "SELECT count(*), sum(id), sum(k1), max(k2), sum(qty), max(ts), max(note) FROM {view}",
@@ -39,6 +41,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--tables", default="base,pos10,eq10")
     args = parser.parse_args()
+    report = Report.of(__file__)
     os.environ["ICEMOR_HOME"] = str(args.data_dir.resolve())
     logging.getLogger("pyiceberg.catalog.sql").setLevel(logging.ERROR)
 
@@ -107,6 +110,11 @@ def main() -> int:
                 + f"   {med['format'] / med['to_spark']:14.2f}x  {med['source'] / med['to_spark']:14.2f}x",
                 flush=True,
             )
+            report.add(f"{name} {query}: to_spark", med["to_spark"])
+            for c in ("format", "source"):
+                report.add(f"{name} {query}: {c}", med[c], ratio=med[c] / med["to_spark"], versus="to_spark")
+    report.context.update(runs=args.runs, spark=spark.version)
+    report.write()
     spark.stop()
     return 0
 

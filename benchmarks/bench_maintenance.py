@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import numpy as np
 import pyarrow.compute as pc
+from _report import Report
 from bench_scan import machine_info, render
 from bench_write import DEFAULT_DATA_DIR, NAMESPACE, ROWS, _check, _fresh_copy, open_base
 
@@ -67,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=ROWS)
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     args = parser.parse_args(argv)
+    report = Report.of(__file__)
     import icemor
 
     load_start = _loadavg()
@@ -155,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     table = [["", "median s", "runs"]]
     table += [[k, f"{statistics.median(v):.3f}", " ".join(f"{t:.2f}" for t in v)] for k, v in times.items()]
     print(render(table))
+    for k, v in times.items():
+        report.add(k, statistics.median(v))
     print(
         f"Compaction wrote {detail.get('added')} data files, {detail.get('bytes_out', 0) / 2**20:.0f} "
         f"MiB (from 10 files, {detail.get('bytes_in', 0) / 2**20:.0f} MiB)."
@@ -163,6 +167,22 @@ def main(argv: list[str] | None = None) -> int:
         after = statistics.median(times[f"pos10 compacted: icemor {q}"])
         plain = statistics.median(times[f"base: icemor {q}"])
         print(f"  icemor {q}: compacted pos10 / base = {after / plain:.2f}x (target: as fast as base)")
+        report.add(
+            f"pos10 compacted: icemor {q}, against base",
+            after / plain,
+            "×",
+            target="≤ 1.0× (as fast as base)",
+            passed=after <= plain,
+        )
+    report.add(
+        "compaction output",
+        detail.get("added"),
+        "data files",
+        note=f"{detail.get('bytes_out', 0) / 2**20:.0f} MiB, from 10 files of "
+        f"{detail.get('bytes_in', 0) / 2**20:.0f} MiB",
+    )
+    report.context.update(rows=args.rows, runs=args.runs, reads=READS, spark=java.spark.version)
+    report.write()
     java.stop()
     return 0
 

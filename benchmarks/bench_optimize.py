@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _report import Report
 from bench_scan import DEFAULT_DATA_DIR, MARKER
 from pyiceberg.catalog.sql import SqlCatalog
 
@@ -81,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tables", nargs="+", default=["eq10", "pos10"])
     parser.add_argument("--runs", type=int, default=5, help="narrow reads timed (median), after one warm-up")
     args = parser.parse_args(argv)
+    report = Report.of(__file__)
     logging.getLogger("pyiceberg.catalog.sql").setLevel(logging.ERROR)
     home: Path = args.data_dir.resolve()
     if not (home / MARKER).exists():
@@ -95,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     target.create_namespace("b")
     base_s, base_rows = _narrow(Table(source.load_table("bench.base"), source), args.runs)
     print(f"base: narrow read {base_s:.3f} s ({base_rows:,} rows)", flush=True)
+    report.add("base: narrow read", base_s)
     failed = False
     for name in args.tables:
         t = _copy(source, target, root, name)
@@ -132,6 +135,15 @@ def main(argv: list[str] | None = None) -> int:
             f"{'ok' if ok else 'MISSED'}",
             flush=True,
         )
+        report.add(f"{name}: health score before", before.table.score, "")
+        report.add(
+            f"{name}: health score after", after, "", target=f"≥ {SCORE_MIN:.0f}", passed=after >= SCORE_MIN
+        )
+        singles = f"the single actions {', '.join(actions)}"
+        report.against(f"{name}: optimize", seconds, single, singles, limit=TIME_MAX if single else None)
+        report.against(f"{name}: narrow read after", read_s, base_s, "base", limit=READ_MAX)
+    report.context.update(runs=args.runs)
+    report.write()
     return 1 if failed else 0
 
 

@@ -22,6 +22,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "realservers"))
 
 import pyarrow as pa
+from _report import Report
 
 import icemor
 
@@ -86,6 +87,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=400_000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
+    report = Report.of(__file__)
     from servers import DATA_BUCKET, SeaweedFS
 
     with tempfile.TemporaryDirectory(prefix="bench-rest-s3-") as tmp:
@@ -112,6 +114,11 @@ def main() -> None:
         f"{k.upper()} {remote[k]:.2f} s vs {local[k]:.2f} s ({remote[k] / local[k]:.1f}x)" for k in local
     )
     print(f"REST+S3 (SeaweedFS) vs local disk, {args.rows:,} rows, local engine: {parts}")
+    for k in local:
+        report.add(f"{k.upper()}, local disk", local[k])
+        report.add(f"{k.upper()}, REST + S3", remote[k], ratio=remote[k] / local[k], versus="local disk")
+    report.context.update(rows=args.rows, runs=args.runs)
+    report.write()
 
 
 if __name__ == "__main__":

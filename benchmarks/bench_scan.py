@@ -43,7 +43,6 @@ import importlib
 import json
 import logging
 import os
-import platform
 import shutil
 import signal
 import statistics
@@ -57,6 +56,7 @@ from dataclasses import KW_ONLY, asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import _report
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -1139,38 +1139,20 @@ def targets(bench: Bench) -> list[Target]:
 
 
 def machine_info(spark_version: str | None) -> dict[str, Any]:
-    import pyiceberg
-    import pyspark
-
-    import icemor
-
-    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    model = next(
-        (ln.split(":", 1)[1].strip() for ln in cpuinfo.splitlines() if ln.startswith("model name")), ""
-    )
-    meminfo = Path("/proc/meminfo").read_text() if Path("/proc/meminfo").exists() else ""
-    mem_kb = next((int(ln.split()[1]) for ln in meminfo.splitlines() if ln.startswith("MemTotal:")), 0)
-    try:
-        commit = subprocess.run(
-            ["git", "describe", "--always", "--dirty"],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        commit = "unknown"
+    """The machine line of the printed report (``_report.machine`` is what the results file keeps)."""
+    m = _report.machine()
+    commit = (m["git"]["commit"] or "unknown")[:7] + ("-dirty" if m["git"]["dirty"] else "")
     return {
-        "nproc": len(os.sched_getaffinity(0)),
-        "memory_gib": round(mem_kb / 2**20, 1),
-        "cpu": model or platform.processor(),
-        "python": platform.python_version(),
-        "pyarrow": pa.__version__,
-        "pyiceberg": pyiceberg.__version__,
-        "pyspark": pyspark.__version__,
+        "nproc": m["cores"],
+        "memory_gib": m["memory_gib"],
+        "cpu": m["cpu"],
+        "python": m["python"],
+        "pyarrow": m["pyarrow"],
+        "pyiceberg": m["pyiceberg"],
+        "pyspark": m["pyspark"],
         "spark": spark_version,
         "iceberg_java": "1.10.2",
-        "icemor": f"{icemor.__version__} (git {commit})",
+        "icemor": f"{m['icemor']} (git {commit})",
     }
 
 
@@ -1283,6 +1265,41 @@ def report(
     return found
 
 
+def record(results: _report.Report, bench: Bench, cold: list[ColdCell], found: list[Target]) -> None:
+    """The printed report's figures as rows of the results file: each cell's median (its ratio to
+    the raw scan of base locally, to Iceberg Java on Spark), the cold medians, then the targets."""
+    for cell in bench.cells:
+        on_spark = cell.engine in SPARK_ENGINES and cell.engine != "java"
+        reference = ("java", cell.query, cell.table) if on_spark else ("raw", cell.query, "base")
+        ref = None if cell.engine in ("raw", "java") else bench.median(*reference)
+        results.add(
+            f"{ENGINES[cell.engine]}, {cell.query}, {cell.table}"
+            + (" (one cold call)" if cell.cold_only else ""),
+            cell.median,
+            ratio=ratio(cell.median, ref),
+            versus=ENGINES[reference[0]] if ref else None,
+            note=(cell.wrong and f"WRONG: {cell.wrong}") or cell.note,
+        )
+    labels = {"raw": "raw pyarrow, qty + key column", FIRST: "icemor local, nothing stored"}
+    for c in cold:
+        label = labels.get(c.engine, "icemor local, verdict stored")
+        for which in ("cold", "warm") if c.engine != FIRST else ("cold",):
+            results.add(
+                f"cold narrow {c.table}: {label}, {'first call' if which == 'cold' else 'warm'}",
+                c.median(which),
+                note=c.wrong and f"WRONG: {c.wrong}",
+            )
+    for t in found:
+        results.add(
+            t.label,
+            t.measured,
+            t.unit.strip(),
+            target=f"≤ {t.limit}{t.unit}",
+            passed=None if t.measured is None else t.status == "PASS",
+            note=None if t.of_medians is None else f"ratio of medians {t.of_medians:.2f}{t.unit}",
+        )
+
+
 # ------------------------------------------------------------------------------------------------- main
 
 
@@ -1364,6 +1381,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cold_child:
         cold_child(args.cold_child, args.runs)
         return 0
+    results_file = _report.Report.of(__file__)
     sys.path.insert(0, str(REPO_ROOT / "tests"))
     from oracle import IcebergJava
 
@@ -1477,6 +1495,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     (home / RESULTS).write_text(json.dumps(results, indent=2))
     print(f"\nWrote {home / RESULTS}")
+    results_file.context.update(rows=args.rows, runs=args.runs, spark=machine["spark"], contention=contention)
+    record(results_file, bench, cold, found)
+    results_file.write()
     if timeouts:
         print("\nTIMED OUT (so not checked; raise --cell-timeout to measure them):")
         for c in timeouts:

@@ -47,6 +47,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+from _report import Report
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_DIR = REPO_ROOT / "bench-data" / "small_files"
@@ -127,7 +128,7 @@ def _load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def _spark(args: argparse.Namespace, home: Path, expected: dict[str, Any]) -> list[str]:
+def _spark(args: argparse.Namespace, home: Path, expected: dict[str, Any], report: Report) -> list[str]:
     """icemor on Spark and Iceberg Java on the same Spark: ``count(*)`` and a one-column scan."""
     import icemor
     from oracle import IcebergJava
@@ -154,6 +155,8 @@ def _spark(args: argparse.Namespace, home: Path, expected: dict[str, Any]) -> li
             msg = f"icemor on Spark {what}: {got}, expected {want}"
             raise RuntimeError(msg)
         lines.append(f"  icemor on Spark   {what}: first {first:7.2f} s, warm {warm:7.2f} s (load {_load()})")
+        report.add(f"icemor on Spark {what}, first", first, note=f"load {_load()}")
+        report.add(f"icemor on Spark {what}, warm", warm)
         print(lines[-1], flush=True)
     sc = spark.sparkContext
     for what, (_, want) in queries.items():
@@ -179,12 +182,15 @@ def _spark(args: argparse.Namespace, home: Path, expected: dict[str, Any]) -> li
                 f"  Iceberg Java      {what}: not done within the limit of {args.java_limit:.0f} s"
                 f" (load {_load()})"
             )
+            report.add(f"Iceberg Java {what}, first", None, note=f"not done within {args.java_limit:.0f} s")
         else:
             secs, got_java = result[0]
             if got_java != want:
                 lines.append(f"  Iceberg Java      {what}: {got_java!r} after {secs:.1f} s, expected {want}")
+                report.add(f"Iceberg Java {what}, first", None, note=f"WRONG: {got_java!r}, expected {want}")
             else:
                 lines.append(f"  Iceberg Java      {what}: first {secs:7.2f} s (load {_load()})")
+                report.add(f"Iceberg Java {what}, first", secs, note=f"load {_load()}")
         print(lines[-1], flush=True)
     return lines
 
@@ -199,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spark", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--java-limit", type=float, default=300.0, help="seconds Iceberg Java gets")
     args = parser.parse_args(argv)
+    report = Report.of(__file__)
     home = args.data_dir.resolve()
     layout = {"files": args.files, "rows": args.rows, "batches": args.batches, "version": 1}
     os.environ["ICEMOR_HOME"] = str(home)
@@ -262,8 +269,23 @@ def main(argv: list[str] | None = None) -> int:
         f"  targets (plan <= {PLAN_MAX} s, count and scan <= {READ_MAX}x the raw read they need): "
         f"{'met' if ok else 'NOT met'}"
     )
+    report.add(
+        f"plan {len(planned):,} files, {deletes} delete files, first",
+        plan_first,
+        target=f"≤ {PLAN_MAX} s",
+        passed=plan_first <= PLAN_MAX,
+    )
+    report.add("plan, warm", plan_warm)
+    report.add("raw pyarrow read of id", raw_id[1], note=f"first {raw_id[0]:.2f} s")
+    report.against("count", count[1], raw_id[1], "raw id", limit=READ_MAX, note=f"first {count[0]:.2f} s")
+    report.add("raw pyarrow read of qty", raw_qty[1])
+    report.add("raw pyarrow read of id, qty", raw_id_qty[1])
+    note = f"first {scan[0]:.2f} s; {scan[1] / raw_qty[1]:.2f}× raw qty"
+    report.against("scan qty", scan[1], raw_id_qty[1], "raw id, qty", limit=READ_MAX, note=note)
+    report.context.update(files=args.files, rows=args.rows, batches=args.batches, runs=args.runs)
     if args.spark:
-        _spark(args, home, expected)  # (prints as it goes)
+        _spark(args, home, expected, report)  # (prints as it goes)
+    report.write()
     return 0
 
 

@@ -34,6 +34,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from _report import Report
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_DIR = REPO_ROOT / "bench-data" / "spark-append"
 SPARK4_PYTHON = REPO_ROOT / ".venv-spark4" / "bin" / "python"
@@ -173,7 +175,8 @@ def datasource_child(name: str, rows: int, runs: int) -> dict[str, Any]:
             def writer(self, schema: Any, overwrite: bool) -> Any:
                 from icemor.engines.spark.table_writes import IcemorBatchWriter
 
-                return IcemorBatchWriter(dict(self.options), schema, overwrite)
+                services = icemor.spark._data_source_services()
+                return IcemorBatchWriter(services, dict(self.options), schema, overwrite)
 
         spark.dataSource.register(_Writes)
         fmt = "icemor_bench_writes"
@@ -241,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(datasource_child(table, int(rows), int(runs))), flush=True)
         return 0
 
+    report = Report.of(__file__)
+    report.context.update(rows=args.rows, runs=args.runs)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     home = args.data_dir.resolve()
     home.mkdir(parents=True, exist_ok=True)
@@ -257,11 +262,16 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['java_s']:.1f} s, icemor.spark.write {r['icemor_s']:.1f} s = {ratio:.2f}x Java "
             f"(target <= 1.0x) {'OK' if ratio <= 1.0 else 'OVER'}"
         )
+        report.context["spark"] = m["spark"]
+        report.add(f"append of {r['rows']:,} rows: Iceberg Java writeTo().append()", r["java_s"])
+        icemor_write = f"append of {r['rows']:,} rows: icemor.spark.write"
+        report.against(icemor_write, r["icemor_s"], r["java_s"], "Iceberg Java", limit=1.0)
         for who, files in r["files"].items():
             sizes = sorted(s for _, s in files)
             rows_in = sum(n for n, _ in files)
             mib = f"{sizes[0] >> 20}-{sizes[-1] >> 20} MiB"
             lines.append(f"  {who}: {len(files)} files, {rows_in:,} rows, sizes {mib}")
+            report.add(f"files written by {who}", len(files), "files", note=f"{rows_in:,} rows, sizes {mib}")
     if "memory" not in skip:
         peaks = []
         sizes = [int(s) for s in args.memory_rows.split(",")]
@@ -277,6 +287,17 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(
             f"driver Python peak RSS of icemor.spark.write: {cells}; {ratio:.2f}x (target <= 1.2x) "
             f"{'OK' if ratio <= 1.2 else 'OVER'}"
+        )
+        for p in peaks:
+            what = f"icemor.spark.write of {p['rows']:,} rows"
+            report.add(f"{what}: driver Python peak RSS", p["python_peak_rss_mib"], "MiB")
+            report.add(f"{what}: time", p["seconds"])
+        report.add(
+            "driver peak RSS, largest against smallest",
+            ratio,
+            "×",
+            target="≤ 1.2×",
+            passed=ratio <= 1.2,
         )
     if "datasource" not in skip:
         if args.spark4_python.exists():
@@ -294,10 +315,20 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['datasource_s']:.1f} s, icemor.spark.write {r['function_s']:.1f} s "
                 f"= {r['datasource_s'] / r['function_s']:.2f}x"
             )
+            what = f"PySpark {r['spark']}, {r['rows']:,} rows"
+            report.add(f"{what}: icemor.spark.write", r["function_s"])
+            report.add(
+                f"{what}: df.write.format('icemor').mode('append')",
+                r["datasource_s"],
+                ratio=r["datasource_s"] / r["function_s"],
+                versus="icemor.spark.write",
+            )
         else:
             missing = args.spark4_python
             lines.append(f"data source on PySpark 4.x: skipped ({missing} does not exist: make test-spark4)")
+            report.add("data source on PySpark 4.x", None, "", note=f"skipped: no {missing}")
     print("\n" + "\n".join(lines))
+    report.write()
     return 0
 
 

@@ -26,6 +26,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from _report import Report
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_DIR = REPO_ROOT / "bench-data" / "write"
 ROWS = 10_000_000
@@ -108,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench_write import _fresh_copy, open_base
 
+    report = Report.of(__file__)
     home = args.data_dir.resolve()
     java = open_base(home, args.rows)
     results = []
@@ -145,6 +148,13 @@ def main(argv: list[str] | None = None) -> int:
             "-" if heap is None else f"{heap:.0f}",
         )
         print(" ".join(f"{c:>13}" for c in cells))
+        what = f"MERGE of a {r['source_rows']:,}-row source"
+        note = f"{r['rows_updated']:,} updated, {r['rows_inserted']:,} inserted"
+        report.add(f"{what}: time", r["seconds"], note=note)
+        report.add(f"{what}: driver Python peak RSS", r["python_peak_rss_mib"], "MiB")
+        report.add(f"{what}: JVM heap peak", heap, "MiB")
+    report.context.update(rows=args.rows, spark=java.spark.version)
+    report.write()
     return 0
 
 

@@ -21,12 +21,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from _report import Report
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--java", action=argparse.BooleanOptionalAction, default=True)
     args = parser.parse_args(argv)
+    report = Report.of(__file__)
+    report.context.update(seconds=args.seconds)
     with tempfile.TemporaryDirectory(prefix="icemor-streams-") as tmp:
         home = Path(tmp)
         (home / "warehouse").mkdir()
@@ -58,6 +62,32 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  rows equal the model: {exact}; Iceberg Java reads them exactly: {java_exact}")
             print(f"  optimizer exit code {r.optimizer_returncode}; writer errors: {r.errors or 'none'}")
             print(f"  targets {'met' if ok else 'NOT met'}", flush=True)
+            v = f"v{version}"
+            report.add(f"{v}: optimize rounds", rounds, "", note=f"load average {load}")
+            report.add(f"{v}: writer commits", r.writer_commits, "", note=f"conflicts {r.writer_conflicts}")
+            report.add(
+                f"{v}: optimize commits per 20 s window",
+                str(windows),
+                "",
+                target="≥ 1 each",
+                passed=all(windows),
+            )
+            report.add(
+                f"{v}: health score at the end",
+                r.score_end,
+                "",
+                target=f"≥ the start's ({r.score_start})",
+                passed=r.score_end >= r.score_start,
+            )
+            report.add(
+                f"{v}: final rows equal the model's and Iceberg Java's read",
+                f"{exact} / {java_exact}",
+                "",
+                target="True / True (or not read)",
+                passed=exact and java_exact is not False,
+                note=f"optimizer exit code {r.optimizer_returncode}; writer errors: {r.errors or 'none'}",
+            )
+        report.write()
         return 1 if failed else 0
 
 

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import numpy as np
+from _report import Report
 from bench_scan import COLUMNS_DDL
 from bench_write import DEFAULT_DATA_DIR, NAMESPACE, ROWS, _check, open_base
 
@@ -81,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=ROWS)
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     args = parser.parse_args(argv)
+    report = Report.of(__file__)
     import icemor
 
     java = open_base(args.data_dir, args.rows)
@@ -105,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         f"v3 DELETE 10% of {args.rows:,} rows: Iceberg Java {medians[JAVA]:.2f} s, "
         f"icemor local {medians[ICEMOR]:.2f} s, ratio {ratio:.2f}x (target <= 1.0x)"
     )
+    report.add(f"DELETE {CONDITION}: {JAVA}", medians[JAVA])
+    report.against(f"DELETE {CONDITION}: {ICEMOR}", medians[ICEMOR], medians[JAVA], "Iceberg Java", limit=1.0)
+    report.context.update(rows=args.rows, runs=args.runs, spark=java.spark.version)
+    report.write()
     java.stop()
     return 0
 

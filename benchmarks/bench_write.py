@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import numpy as np
+from _report import Report
 from bench_scan import COLUMNS_DDL, SELECT_ROWS, machine_info, one_line, render
 
 if TYPE_CHECKING:
@@ -339,6 +340,25 @@ def _bench_file_sizes(icemor: Any, rows: int = 3_000_000, days: int = 30) -> str
         catalog.purge_table(name)
 
 
+# the engines whose time must not exceed Iceberg Java's in the same run (docs/benchmarks.md, "Targets")
+ATMOST_JAVA = ("icemor local", "icemor, per-file work on Spark", "icemor, SQL on Spark")
+
+
+def _record(
+    report: Report, operation: str, engine: str, value: list[float] | str, java_med: float | None
+) -> None:
+    """One printed line of a DELETE, UPDATE or MERGE table as a row: the median and its ratio to Java."""
+    if isinstance(value, str):
+        report.add(f"{operation}: {engine}", None, note=value)
+        return
+    med = statistics.median(value)
+    if java_med is None or engine == JAVA:
+        report.add(f"{operation}: {engine}", med)
+        return
+    limit = 1.0 if engine in ATMOST_JAVA else None
+    report.against(f"{operation}: {engine}", med, java_med, "Iceberg Java", limit=limit)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -348,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         "--skip-pyiceberg", action="store_true", help="pyiceberg's copy-on-write takes ~7 s a run"
     )
     args = parser.parse_args(argv)
+    report = Report.of(__file__)
     import icemor
     import icemor.spark
 
@@ -410,12 +431,21 @@ def main(argv: list[str] | None = None) -> int:
             rows.append([label, engine, f"{med:.3f}", " ".join(f"{t:.2f}" for t in value), ratio])
         else:
             rows.append([label, engine, "-", value, ""])
+        _record(report, f"DELETE {label}", engine, value, java_med)
     print(render(rows))
     print(
         f"\nEquality -> position conversion of eq10 ({args.rows // 10:,} equality-deleted ids in 5 files,"
         " every data file affected), icemor local; narrow read (qty) before and after, icemor local, warm:"
     )
     print(render([["", "median s", "runs"], *conversion]))
+    for label, med, _ in conversion:
+        target = label == "conversion"
+        report.add(
+            f"eq10 equality → position {label}" + (" (narrow read)" if not target else ""),
+            float(med),
+            target="≤ 5 s" if target else None,
+            passed=float(med) <= 5 if target else None,
+        )
     print(
         f"\nUPDATE (SET qty = qty + 1 WHERE id % 10 = 3) and MERGE ({MERGE_SOURCE_ROWS:,}-row source, half "
         f"matching, half new) on a fresh copy of {args.rows:,} rows; seconds, median of {args.runs}:"
@@ -432,8 +462,10 @@ def main(argv: list[str] | None = None) -> int:
             um_rows.append([label, engine, f"{med:.3f}", " ".join(f"{t:.2f}" for t in value), ratio])
         else:
             um_rows.append([label, engine, "-", value, ""])
+        _record(report, label, engine, value, java_med)
     print(render(um_rows))
     print(f"\n{file_sizes}")
+    report.add("append file sizes", None, "", note=file_sizes.removeprefix("append file sizes: "))
     print(
         "\nTarget: icemor local and icemor on Spark <= Iceberg Java's time, same run; "
         "conversion of eq10 <= 5 s."
@@ -457,6 +489,8 @@ def main(argv: list[str] | None = None) -> int:
             f"  MERGE, SQL statement within 5% of the builder on Spark: {verdict} "
             f"({a:.3f} s vs {b:.3f} s, {a / b:.3f}x; parsing the statement {parse_t[0] * 1000:.2f} ms)"
         )
+        report.against(f"MERGE: {SQL_STATEMENT}, to the builder", a, b, "the builder on Spark", limit=1.05)
+        report.add("MERGE, parsing the statement", parse_t[0] * 1000, "ms")
     for label, *_ in PREDICATES:
         for ours in ("icemor local", "icemor, per-file work on Spark"):
             ours_t = results.get((label, ours))
@@ -466,6 +500,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {label}, {ours}: {'pass' if a <= b else 'FAIL'} ({a:.3f} s vs {b:.3f} s)")
             else:
                 print(f"  {label}, {ours}: not measured ({ours_t if isinstance(ours_t, str) else 'error'})")
+    report.context.update(rows=args.rows, runs=args.runs, spark=java.spark.version)
+    report.write()
     java.stop()
     return 0
 
