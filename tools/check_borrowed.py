@@ -33,24 +33,30 @@ NONPUBLIC_MODULES = ("pyiceberg.avro", "pyspark.sql.pandas")
 
 
 def _nonpublic_names() -> frozenset[tuple[str, str]]:
-    """The public-looking names that ``icemor._compat.pyiceberg.BORROWED`` lists as borrowed (no
-    ``_`` part, outside the non-public modules): read from that list, so the two never drift."""
-    compat = Path(__file__).resolve().parent.parent / "src" / "icemor" / "_compat" / "pyiceberg.py"
-    for node in ast.parse(compat.read_text()).body:
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and node.target.id == "BORROWED"
-            and node.value is not None
-        ):
-            borrowed: tuple[tuple[str, str], ...] = ast.literal_eval(node.value)
-            return frozenset(
-                (module, name)
-                for module, name in borrowed
-                if "." not in name and not name.startswith("_") and not module.startswith(NONPUBLIC_MODULES)
-            )
-    msg = f"no BORROWED list in {compat}"
-    raise SystemExit(msg)
+    """The public-looking names that the modules of ``icemor._compat.pyiceberg`` list as borrowed
+    (each module's ``BORROWED``; no ``_`` part, outside the non-public modules): read from those
+    lists, so the two never drift."""
+    compat = Path(__file__).resolve().parent.parent / "src" / "icemor" / "_compat" / "pyiceberg"
+    borrowed: list[tuple[str, str]] = []
+    for path in sorted(compat.glob("*.py")):
+        if path.name == "__init__.py":  # its BORROWED gathers the modules' lists
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and node.target.id == "BORROWED"
+                and node.value is not None
+            ):
+                borrowed.extend(ast.literal_eval(node.value))
+    if not borrowed:
+        msg = f"no BORROWED list in the modules of {compat}"
+        raise SystemExit(msg)
+    return frozenset(
+        (module, name)
+        for module, name in borrowed
+        if "." not in name and not name.startswith("_") and not module.startswith(NONPUBLIC_MODULES)
+    )
 
 
 NONPUBLIC_NAMES = _nonpublic_names()

@@ -19,6 +19,7 @@ from pyiceberg.typedef import Record
 from pyiceberg.types import LongType, NestedField, StringType
 
 from icemor._compat import pyiceberg as compat
+from icemor._compat.pyiceberg import manifest_read
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
@@ -357,15 +358,18 @@ def test_resolved_reader_is_shared_by_files_of_one_schema_and_reads_as_pyiceberg
                 ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=7, data_file=df)
             )
         paths.append(path)
-    compat._READERS.clear()
+    manifest_read._READERS.clear()
     first = compat.read_manifest_entries_v3(io.new_input(paths[0]))
-    assert len(compat._READERS) == 1
-    (resolved,) = compat._READERS.values()
+    assert len(manifest_read._READERS) == 1
+    (resolved,) = manifest_read._READERS.values()
     second = compat.read_manifest_entries_v3(io.new_input(paths[1]))
-    assert list(compat._READERS.values()) == [resolved]  # the same reader, not resolved again
+    assert list(manifest_read._READERS.values()) == [resolved]  # the same reader, not resolved again
     for path, ours in zip(paths, (first, second), strict=True):
         with AvroFile[ManifestEntry](
-            io.new_input(path), MANIFEST_ENTRY_SCHEMAS[3], compat._ENTRY_READ_TYPES, compat._ENTRY_READ_ENUMS
+            io.new_input(path),
+            MANIFEST_ENTRY_SCHEMAS[3],
+            manifest_read._ENTRY_READ_TYPES,
+            manifest_read._ENTRY_READ_ENUMS,
         ) as reader:
             theirs = list(reader)
         assert [(e.status, e.data_file.file_path, e.data_file.record_count) for e in ours] == [

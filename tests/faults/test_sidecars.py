@@ -37,6 +37,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 import icemor
 from icemor.cli import run
 from icemor.io import key_index as ki
+from icemor.io import key_index_verify
 from icemor.io.cache import DELETE_CACHE
 from icemor.ops import key_lookup
 from oracle import local_path
@@ -345,14 +346,14 @@ def test_the_sampled_slice_is_at_the_positions_of_its_row_group(
             return self.group
 
     for group in range(4):
-        monkeypatch.setattr(ki, "_RANDOM", Fixed(group))
+        monkeypatch.setattr(key_index_verify, "_RANDOM", Fixed(group))
         assert _lookup(f, 1, keys, monkeypatch) == ([120, 121], 0), group
     forged = list(ids)
     forged[120], forged[121] = forged[121], forged[120]
     index = ki.build_key_index([pa.array(forged, pa.int64())])
     assert ki.save_key_index(PyArrowFileIO(), f.path, f.size, [1], index) is not None
     assert "position 120" in (ki.verify_sidecar(PyArrowFileIO(), f, [1], FIELD_TYPES) or "")
-    monkeypatch.setattr(ki, "_RANDOM", Fixed(2))
+    monkeypatch.setattr(key_index_verify, "_RANDOM", Fixed(2))
     assert _lookup(f, 1, keys, monkeypatch) == ([120, 121], 1)
 
 

@@ -775,7 +775,7 @@ def test_read_with_overlapping_equality_sets_in_small_batches(
     from pyiceberg.schema import Schema
     from pyiceberg.types import LongType, NestedField, StringType
 
-    from icemor.io import reader
+    from icemor.io import read_verdicts, reader
     from icemor.io.cache import DELETE_CACHE
     from icemor.spec.files import DataFileRef
     from icemor.spec.tasks import FileScanTask
@@ -830,13 +830,13 @@ def test_read_with_overlapping_equality_sets_in_small_batches(
 
     monkeypatch.setattr(reader, "PROBE_BATCH_ROWS", 4)
     io = PyArrowFileIO()
-    key = reader._verdict_key(task)
-    assert DELETE_CACHE.peek(reader.VERDICT, key) is None
+    key = read_verdicts.verdict_key(task)
+    assert DELETE_CACHE.peek(read_verdicts.VERDICT, key) is None
     got = list(reader.read_task(io, task, opts))
     assert max(b.num_rows for b in got) <= 4
     assert all(b.schema.names == ["id"] for b in got)
     assert [v for b in got for v in b.column(0).to_pylist()] == live
-    assert DELETE_CACHE.peek(reader.VERDICT, key).tolist() == by_eq
+    assert DELETE_CACHE.peek(read_verdicts.VERDICT, key).tolist() == by_eq
 
     def no_probe(*_: Any, **__: Any) -> Any:
         raise AssertionError("equality deletes probed again")

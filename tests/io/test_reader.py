@@ -39,18 +39,11 @@ from pyiceberg.types import DecimalType, IntegerType, LongType, NestedField, Str
 from pyroaring import BitMap64
 
 from icemor.exceptions import CorruptFileError, MissingFileError
-from icemor.io import cache, reader, verdicts
+from icemor.io import cache, read_filter, reader, verdicts
 from icemor.io.cache import DELETE_CACHE
-from icemor.io.reader import (
-    BATCH_BYTES,
-    VERDICT,
-    ReadOptions,
-    _leaf_indices,
-    _verdict_key,
-    count_task,
-    output_schema,
-    read_task,
-)
+from icemor.io.read_plan import BATCH_BYTES, leaf_indices
+from icemor.io.read_verdicts import VERDICT, verdict_key
+from icemor.io.reader import ReadOptions, count_task, output_schema, read_task
 from icemor.spec.files import DataFileRef, DeleteFileRef, FileContent
 from icemor.spec.tasks import FileScanTask
 
@@ -335,7 +328,7 @@ def test_deletion_vector_with_equality_deletes(tmp_path: Path, ten_rows: DataFil
 
 
 def verdict(task: FileScanTask) -> list[int] | None:
-    value = DELETE_CACHE.peek(VERDICT, _verdict_key(task))
+    value = DELETE_CACHE.peek(VERDICT, verdict_key(task))
     return None if value is None else [int(p) for p in value]
 
 
@@ -357,7 +350,7 @@ def test_verdict_key_memo_is_keyed_by_the_delete_tuple_itself(
         ),
     )
     deletes = (eq_b, pos, eq_a)
-    first = _verdict_key(whole(ten_rows, deletes))
+    first = verdict_key(whole(ten_rows, deletes))
     assert first == expected
     # its equality part hashes once, but as the plain tuple does, and prints as it (the
     # on-disk verdict store keys by repr)
@@ -367,16 +360,16 @@ def test_verdict_key_memo_is_keyed_by_the_delete_tuple_itself(
     assert pickle.loads(pickle.dumps(first)) == expected
     # the entry holds the tuple, so its id cannot be reused by another tuple while it is there
     assert cache._MEMO["verdict-equality-part", id(deletes)][0] is deletes
-    again = _verdict_key(FileScanTask(ten_rows, deletes, 0, ten_rows.file_size_in_bytes))
+    again = verdict_key(FileScanTask(ten_rows, deletes, 0, ten_rows.file_size_in_bytes))
     assert again == expected
     assert again is not None and first is not None and again[4] is first[4]  # sorted once per tuple
 
     # an entry under the same id for another tuple is never taken for this one
     other = (eq_a, pos)
     cache._MEMO["verdict-equality-part", id(other)] = (deletes, expected[4])
-    got = _verdict_key(whole(ten_rows, other))
+    got = verdict_key(whole(ten_rows, other))
     assert got is not None and got[4] == ((eq_a.path, (1,), eq_a.file_size_in_bytes, 1),)
-    assert _verdict_key(whole(ten_rows, (pos,))) is None
+    assert verdict_key(whole(ten_rows, (pos,))) is None
 
 
 def test_verdict_key_memo_is_cleared_when_full(
@@ -386,7 +379,7 @@ def test_verdict_key_memo_is_cleared_when_full(
     monkeypatch.setattr(cache, "_MEMO", {("verdict-equality-part", id(t)): (t, ()) for t in held})
     eq = equality_delete_file(tmp_path, "eq.parquet", {"id": (pa.int64(), 1, [100])})
     deletes = (eq,)
-    key = _verdict_key(whole(ten_rows, deletes))
+    key = verdict_key(whole(ten_rows, deletes))
     assert key is not None and key[4] == ((eq.path, (1,), eq.file_size_in_bytes, 1),)
     assert list(cache._MEMO) == [("verdict-equality-part", id(deletes))]
 
@@ -884,15 +877,14 @@ def test_filter_evaluated_in_pieces_keeps_kleene_logic(
     """Filters beyond MAX_ARROW_PREDICATES are split (a 10,000-term one crashed Arrow); NULLs and
     NOT must give exactly what one Arrow expression gives."""
     from icemor.expr.condition import parse_condition
-    from icemor.io import reader
 
     data = data_ref(write(tmp_path / "data.parquet", numbered_table(12), row_group_size=5))
     opts = options(row_filter=parse_condition(row_filter, SCHEMA).row_filter)
     whole_expr = ids(read(whole(data), opts))
-    monkeypatch.setattr(reader, "MAX_ARROW_PREDICATES", 1)
+    monkeypatch.setattr(read_filter, "MAX_ARROW_PREDICATES", 1)
     from pyiceberg.expressions.visitors import bind
 
-    split = reader.arrow_filter(bind(SCHEMA, opts.row_filter, case_sensitive=True), SCHEMA)
+    split = read_filter.arrow_filter(bind(SCHEMA, opts.row_filter, case_sensitive=True), SCHEMA)
     assert isinstance(split, tuple)
     assert ids(read(whole(data), opts)) == whole_expr
     assert 0 < len(whole_expr) < 12
@@ -932,7 +924,7 @@ def test_leaf_indices_follow_parquet_leaf_order(tmp_path: Path) -> None:
     parquet_schema = pq.ParquetFile(path).schema
     leaves = [parquet_schema.column(i).path for i in range(len(parquet_schema))]
     for columns in (["a"], ["s"], ["m"], ["z.dot"], ["a", "z.dot"], ["m", "s"]):
-        got = [leaves[i] for i in _leaf_indices(schema, columns)]
+        got = [leaves[i] for i in leaf_indices(schema, columns)]
         # a leaf path starts with its top-level column's name and a dot (or is that name)
         want = [p for p in leaves if any(p == c or p.startswith(c + ".") for c in columns)]
         assert got == want, columns

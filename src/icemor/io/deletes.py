@@ -38,6 +38,7 @@ __all__ = [
     "local_path",
     "open_parquet",
     "reaching",
+    "read_columns",
     "remember_written",
     "sorted_unique",
     "union_sorted",
@@ -196,29 +197,32 @@ def _file_schema(pf: pq.ParquetFile, name_mapping: NameMapping | None, what: str
         raise CorruptFileError(msg) from e
 
 
-def _read_delete_file(
+def read_columns(
     io: FileIO,
-    ref: DeleteFileRef,
+    path: str,
+    record_count: int,
     what: str,
     columns: Callable[[Schema], list[str]],
     *,
+    name_mapping: NameMapping | None = None,
     read_dictionary: Sequence[str] = (),
+    use_threads: bool = True,
 ) -> tuple[pa.Table, Schema]:
     """Read the columns ``columns(file_schema)`` names, checking the row count against the entry.
 
     ``columns`` raises CorruptFileError when the file's schema does not fit its content type.
     """
-    pf = open_parquet(io, ref.path, what=what, read_dictionary=read_dictionary)
+    pf = open_parquet(io, path, what=what, read_dictionary=read_dictionary)
     try:
-        file_schema = _file_schema(pf, None, what, ref.path)
-        table = pf.read(columns=columns(file_schema), use_threads=True)
+        file_schema = _file_schema(pf, name_mapping, what, path)
+        table = pf.read(columns=columns(file_schema), use_threads=use_threads)
     except (pa.ArrowInvalid, OSError) as e:
-        msg = f"{what} {ref.path} is truncated or corrupt: {e}"
+        msg = f"{what} {path} is truncated or corrupt: {e}"
         raise CorruptFileError(msg) from e
     finally:
         pf.close()
-    if table.num_rows != ref.record_count:
-        msg = f"{what} {ref.path} has {table.num_rows} rows, its manifest entry says {ref.record_count}"
+    if table.num_rows != record_count:
+        msg = f"{what} {path} has {table.num_rows} rows, its manifest entry says {record_count}"
         raise CorruptFileError(msg)
     return table, file_schema
 
@@ -236,7 +240,7 @@ def _position_file(io: FileIO, ref: DeleteFileRef) -> tuple[dict[str, npt.NDArra
 
     # file_path decoded as its dictionary: a file's 100-character path repeated on each of 1 M
     # rows was most of a cold v2 read (decoded as strings, then hashed to group them)
-    table, _ = _read_delete_file(io, ref, what, columns, read_dictionary=("file_path",))
+    table, _ = read_columns(io, ref.path, ref.record_count, what, columns, read_dictionary=("file_path",))
     path_col, pos_col = table.column_names
     paths, pos = table.column(path_col), table.column(pos_col)
     if paths.null_count or pos.null_count:
@@ -372,7 +376,7 @@ def _equality_file(
             raise CorruptFileError(msg)
         return top_level_names(file_schema, set(ref.equality_ids))
 
-    table, file_schema = _read_delete_file(io, ref, what, columns)
+    table, file_schema = read_columns(io, ref.path, ref.record_count, what, columns)
     unknown = [fid for fid in ref.equality_ids if fid not in field_types]
     if unknown:
         msg = f"{what} {ref.path}: equality field id(s) {unknown} are not fields of any table schema"
