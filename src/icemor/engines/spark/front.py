@@ -1,0 +1,549 @@
+"""``icemor.spark.attach``: a session's SQL and ``spark.table`` know icemor's tables.
+
+Spark keeps its catalogs on the JVM; a Python library cannot add a ``TableCatalog`` there. So
+``attach`` stands in front of the session's ``sql`` and ``table`` (and ``spark.read.table``),
+as it documents, until ``detach``:
+
+- The statement is parsed once (:func:`icemor.expr.statements.parse_any`, sqlglot's Spark
+  dialect). A name of two or more parts is icemor's when it starts with the attached catalog's
+  name (``icemor.shop.orders``) or when the attached catalog has that table (``shop.orders``),
+  with a metadata table (``shop.orders.snapshots``), a branch or tag (``shop.orders.branch_dev``)
+  or time travel (``VERSION AS OF``, ``TIMESTAMP AS OF``, ``FOR SYSTEM_VERSION AS OF``). Any
+  other name is Spark's, and a statement naming no icemor table is Spark's, untouched.
+- Reads: each icemor reference becomes a temporary view of ``icemor.spark.read``'s DataFrame
+  (deletes applied on the executors), written into the statement at the characters the parser
+  read for the reference; Spark then parses, resolves and plans the statement itself.
+- Writes to an icemor table (``INSERT``, ``MERGE`` / ``UPDATE`` / ``DELETE``, ``CREATE`` /
+  ``DROP``): the query part runs as above; icemor writes and commits (:class:`FrontServices`,
+  given by the facade).
+
+A form icemor does not run on an icemor table is refused in one line naming it, before
+anything runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from sqlglot import exp
+
+from icemor.engines.spark.session_kind import is_connect
+from icemor.exceptions import InvalidArgumentError, NoSuchTableError
+from icemor.expr.sql import quote_identifier
+from icemor.expr.statements import ParsedStatement, TableReference, parse_any, spliced
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping, Sequence
+
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["METADATA_TABLES", "Attached", "FrontServices", "attach", "attached", "detach", "small_frame"]
+
+METADATA_TABLES = (
+    "snapshots",
+    "history",
+    "refs",
+    "files",
+    "data_files",
+    "delete_files",
+    "manifests",
+    "entries",
+    "partitions",
+    "changes",
+)
+"""The metadata tables ``shop.orders.<name>`` reads (Iceberg's names; ``changes``: icemor's feed)."""
+
+
+@dataclass(frozen=True)
+class FrontServices:
+    """What the front needs from the layers above the engine, given by ``icemor.spark.attach``.
+
+    Attributes:
+        identifier: ``parts`` -> ``namespace.table`` when the attached catalog has that table.
+        read: ``(spark, identifier, options)`` -> the table's DataFrame (``icemor.spark.read``'s
+            options; ``ref`` names a branch or tag).
+        metadata: ``(spark, identifier, name)`` -> a metadata table's DataFrame.
+        write: ``(df, identifier, mode, where)``: append or overwrite (``where``: a condition or
+            None for every row), one commit.
+        dml: ``(spark, text)``: one MERGE / UPDATE / DELETE statement whose target is the
+            attached catalog's ``namespace.table``.
+        create: ``(identifier, df_or_schema, partition_by, properties, if_not_exists)``.
+        drop: ``(identifier, purge)``.
+        columns: ``identifier`` -> the table's columns (name, Spark type), in order.
+    """
+
+    identifier: Callable[[Sequence[str]], str | None]
+    read: Callable[[SparkSession, str, Mapping[str, Any]], DataFrame]
+    metadata: Callable[[SparkSession, str, str], DataFrame]
+    write: Callable[[DataFrame, str, str, str | None], object]
+    dml: Callable[[SparkSession, str], object]
+    create: Callable[[str, Any, Sequence[str], Mapping[str, str], bool], object]
+    drop: Callable[[str, bool], bool]
+    columns: Callable[[str], list[tuple[str, Any]]]
+
+
+@dataclass(frozen=True)
+class _Target:
+    identifier: str
+    options: Mapping[str, Any]
+    metadata: str | None = None
+
+
+@dataclass
+class Attached:
+    """A session with icemor's catalog attached under ``name``."""
+
+    spark: SparkSession
+    name: str
+    services: FrontServices
+    sql: Callable[..., DataFrame]
+    table: Callable[[str], DataFrame]
+    views: list[str] = field(default_factory=list)
+    _counter: Iterator[int] = field(default_factory=itertools.count)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def run(self, text: str, args: Any = None, **kwargs: Any) -> DataFrame:
+        """``spark.sql(text)`` with icemor's tables known (the statement kinds: module doc)."""
+        if args is not None or kwargs or not isinstance(text, str):
+            # parameter markers: Spark's own (its parser substitutes them); icemor's names in
+            # such statements are not seen
+            return self.sql(text, args, **kwargs) if args is not None else self.sql(text, **kwargs)
+        statement = parse_any(text)
+        kind = statement.kind
+        refs = [(r, self._target(r)) for r in statement.references()]
+        ours = [(r, t) for r, t in refs if t is not None]
+        if not ours and not self._names_attached(statement):
+            return self.sql(text)
+        missing = [r for r, t in refs if t is None and r.parts[0].lower() == self.name.lower()]
+        if missing and not (kind in ("create", "drop") and missing[0] is refs[0][0]):
+            msg = f"no icemor table {'.'.join(missing[0].parts[1:])} in the attached catalog {self.name}"
+            raise NoSuchTableError(msg)
+        if kind == "select":
+            return self._select(statement, ours)
+        if kind == "insert":
+            return self._insert(statement, ours)
+        if kind in ("merge", "update", "delete"):
+            return self._dml(statement, ours)
+        if kind == "create":
+            return self._create(statement, ours)
+        if kind == "drop":
+            return self._drop(statement, ours)
+        what = _form(statement)
+        msg = f"{what} on an icemor table is not supported through attach (docs/spark.md lists what runs)"
+        raise InvalidArgumentError(msg)
+
+    def read_table(self, name: str, options: Mapping[str, Any] | None = None) -> DataFrame:
+        """``spark.table(name)`` / ``spark.read.options(...).table(name)``."""
+        parts = _name_parts(name)
+        target = self._resolve(parts) if parts is not None and len(parts) >= 2 else None
+        if target is None:
+            if parts is not None and len(parts) >= 3 and parts[0].lower() == self.name.lower():
+                msg = f"no icemor table {'.'.join(parts[1:])} in the attached catalog {self.name}"
+                raise NoSuchTableError(msg)
+            return self.table(name)
+        given = dict(options or {})
+        if given and target.metadata is not None:
+            msg = f"read options are for a table, not the metadata table {name}"
+            raise InvalidArgumentError(msg)
+        return self._frame(target, given)
+
+    # ---- statement kinds ---------------------------------------------------------------------
+
+    def _select(
+        self, statement: ParsedStatement, ours: Sequence[tuple[TableReference, _Target]]
+    ) -> DataFrame:
+        with self._views(ours) as edits:
+            return self._spark_sql(spliced(statement.text, edits))
+
+    def _insert(
+        self, statement: ParsedStatement, ours: Sequence[tuple[TableReference, _Target]]
+    ) -> DataFrame:
+        tree = statement.tree
+        target_node = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
+        target = next((t for r, t in ours if _is_node(r, target_node)), None)
+        if target is None:  # Spark's table, icemor's tables in the query
+            return self._select(statement, ours)
+        if target.metadata is not None or target.options:
+            msg = "INSERT into a metadata table, a branch, a tag or a snapshot is not supported"
+            raise InvalidArgumentError(msg)
+        if tree.args.get("with_") is not None:
+            msg = "WITH … INSERT INTO an icemor table is not supported: put the WITH inside the query"
+            raise InvalidArgumentError(msg)
+        query = statement.query_text()
+        query_node = tree.args.get("expression")
+        span = query_node.meta.get("query_span") if isinstance(query_node, exp.Expr) else None
+        if query is None or span is None:
+            msg = "INSERT INTO an icemor table needs a query or VALUES"
+            raise InvalidArgumentError(msg)
+        partition = target_node.args.get("partition") if isinstance(target_node, exp.Table) else None
+        fixed = _static_partition(partition)
+        inner = [(r, t) for r, t in ours if r.start >= span[0] and r.end <= span[1]]
+        types = dict(self.services.columns(target.identifier))
+        if isinstance(tree.this, exp.Schema):
+            named = [c.name for c in tree.this.expressions]
+        else:
+            named = [c for c in types if c not in fixed]
+        overwrite = bool(tree.args.get("overwrite"))
+        where: str | None = None
+        if overwrite:
+            dynamic = str(self.spark.conf.get("spark.sql.sources.partitionOverwriteMode", "static")).lower()
+            if dynamic == "dynamic" and not fixed:
+                msg = (
+                    "INSERT OVERWRITE in dynamic partition overwrite mode is not supported yet: set "
+                    "spark.sql.sources.partitionOverwriteMode=static or give PARTITION (…)"
+                )
+                raise InvalidArgumentError(msg)
+            where = " AND ".join(f"{quote_identifier(c)} = {v}" for c, v in fixed.items()) or None
+        with self._views(inner) as edits:
+            body = spliced(statement.text, edits)[span[0] : span[1] + _shift(edits, span)]
+            df = self._spark_sql(body)
+            if len(df.columns) != len(named):
+                msg = (
+                    f"cannot write to {target.identifier}: the query gives {len(df.columns)} columns, "
+                    f"the table takes {len(named)} ({', '.join(named)})"
+                )
+                raise InvalidArgumentError(msg)
+            from pyspark.sql import functions as F
+
+            # by position, cast to the table's types as Spark's INSERT stores them
+            given = [
+                F.col(quote_identifier(c)).cast(types[n]).alias(n)
+                if n in types
+                else F.col(quote_identifier(c))
+                for c, n in zip(df.columns, named, strict=True)
+            ]
+            df = df.select(*given, *(F.expr(v).cast(types[c]).alias(c) for c, v in fixed.items()))
+            self.services.write(df, target.identifier, "overwrite" if overwrite else "append", where)
+        return self._empty()
+
+    def _dml(self, statement: ParsedStatement, ours: Sequence[tuple[TableReference, _Target]]) -> DataFrame:
+        tree = statement.tree
+        target = next((t for r, t in ours if _is_node(r, tree.this)), None)
+        if target is None:
+            what = _form(statement)
+            msg = f"{what} of a Spark table that reads icemor tables is not supported through attach"
+            raise InvalidArgumentError(msg)
+        if target.metadata is not None or target.options:
+            msg = f"{_form(statement)} of a metadata table, a branch, a tag or a snapshot is not supported"
+            raise InvalidArgumentError(msg)
+        target_ref = next(r for r, t in ours if t is target)
+        others = [(r, t) for r, t in ours if r is not target_ref]
+        with self._views(others) as edits:
+            name = ".".join(quote_identifier(p) for p in target.identifier.split("."))
+            text = spliced(statement.text, [*edits, (target_ref.start, target_ref.end, name)])
+            self.services.dml(self.spark, text)
+        return self._empty()
+
+    def _create(
+        self, statement: ParsedStatement, ours: Sequence[tuple[TableReference, _Target]]
+    ) -> DataFrame:
+        tree = statement.tree
+        kind = str(tree.args.get("kind") or "").upper()
+        schema = tree.this
+        table = schema.this if isinstance(schema, exp.Schema) else schema
+        ref = next((r for r, _ in ours if _is_node(r, table)), None)
+        parts = tuple(p.name for p in table.parts) if isinstance(table, exp.Table) else ()
+        if kind != "TABLE" or (ref is None and not (parts and parts[0].lower() == self.name.lower())):
+            return self._select(statement, ours)  # a Spark table or view, maybe reading icemor's
+        if tree.args.get("replace"):
+            msg = "CREATE OR REPLACE / REPLACE TABLE of an icemor table is not supported yet"
+            raise InvalidArgumentError(msg)
+        identifier = ".".join(parts[1:] if parts[0].lower() == self.name.lower() else parts)
+        if ref is not None and not tree.args.get("exists"):
+            msg = f"Table {identifier} already exists"
+            raise InvalidArgumentError(msg)
+        props = tree.args.get("properties")
+        partition_by: list[str] = []
+        properties: dict[str, str] = {}
+        for prop in props.expressions if isinstance(props, exp.Properties) else []:
+            if isinstance(prop, exp.PartitionedByProperty):
+                fields = prop.this.expressions if isinstance(prop.this, exp.Schema) else [prop.this]
+                partition_by += [f.sql(dialect="spark") for f in fields]
+            elif isinstance(prop, exp.Property):
+                properties[prop.name] = prop.text("value")
+            elif isinstance(prop, exp.FileFormatProperty | exp.LocationProperty):
+                continue
+        query = tree.expression
+        if isinstance(query, exp.Query):
+            body = query.meta.get("query_span")
+            text = statement.query_text() if body is None else statement.text[body[0] : body[1]]
+            inner = [(r, t) for r, t in ours if r is not ref]
+            with self._views(inner) as edits:
+                start = body[0] if body else 0
+                end = body[1] + _shift(edits, body) if body else len(statement.text)
+                df = self._spark_sql(spliced(statement.text, edits)[start:end] if body else text or "")
+                self.services.create(identifier, df, partition_by, properties, bool(tree.args.get("exists")))
+            return self._empty()
+        if not isinstance(schema, exp.Schema):
+            msg = f"CREATE TABLE {identifier} needs its columns or AS SELECT"
+            raise InvalidArgumentError(msg)
+        ddl = ", ".join(c.sql(dialect="spark") for c in schema.expressions)
+        empty = self.spark.createDataFrame([], ddl)
+        self.services.create(identifier, empty, partition_by, properties, bool(tree.args.get("exists")))
+        return self._empty()
+
+    def _drop(self, statement: ParsedStatement, ours: Sequence[tuple[TableReference, _Target]]) -> DataFrame:
+        tree = statement.tree
+        if str(tree.args.get("kind") or "").upper() != "TABLE":
+            return self.sql(statement.text)
+        if not ours:
+            if tree.args.get("exists"):
+                return self._empty()
+            refs = statement.references()
+            shown = ".".join(refs[0].parts[1:]) if refs else statement.text
+            msg = f"no icemor table {shown} in the attached catalog {self.name}"
+            raise NoSuchTableError(msg)
+        self.services.drop(ours[0][1].identifier, bool(tree.args.get("purge")))
+        return self._empty()
+
+    # ---- names -----------------------------------------------------------------------------
+
+    def _names_attached(self, statement: ParsedStatement) -> bool:
+        return any(r.parts[0].lower() == self.name.lower() for r in statement.references())
+
+    def _target(self, ref: TableReference) -> _Target | None:
+        target = self._resolve(ref.parts)
+        if target is not None and ref.version is not None:
+            if target.metadata is not None or target.options:
+                msg = f"time travel on {'.'.join(ref.parts)} is not supported"
+                raise InvalidArgumentError(msg)
+            target = _Target(target.identifier, self._version(ref.version))
+        return target
+
+    def _resolve(self, parts: Sequence[str]) -> _Target | None:
+        """The icemor table (or metadata table, branch, tag) ``parts`` names, or None."""
+        ours = parts[0].lower() == self.name.lower() and len(parts) >= 3
+        rest = tuple(parts[1:]) if ours else tuple(parts)
+        found = self.services.identifier(rest) if len(rest) >= 2 else None
+        if found is not None:
+            return _Target(found, {})
+        if len(rest) >= 3 and (base := self.services.identifier(rest[:-1])) is not None:
+            last = rest[-1]
+            low = last.lower()
+            if low in METADATA_TABLES:
+                return _Target(base, {}, metadata=low)
+            if low.startswith("branch_") and len(last) > 7:
+                return _Target(base, {"branch": last[7:]})
+            if low.startswith("tag_") and len(last) > 4:
+                return _Target(base, {"tag": last[4:]})
+        return None
+
+    def _version(self, version: tuple[str, str]) -> dict[str, Any]:
+        kind, text = version
+        if kind == "TIMESTAMP":
+            row = self._spark_sql(f"SELECT unix_millis(CAST(({text}) AS TIMESTAMP)) AS ms").collect()[0]
+            return {"as-of-timestamp": int(row[0])}
+        tree = parse_any(f"SELECT {text}").tree
+        node = tree.selects[0] if isinstance(tree, exp.Select) else None
+        if isinstance(node, exp.Literal) and not node.is_string:
+            return {"snapshot-id": int(node.this)}
+        if isinstance(node, exp.Literal):
+            value = node.this
+            return {"snapshot-id": int(value)} if value.isdigit() else {"ref": value}
+        msg = f"VERSION AS OF takes a snapshot id or a branch or tag name, not {text}"
+        raise InvalidArgumentError(msg)
+
+    # ---- views ---------------------------------------------------------------------------------
+
+    def _frame(self, target: _Target, options: Mapping[str, Any] | None = None) -> DataFrame:
+        if target.metadata is not None:
+            return self.services.metadata(self.spark, target.identifier, target.metadata)
+        return self.services.read(self.spark, target.identifier, {**target.options, **(options or {})})
+
+    def _views(self, ours: Sequence[tuple[TableReference, _Target]]) -> _ViewScope:
+        return _ViewScope(self, ours)
+
+    def _spark_sql(self, text: str) -> DataFrame:
+        return self.sql(text)
+
+    def _empty(self) -> DataFrame:
+        return self.spark.range(0).select()
+
+
+class _ViewScope:
+    """Temporary views for a statement's icemor references, and the edits naming them.
+
+    A classic session resolves a view when ``spark.sql`` returns (the DataFrame holds its
+    plan), so the views are dropped then; a Connect session resolves the statement again at
+    each action, so its views live until ``detach``.
+    """
+
+    def __init__(self, front: Attached, ours: Sequence[tuple[TableReference, _Target]]) -> None:
+        self.front = front
+        self.ours = ours
+        self.made: list[str] = []
+
+    def __enter__(self) -> list[tuple[int, int, str]]:
+        edits = []
+        suffix = uuid.uuid4().hex[:8]
+        for ref, target in self.ours:
+            view = f"__icemor_{next(self.front._counter)}_{suffix}"
+            self.front._frame(target).createOrReplaceTempView(view)
+            self.made.append(view)
+            alias = ref.alias is None
+            edits.append(
+                (ref.start, ref.end, f"{view} AS {quote_identifier(ref.parts[-1])}" if alias else view)
+            )
+        return edits
+
+    def __exit__(self, *exc: object) -> None:
+        if is_connect(self.front.spark):
+            self.front.views.extend(self.made)
+            return
+        for view in self.made:
+            self.front.spark.catalog.dropTempView(view)
+
+
+def _stored(column: Any, spark_type: Any, name: str) -> Any:
+    """``column`` as INSERT stores it in the table's column ``name`` (cast to its type)."""
+    return (column if spark_type is None else column.cast(spark_type)).alias(name)
+
+
+def _shift(edits: Sequence[tuple[int, int, str]], span: tuple[int, int]) -> int:
+    """How far the end of ``span`` moves when ``edits`` inside it are applied."""
+    return sum(len(new) - (end - start) for start, end, new in edits if start >= span[0] and end <= span[1])
+
+
+def _is_node(ref: TableReference, node: object) -> bool:
+    span = node.meta.get("name_span") if isinstance(node, exp.Table) else None
+    return span is not None and span[0] == ref.start
+
+
+def _static_partition(partition: object) -> dict[str, str]:
+    """``PARTITION (p = 'a', q = 1)``: column -> the value's SQL text; a column with no value
+    (a dynamic partition column) is refused."""
+    if not isinstance(partition, exp.Partition):
+        return {}
+    fixed: dict[str, str] = {}
+    for item in partition.expressions:
+        if not isinstance(item, exp.EQ) or not isinstance(item.expression, exp.Literal):
+            msg = f"PARTITION ({item.sql(dialect='spark')}): give each partition column a literal value"
+            raise InvalidArgumentError(msg)
+        fixed[item.this.name] = item.expression.sql(dialect="spark")
+    return fixed
+
+
+def _name_parts(name: str) -> tuple[str, ...] | None:
+    try:
+        tree = parse_any(f"SELECT * FROM {name}").tree
+    except InvalidArgumentError:
+        return None
+    tables = list(tree.find_all(exp.Table))
+    return tuple(p.name for p in tables[0].parts) if len(tables) == 1 else None
+
+
+def _form(statement: ParsedStatement) -> str:
+    words = statement.text.split()
+    return " ".join(words[:2]).upper() if words else "the statement"
+
+
+def small_frame(spark: SparkSession, table: pa.Table) -> DataFrame:
+    """A metadata table (small, on the driver) as a DataFrame, maps and structs included: as
+    Python rows, since PySpark 3.5's Arrow path from pandas refuses map columns."""
+    from icemor.engines.spark._compat import spark_schema_of
+
+    # an unpartitioned table's ``partition`` is an empty struct, which Spark cannot hold (Java's
+    # metadata tables leave the column out)
+    empty = [f.name for f in table.schema if pa.types.is_struct(f.type) and f.type.num_fields == 0]
+    table = table.drop_columns(empty)
+    rows = table.to_pylist(maps_as_pydicts="strict")
+    names = table.column_names
+    return spark.createDataFrame(
+        [tuple(r[n] for n in names) for r in rows], schema=spark_schema_of(table.schema)
+    )
+
+
+_ATTACHED: dict[int, Attached] = {}
+_PATCH_LOCK = threading.Lock()
+
+
+def attached(spark: SparkSession) -> Attached | None:
+    """The session's attachment, or None."""
+    return _ATTACHED.get(id(spark))
+
+
+def attach(spark: SparkSession, name: str, services: FrontServices) -> Attached:
+    """Stand in front of ``spark.sql``, ``spark.table`` and ``spark.read.table`` (module doc)."""
+    with _PATCH_LOCK:
+        if (old := _ATTACHED.get(id(spark))) is not None:
+            _restore(old)
+        front = Attached(spark, name, services, spark.sql, spark.table)
+        spark.sql = front.run  # type: ignore[method-assign,assignment]
+        spark.table = front.read_table  # type: ignore[method-assign,assignment]
+        _ATTACHED[id(spark)] = front
+        _patch_readers()
+    return front
+
+
+def detach(spark: SparkSession) -> bool:
+    """Undo :func:`attach`; True if the session was attached."""
+    with _PATCH_LOCK:
+        front = _ATTACHED.pop(id(spark), None)
+        if front is None:
+            return False
+        _restore(front)
+        for view in front.views:
+            front.spark.catalog.dropTempView(view)
+        if not _ATTACHED:
+            _unpatch_readers()
+    return True
+
+
+def _restore(front: Attached) -> None:
+    for attr in ("sql", "table"):
+        front.spark.__dict__.pop(attr, None)
+
+
+_READERS: list[tuple[type, Callable[..., Any], Callable[..., Any], Callable[..., Any]]] = []
+
+
+def _reader_classes() -> list[type]:
+    from pyspark.sql.readwriter import DataFrameReader
+
+    classes: list[type] = [DataFrameReader]
+    try:
+        from pyspark.sql.connect.readwriter import DataFrameReader as ConnectReader
+
+        classes.append(ConnectReader)
+    except ImportError:  # no Connect client libraries
+        pass
+    return classes
+
+
+def _patch_readers() -> None:
+    """``spark.read.option(...).table(name)``: the reader notes its options and asks the
+    session's attachment first. Patched on the classes once, undone when no session is attached."""
+    if _READERS:
+        return
+    for cls in _reader_classes():
+        table, option, options = cls.table, cls.option, cls.options  # type: ignore[attr-defined]
+
+        def noted_option(self: Any, key: str, value: Any, _option: Any = option) -> Any:
+            self.__dict__.setdefault("_icemor_options", {})[key] = value
+            return _option(self, key, value)
+
+        def noted_options(self: Any, _options: Any = options, **kw: Any) -> Any:
+            self.__dict__.setdefault("_icemor_options", {}).update(kw)
+            return _options(self, **kw)
+
+        def routed_table(self: Any, name: str, _table: Any = table) -> Any:
+            # the classic reader holds its session as _spark, the Connect one as _client
+            session: Any = getattr(self, "_spark", None) or getattr(self, "_client", None)
+            front = attached(session)
+            if front is None:
+                return _table(self, name)
+            return front.read_table(name, self.__dict__.get("_icemor_options"))
+
+        cls.option, cls.options, cls.table = noted_option, noted_options, routed_table  # type: ignore[attr-defined]
+        _READERS.append((cls, table, option, options))
+
+
+def _unpatch_readers() -> None:
+    while _READERS:
+        cls, table, option, options = _READERS.pop()
+        cls.table, cls.option, cls.options = table, option, options  # type: ignore[attr-defined]

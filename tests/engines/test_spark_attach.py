@@ -1,0 +1,224 @@
+"""``icemor.spark.attach``: Spark SQL and ``spark.table`` on icemor tables, judged by Iceberg Java.
+
+The oracle's session has Iceberg Java's catalog under the name ``icemor`` over the same SQLite
+catalog and warehouse, so icemor's is attached as ``ice``: ``ice.ns.t`` (and bare ``ns.t``) is
+read by icemor through the front, ``icemor.ns.t`` by Java. Reads compare both on one table;
+writes run the same statement on twin tables (Java on one, icemor on the other) and compare
+the rows Java reads from both and the table state (snapshot operations, file counts by content).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+import icemor.spark
+from icemor.exceptions import InvalidArgumentError, NoSuchTableError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyspark.sql import SparkSession
+
+    from oracle import IcebergJava
+
+pytestmark = pytest.mark.oracle
+
+COLUMNS = "id BIGINT, k STRING, qty DOUBLE, p STRING"
+ROW = "id, concat('k', id % 4) AS k, id * 0.5 AS qty, IF(id % 2 = 0, 'even', 'odd') AS p"
+
+
+@pytest.fixture
+def attached(oracle: IcebergJava, catalog: SqlCatalog) -> Iterator[SparkSession]:
+    spark = oracle.spark
+    icemor.spark.attach(spark, name="ice")
+    try:
+        yield spark
+    finally:
+        assert icemor.spark.detach(spark)
+
+
+def _make(oracle: IcebergJava, name: str, *, version: int = 2, partitioned_by: str | None = None) -> None:
+    oracle.create_table(name, COLUMNS, format_version=version, partitioned_by=partitioned_by)
+    for lo in (0, 100, 200):
+        oracle.sql(
+            f"INSERT INTO {oracle.qualified(name)} SELECT /*+ COALESCE(1) */ {ROW} FROM range({lo}, {lo + 100})"
+        )
+    oracle.sql(f"DELETE FROM {oracle.qualified(name)} WHERE id % 7 = 3")  # position deletes / DVs
+
+
+def _rows(spark: SparkSession, text: str) -> Counter[tuple[Any, ...]]:
+    return Counter(tuple(r) for r in spark.sql(text).collect())
+
+
+def _state(oracle: IcebergJava, name: str) -> tuple[list[str], Counter[int]]:
+    """Snapshot operations in order, and the live files' counts by content (Java's metadata tables)."""
+    q = oracle.qualified(name)
+    ops = [r[0] for r in oracle.sql(f"SELECT operation FROM {q}.snapshots ORDER BY committed_at")]
+    files = Counter(int(r[0]) for r in oracle.sql(f"SELECT content FROM {q}.all_files"))
+    return ops, files
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_select_reads_like_java(oracle: IcebergJava, attached: SparkSession, version: int) -> None:
+    ns = f"att_sel{version}"
+    _make(oracle, f"{ns}.t", version=version)
+    java = oracle.qualified(f"{ns}.t")
+    for ours_name in (f"ice.{ns}.t", f"{ns}.t"):
+        for shape in (
+            "SELECT * FROM {t}",
+            "SELECT k, count(*), sum(qty) FROM {t} WHERE id > 50 GROUP BY k",
+            "SELECT a.id, b.k FROM {t} a JOIN {t} b ON a.id = b.id + 1 WHERE a.id < 40",
+            "SELECT id FROM range(0, 300) WHERE id NOT IN (SELECT id FROM {t})",
+            "WITH c AS (SELECT id, qty FROM {t} WHERE p = 'odd') SELECT count(*), max(qty) FROM c",
+            "SELECT t.id FROM {t} WHERE t.id % 50 = 1",
+        ):
+            ours = _rows(attached, shape.format(t=ours_name))
+            assert ours == _rows(attached, shape.format(t=java)), shape
+            assert ours  # not vacuous: the statements return rows
+    assert attached.table(f"{ns}.t").count() == attached.table(java).count() == 300 - 43
+
+
+def test_time_travel_branches_tags_and_read_options(oracle: IcebergJava, attached: SparkSession) -> None:
+    ns = "att_tt"
+    _make(oracle, f"{ns}.t")
+    java = oracle.qualified(f"{ns}.t")
+    first = oracle.snapshot_ids(f"{ns}.t")[0]
+    oracle.sql(f"ALTER TABLE {java} CREATE TAG v1 AS OF VERSION {first}")
+    oracle.sql(f"ALTER TABLE {java} CREATE BRANCH dev")
+    oracle.sql(f"INSERT INTO {java}.branch_dev SELECT {ROW} FROM range(1000, 1010)")
+    when = oracle.sql(f"SELECT committed_at FROM {java}.snapshots WHERE snapshot_id = {first}")[0][0]
+    stamp = f"TIMESTAMP '{when.isoformat(sep=' ')}'"
+    for suffix in (
+        f" VERSION AS OF {first}",
+        f" FOR SYSTEM_VERSION AS OF {first}",
+        " VERSION AS OF 'v1'",
+        " VERSION AS OF 'dev'",
+        f" TIMESTAMP AS OF {stamp}",
+        f" FOR SYSTEM_TIME AS OF {stamp}",
+        ".branch_dev",
+        ".tag_v1",
+    ):
+        text = "SELECT count(*), sum(id) FROM {t}" + suffix
+        assert _rows(attached, text.format(t=f"{ns}.t")) == _rows(attached, text.format(t=java)), suffix
+    reader = attached.read.option("snapshot-id", str(first)).table(f"{ns}.t")
+    assert reader.count() == 100
+    assert attached.read.option("branch", "dev").table(f"ice.{ns}.t").count() == 300 - 43 + 10
+
+
+def test_metadata_tables(oracle: IcebergJava, attached: SparkSession) -> None:
+    ns = "att_meta"
+    _make(oracle, f"{ns}.t")
+    java = oracle.qualified(f"{ns}.t")
+    for text in (
+        "SELECT snapshot_id, operation FROM {t}.snapshots",
+        "SELECT snapshot_id, is_current_ancestor FROM {t}.history",
+        "SELECT name, type, snapshot_id FROM {t}.refs",
+        "SELECT file_path, content, record_count FROM {t}.files",
+        "SELECT file_path, record_count FROM {t}.data_files",
+        "SELECT file_path, content, record_count FROM {t}.delete_files",
+        "SELECT count(*) FROM {t}.manifests",
+    ):
+        ours = _rows(attached, text.format(t=f"{ns}.t"))
+        assert ours == _rows(attached, text.format(t=java)), text
+        assert ours
+    # joinable with the table itself
+    joined = "SELECT count(*) FROM {t} x JOIN {t}.snapshots s ON s.operation = 'append' AND x.id < 3"
+    assert _rows(attached, joined.format(t=f"{ns}.t")) == _rows(attached, joined.format(t=java))
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_writes_match_java(oracle: IcebergJava, attached: SparkSession, version: int) -> None:
+    ns = f"att_w{version}"
+    for twin in ("java", "ours"):
+        _make(oracle, f"{ns}.{twin}", version=version, partitioned_by="p")
+    _make(oracle, f"{ns}.src", version=version)
+    statements = (
+        "INSERT INTO {T} SELECT id + 1000, k, qty, p FROM {S} WHERE id < 20",
+        "INSERT INTO {T} VALUES (5000, 'x', 1.5, 'odd'), (5001, NULL, NULL, 'even')",
+        "INSERT INTO {T} (id, k, qty, p) SELECT id + 2000, k, qty, p FROM {S} WHERE id BETWEEN 30 AND 35",
+        "DELETE FROM {T} WHERE id % 11 = 0",
+        "UPDATE {T} SET qty = qty * 2 WHERE k = 'k1'",
+        "MERGE INTO {T} t USING (SELECT * FROM {S} WHERE id % 3 = 0) s ON t.id = s.id "
+        "WHEN MATCHED AND s.id % 2 = 0 THEN DELETE WHEN MATCHED THEN UPDATE SET t.qty = s.qty + 1 "
+        "WHEN NOT MATCHED THEN INSERT *",
+        "MERGE INTO {T} t USING {S} ON t.id = src.id + 500 WHEN NOT MATCHED THEN INSERT *",
+        "INSERT OVERWRITE {T} PARTITION (p = 'odd') SELECT id + 7000, k, qty FROM {S} WHERE id < 9",
+    )
+    for text in statements:
+        attached.sql(text.format(T=oracle.qualified(f"{ns}.java"), S=oracle.qualified(f"{ns}.src")))
+        attached.sql(text.format(T=f"ice.{ns}.ours", S=f"{ns}.src"))
+        expected = _rows(attached, f"SELECT * FROM {oracle.qualified(f'{ns}.java')}")
+        assert _rows(attached, f"SELECT * FROM {oracle.qualified(f'{ns}.ours')}") == expected, text
+        assert _rows(attached, f"SELECT * FROM {ns}.ours") == expected, text
+    java_ops, _ = _state(oracle, f"{ns}.java")
+    ours_ops, ours_files = _state(oracle, f"{ns}.ours")
+    assert len(ours_ops) == len(java_ops)
+    assert ours_files[0] > 0 and (ours_files[1] > 0) == (version == 2 or ours_files[1] > 0)
+
+
+def test_insert_overwrite_whole_table(oracle: IcebergJava, attached: SparkSession) -> None:
+    ns = "att_ow"
+    for twin in ("java", "ours"):
+        _make(oracle, f"{ns}.{twin}")
+    text = "INSERT OVERWRITE {T} SELECT id, k, qty, p FROM {T} WHERE id < 50"
+    attached.sql(text.format(T=oracle.qualified(f"{ns}.java")))
+    attached.sql(text.format(T=f"{ns}.ours"))
+    expected = _rows(attached, f"SELECT * FROM {oracle.qualified(f'{ns}.java')}")
+    assert _rows(attached, f"SELECT * FROM {oracle.qualified(f'{ns}.ours')}") == expected
+    assert sum(expected.values()) == 50 - 7
+
+
+def test_create_ctas_and_drop(oracle: IcebergJava, attached: SparkSession, catalog: SqlCatalog) -> None:
+    ns = "att_ddl"
+    _make(oracle, f"{ns}.src")
+    attached.sql(
+        f"CREATE TABLE ice.{ns}.made (id BIGINT, k STRING, ts TIMESTAMP) USING iceberg "
+        "PARTITIONED BY (bucket(4, id), days(ts)) TBLPROPERTIES ('format-version' = '3', 'x.y' = 'z')"
+    )
+    java = oracle.java_table(f"{ns}.made")
+    assert str(java.spec().fields().size()) == "2"
+    assert oracle.sql(f"SHOW TBLPROPERTIES {oracle.qualified(f'{ns}.made')} ('x.y')")[0][1] == "z"
+    attached.sql(f"INSERT INTO {ns}.made VALUES (1, 'a', TIMESTAMP '2024-01-02 03:04:05')")
+    assert [tuple(r) for r in oracle.sql(f"SELECT id, k FROM {oracle.qualified(f'{ns}.made')}")] == [(1, "a")]
+    attached.sql(f"CREATE TABLE {ns}.copy USING iceberg AS SELECT id, qty FROM {ns}.src WHERE id < 30")
+    expected = _rows(attached, f"SELECT id, qty FROM {oracle.qualified(f'{ns}.src')} WHERE id < 30")
+    assert _rows(attached, f"SELECT * FROM {oracle.qualified(f'{ns}.copy')}") == expected
+    attached.sql(f"CREATE TABLE IF NOT EXISTS {ns}.copy USING iceberg AS SELECT 1 AS id")  # kept as it is
+    assert _rows(attached, f"SELECT * FROM {ns}.copy") == expected
+    attached.sql(f"DROP TABLE {ns}.copy")
+    assert not catalog.table_exists(f"{ns}.copy")
+    attached.sql(f"DROP TABLE IF EXISTS ice.{ns}.copy")
+    with pytest.raises(NoSuchTableError):
+        attached.sql(f"DROP TABLE ice.{ns}.copy")
+
+
+def test_spark_statements_untouched_and_refusals(oracle: IcebergJava, attached: SparkSession) -> None:
+    ns = "att_misc"
+    _make(oracle, f"{ns}.t")
+    attached.sql("CREATE OR REPLACE TEMP VIEW att_v AS SELECT 1 AS id")
+    assert [tuple(r) for r in attached.sql("SELECT id FROM att_v").collect()] == [(1,)]
+    assert [tuple(r) for r in attached.table("att_v").collect()] == [(1,)]
+    before = oracle.snapshot_ids(f"{ns}.t")
+    with pytest.raises(InvalidArgumentError, match="ALTER TABLE"):
+        attached.sql(f"ALTER TABLE ice.{ns}.t ADD COLUMNS (x INT)")
+    with pytest.raises(NoSuchTableError, match="nope"):
+        attached.sql("SELECT * FROM ice.nope.nothing")
+    assert oracle.snapshot_ids(f"{ns}.t") == before
+
+
+def test_detach_restores_spark(oracle: IcebergJava, catalog: SqlCatalog) -> None:
+    spark = oracle.spark
+    sql, table = spark.sql, spark.table
+    _make(oracle, "att_det.t")
+    icemor.spark.attach(spark, name="ice")
+    assert spark.sql("SELECT count(*) FROM att_det.t").collect()[0][0] == 300 - 43
+    assert icemor.spark.detach(spark)
+    assert not icemor.spark.detach(spark)
+    assert spark.sql == sql and spark.table == table
+    # this session's default catalog is Java's, which has the table too; `ice` is gone
+    with pytest.raises(Exception, match="TABLE_OR_VIEW_NOT_FOUND"):
+        spark.sql("SELECT count(*) FROM ice.att_det.t").collect()
