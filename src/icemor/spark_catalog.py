@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from icemor.catalog import load_catalog
+from icemor.catalog import list_tables, load_catalog
 from icemor.engines.spark.front import FrontServices, small_frame
 from icemor.engines.spark.table_writes import new_table_schema_of
 from icemor.engines.spark.types import spark_type
@@ -108,6 +108,25 @@ def services(
     def columns(name: str) -> list[tuple[str, Any]]:
         return [(f.name, spark_type(f.field_type)) for f in Table.load(name, catalog=catalog).schema().fields]
 
+    def describe(name: str, extended: bool) -> list[tuple[str, str, str | None]]:
+        return describe_rows(Table.load(name, catalog=catalog), extended)
+
+    def properties(name: str) -> list[tuple[str, str]]:
+        return property_rows(Table.load(name, catalog=catalog))
+
+    def tables(namespace: str) -> list[str] | None:
+        try:
+            return [t.rsplit(".", 1)[-1] for t in list_tables(the_catalog(), namespace)]
+        except InvalidArgumentError:  # no such namespace
+            return None
+
+    def call(
+        spark: SparkSession, procedure: str, arguments: Mapping[str, Any]
+    ) -> tuple[str, list[tuple[Any, ...]]]:
+        return run_procedure(
+            spark, Table.load(str(arguments["table"]), catalog=catalog), procedure, arguments, read_table
+        )
+
     return FrontServices(
         identifier=identifier,
         read=read,
@@ -117,4 +136,219 @@ def services(
         create=create,
         drop=drop,
         columns=columns,
+        call=call,
+        describe=describe,
+        properties=properties,
+        tables=tables,
     )
+
+
+# ---- DESCRIBE, SHOW TBLPROPERTIES -----------------------------------------------------------
+
+
+def describe_rows(table: Table, extended: bool) -> list[tuple[str, str, str | None]]:
+    """DESCRIBE's rows as Iceberg's runtime gives them: the columns, then the partitioning
+    (EXTENDED: and the table's details)."""
+    rows: list[tuple[str, str, str | None]] = [
+        (f.name, spark_type(f.field_type).simpleString(), f.doc) for f in table.schema().fields
+    ]
+    spec = table.metadata.spec()
+    rows += [("", "", ""), ("# Partitioning", "", "")]
+    if spec.fields:
+        rows += [(f"Part {i}", _transform_text(table, f), "") for i, f in enumerate(spec.fields)]
+    else:
+        rows.append(("Not partitioned", "", ""))
+    if extended:
+        props = ",".join(f"{k}={v}" for k, v in property_rows(table))
+        rows += [
+            ("", "", ""),
+            ("# Detailed Table Information", "", ""),
+            ("Name", table.name, ""),
+            ("Location", table.metadata.location, ""),
+            ("Provider", "iceberg", ""),
+            ("Table Properties", f"[{props}]", ""),
+        ]
+    return rows
+
+
+def _transform_text(table: Table, field: Any) -> str:
+    source = table.schema().find_column_name(field.source_id)
+    transform = str(field.transform)  # bucket[16], day, identity, truncate[4]
+    name, _, arg = transform.partition("[")
+    if name == "identity":
+        return str(source)
+    words = {"year": "years", "month": "months", "day": "days", "hour": "hours"}
+    if arg:
+        return f"{name}({arg.rstrip(']')}, {source})"
+    return f"{words.get(name, name)}({source})"
+
+
+_RESERVED = frozenset({"provider", "location", "comment", "owner", "external", "is_managed_location"})
+
+
+def property_rows(table: Table) -> list[tuple[str, str]]:
+    """The table's properties with those Iceberg's runtime adds (current-snapshot-id, format,
+    format-version, sort-order, identifier-fields), sorted by key as Spark shows them."""
+    metadata = table.metadata
+    # Spark hides its catalogs' reserved properties (CatalogV2Util.TABLE_RESERVED_PROPERTIES)
+    shown = {k: v for k, v in table.properties.items() if k not in _RESERVED}
+    current = metadata.current_snapshot()
+    if current is not None:
+        shown["current-snapshot-id"] = str(current.snapshot_id)
+    else:
+        shown["current-snapshot-id"] = "none"
+    shown["format"] = "iceberg/parquet"
+    shown["format-version"] = str(metadata.format_version)
+    identifiers = table.schema().identifier_field_names()
+    if identifiers:
+        shown["identifier-fields"] = "[" + ",".join(sorted(identifiers)) + "]"
+    return sorted(shown.items())
+
+
+# ---- CALL ----------------------------------------------------------------------------------
+
+
+def run_procedure(
+    spark: SparkSession,
+    table: Table,
+    procedure: str,
+    arguments: Mapping[str, Any],
+    read_table: Callable[..., DataFrame],
+) -> tuple[str, list[tuple[Any, ...]]]:
+    """Run ``CALL <name>.system.<procedure>`` on ``table``: Iceberg's result columns and rows.
+
+    Raises:
+        InvalidArgumentError: An argument or option icemor does not run (named), or a bad value.
+    """
+    given = {k: v for k, v in arguments.items() if v is not None and k != "table"}
+    maintenance = table.maintenance
+    if procedure == "rewrite_data_files":
+        _refuse(procedure, given, ("options", "where", "strategy"))
+        if str(given.get("strategy", "binpack")).lower() != "binpack":
+            msg = f"rewrite_data_files: strategy {given['strategy']!r} is not supported (binpack only)"
+            raise InvalidArgumentError(msg)
+        kwargs = _options(procedure, given.get("options") or {}, _REWRITE_DATA_OPTIONS)
+        if "where" in given:
+            kwargs["where"] = str(given["where"])
+        m = maintenance.rewrite_data_files(spark=spark, **kwargs)
+        schema = (
+            "rewritten_data_files_count int, added_data_files_count int, rewritten_bytes_count bigint, "
+            "failed_data_files_count int, removed_delete_files_count int"
+        )
+        return schema, [
+            (m.data_files_rewritten, m.data_files_added, m.bytes_rewritten, 0, m.delete_files_removed)
+        ]
+    if procedure == "rewrite_position_delete_files":
+        _refuse(procedure, given, ("options",))
+        _options(procedure, given.get("options") or {}, {})
+        pm = maintenance.rewrite_position_deletes(spark=spark)
+        schema = (
+            "rewritten_delete_files_count int, added_delete_files_count int, rewritten_bytes_count bigint, "
+            "added_bytes_count bigint"
+        )
+        return schema, [
+            (pm.delete_files_rewritten + pm.dangling_delete_files_removed, pm.delete_files_added, 0, 0)
+        ]
+    if procedure == "expire_snapshots":
+        _refuse(procedure, given, ("older_than", "retain_last", "max_concurrent_deletes", "stream_results"))
+        em = maintenance.expire_snapshots(
+            older_than=given.get("older_than"), retain_last=given.get("retain_last")
+        )
+        schema = (
+            "deleted_data_files_count bigint, deleted_position_delete_files_count bigint, "
+            "deleted_equality_delete_files_count bigint, deleted_manifest_files_count bigint, "
+            "deleted_manifest_lists_count bigint, deleted_statistics_files_count bigint"
+        )
+        return schema, [
+            (
+                em.data_files_deleted,
+                em.delete_files_deleted,
+                0,
+                em.manifests_deleted,
+                em.manifest_lists_deleted,
+                em.statistics_files_deleted,
+            )
+        ]
+    if procedure == "remove_orphan_files":
+        _refuse(procedure, given, ("older_than", "dry_run", "max_concurrent_deletes"))
+        om = maintenance.remove_orphan_files(
+            older_than=given.get("older_than"), dry_run=bool(given.get("dry_run"))
+        )
+        return "orphan_file_location string", [(f,) for f in om.files]
+    if procedure == "convert_equality_deletes":
+        cm = maintenance.rewrite_equality_deletes(spark=spark)
+        schema = (
+            "data_files_converted int, position_delete_files_added int, equality_delete_files_removed int"
+        )
+        return schema, [
+            (cm.data_files_converted, cm.position_delete_files_added, cm.equality_delete_files_removed)
+        ]
+    if procedure == "optimize":
+        _refuse(procedure, given, ("dry_run",))
+        result = table.optimize(dry_run=bool(given.get("dry_run")), spark=spark)
+        rows = [(a.action, a.snapshot_id, float(a.seconds)) for a in result.actions]
+        return "action string, snapshot_id bigint, seconds double", rows
+    if procedure == "create_changelog_view":
+        return _changelog_view(spark, table, given, read_table)
+    msg = f"CALL {procedure} is not supported yet through attach"
+    raise InvalidArgumentError(msg)
+
+
+def _changelog_view(
+    spark: SparkSession, table: Table, given: Mapping[str, Any], read_table: Callable[..., DataFrame]
+) -> tuple[str, list[tuple[Any, ...]]]:
+    """``create_changelog_view``: icemor's change feed (deletes included, which Java refuses) as
+    a temporary view named ``changelog_view`` (default ``<table>_changes``)."""
+    _refuse("create_changelog_view", given, ("changelog_view", "options"))
+    options = dict(given.get("options") or {})
+    feed: dict[str, Any] = {"read_change_feed": True}
+    names = {
+        "start-snapshot-id": "starting_snapshot_id",
+        "end-snapshot-id": "ending_snapshot_id",
+        "start-timestamp": "starting_timestamp",
+        "end-timestamp": "ending_timestamp",
+    }
+    for key, value in options.items():
+        if key not in names:
+            msg = f"create_changelog_view: option {key!r} is not supported ({', '.join(names)})"
+            raise InvalidArgumentError(msg)
+        feed[names[key]] = int(value)
+    view = str(given.get("changelog_view") or f"{table.name.rsplit('.', 1)[-1]}_changes")
+    read_table(spark, table.name, **feed).createOrReplaceTempView(view)
+    return "changelog_view string", [(view,)]
+
+
+_REWRITE_DATA_OPTIONS = {
+    "delete-ratio-threshold": ("delete_ratio_threshold", float),
+    "delete-file-threshold": ("delete_file_threshold", int),
+    "target-file-size-bytes": ("target_file_size_bytes", int),
+    "use-starting-sequence-number": ("use_starting_sequence_number", lambda v: str(v).lower() == "true"),
+    "partial-progress.enabled": ("partial_progress_enabled", lambda v: str(v).lower() == "true"),
+    "partial-progress.max-commits": ("partial_progress_max_commits", int),
+}
+
+
+def _options(
+    procedure: str, options: Mapping[str, Any], known: Mapping[str, tuple[str, Any]]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if key not in known:
+            runs = ", ".join(known) or "none"
+            msg = f"{procedure}: option {key!r} is not supported (icemor runs: {runs})"
+            raise InvalidArgumentError(msg)
+        name, convert = known[key]
+        try:
+            out[name] = convert(value)
+        except ValueError as e:
+            msg = f"{procedure}: option {key!r}: bad value {value!r}"
+            raise InvalidArgumentError(msg) from e
+    return out
+
+
+def _refuse(procedure: str, given: Mapping[str, Any], runs: Sequence[str]) -> None:
+    extra = [k for k in given if k not in runs]
+    if extra:
+        runs_text = ", ".join(("table", *runs))
+        msg = f"{procedure}: argument {extra[0]} is not supported through attach (icemor runs: {runs_text})"
+        raise InvalidArgumentError(msg)

@@ -222,3 +222,74 @@ def test_detach_restores_spark(oracle: IcebergJava, catalog: SqlCatalog) -> None
     # this session's default catalog is Java's, which has the table too; `ice` is gone
     with pytest.raises(Exception, match="TABLE_OR_VIEW_NOT_FOUND"):
         spark.sql("SELECT count(*) FROM ice.att_det.t").collect()
+
+
+def test_describe_show_and_properties(oracle: IcebergJava, attached: SparkSession) -> None:
+    ns = "att_show"
+    oracle.create_table(
+        f"{ns}.t",
+        "id BIGINT COMMENT 'the id', k STRING, ts TIMESTAMP",
+        partitioned_by="bucket(4, id), days(ts)",
+    )
+    oracle.create_table(f"{ns}.u", COLUMNS)
+    oracle.sql(f"INSERT INTO {oracle.qualified(f'{ns}.t')} VALUES (1, 'a', TIMESTAMP '2024-01-01 00:00:00')")
+    java = oracle.qualified(f"{ns}.t")
+    for text in (
+        "DESCRIBE {t}",
+        "DESCRIBE TABLE {t}",
+        "SHOW TBLPROPERTIES {t}",
+        "SHOW TBLPROPERTIES {t} ('format-version')",
+    ):
+        ours = [tuple(r) for r in attached.sql(text.format(t=f"{ns}.t")).collect()]
+        assert ours == [tuple(r) for r in attached.sql(text.format(t=java)).collect()], text
+    extended = [tuple(r) for r in attached.sql(f"DESCRIBE EXTENDED ice.{ns}.t").collect()]
+    java_extended = [tuple(r) for r in attached.sql(f"DESCRIBE EXTENDED {java}").collect()]
+    assert extended[:7] == java_extended[:7]  # columns and partitioning; the details differ in form
+    for text in ("SHOW TABLES IN {n}", "SHOW TABLES IN {n} LIKE 't*'"):
+        ours = [tuple(r) for r in attached.sql(text.format(n=f"ice.{ns}")).collect()]
+        assert ours == [tuple(r) for r in attached.sql(text.format(n=f"icemor.{ns}")).collect()], text
+        assert ours
+
+
+def test_call_procedures_like_java(oracle: IcebergJava, attached: SparkSession) -> None:
+    ns = "att_call"
+    for twin in ("java", "ours"):
+        _make(oracle, f"{ns}.{twin}")
+    calls = (
+        "CALL {c}.system.rewrite_position_delete_files('{ns}.{t}')",
+        "CALL {c}.system.rewrite_data_files(table => '{ns}.{t}', options => map('delete-ratio-threshold', '0.01'))",
+        "CALL {c}.system.expire_snapshots(table => '{ns}.{t}', older_than => TIMESTAMP '2000-01-01 00:00:00')",
+        "CALL {c}.system.remove_orphan_files(table => '{ns}.{t}', dry_run => true)",
+    )
+    for text in calls:
+        java = [tuple(r) for r in attached.sql(text.format(c="icemor", ns=ns, t="java")).collect()]
+        ours = [tuple(r) for r in attached.sql(text.format(c="ice", ns=ns, t="ours")).collect()]
+        assert (
+            attached.sql(text.format(c="ice", ns=ns, t="ours")).columns
+            == attached.sql(text.format(c="icemor", ns=ns, t="java")).columns
+        )
+        assert len(ours) == len(java), text
+        expected = _rows(attached, f"SELECT * FROM {oracle.qualified(f'{ns}.java')}")
+        assert _rows(attached, f"SELECT * FROM {oracle.qualified(f'{ns}.ours')}") == expected, text
+    # the data rewrite applied every delete; Java keeps the position-delete files that then
+    # apply to nothing (its remove-dangling-deletes is off by default), icemor removes them
+    counts = {
+        twin: Counter(
+            int(r[0]) for r in oracle.sql(f"SELECT content FROM {oracle.qualified(f'{ns}.{twin}')}.files")
+        )
+        for twin in ("java", "ours")
+    }
+    assert counts["ours"][0] == counts["java"][0] > 0
+    assert counts["ours"][1] == 0
+    view = attached.sql(
+        f"CALL ice.system.create_changelog_view(table => '{ns}.ours', changelog_view => 'att_cv')"
+    )
+    assert [tuple(r) for r in view.collect()] == [("att_cv",)]
+    changes = Counter(r[0] for r in attached.sql("SELECT _change_type FROM att_cv").collect())
+    assert changes["INSERT"] == 300 and changes["DELETE"] == 43
+    with pytest.raises(InvalidArgumentError, match="rewrite_data_files: option 'rewrite-all'"):
+        attached.sql(
+            f"CALL ice.system.rewrite_data_files(table => '{ns}.ours', options => map('rewrite-all', 'true'))"
+        )
+    with pytest.raises(InvalidArgumentError, match=r"no procedure ice\.system\.nothing"):
+        attached.sql(f"CALL ice.system.nothing('{ns}.ours')")

@@ -24,7 +24,7 @@ from icemor.expr.sql import check_size
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-__all__ = ["ParsedStatement", "TableReference", "parse_any", "spliced"]
+__all__ = ["ParsedStatement", "TableReference", "command_words", "dotted", "parse_any", "spliced"]
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,25 @@ def parse_any(text: str) -> ParsedStatement:
     if isinstance(tree, exp.Command):
         kind = "command"
     return ParsedStatement(text, tree, kind)
+
+
+def command_words(statement: ParsedStatement) -> list[str]:
+    """The words of a statement sqlglot keeps as a command (``CALL``, ``SHOW …``): its tokens'
+    texts, string literals quoted again."""
+    text = statement.text.strip()
+    first = text.split(None, 1)[0]
+    rest = text[len(first) :]
+    # the tokenizer keeps what follows a command's keyword as one string: the rest on its own
+    tokens = _DIALECT.tokenize(rest)
+    return [first, *(rest[t.start : t.end + 1] for t in tokens if t.text != ";")]
+
+
+def dotted(words: Sequence[str], i: int) -> tuple[str, int]:
+    """The dotted name starting at ``words[i]`` (``a . b . c`` -> ``a.b.c``), and the index after it."""
+    j = i + 1
+    while j + 1 < len(words) and words[j] == ".":
+        j += 2
+    return "".join(words[i:j]), j
 
 
 def spliced(text: str, edits: Sequence[tuple[int, int, str]]) -> str:

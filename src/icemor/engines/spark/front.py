@@ -23,6 +23,7 @@ anything runs.
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
 import threading
 import uuid
@@ -35,14 +36,30 @@ from sqlglot import exp
 from icemor.engines.spark.session_kind import is_connect
 from icemor.exceptions import InvalidArgumentError, NoSuchTableError
 from icemor.expr.sql import quote_identifier
-from icemor.expr.statements import ParsedStatement, TableReference, parse_any, spliced
+from icemor.expr.statements import (
+    ParsedStatement,
+    TableReference,
+    command_words,
+    dotted,
+    parse_any,
+    spliced,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
 
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["METADATA_TABLES", "Attached", "FrontServices", "attach", "attached", "detach", "small_frame"]
+__all__ = [
+    "METADATA_TABLES",
+    "PROCEDURES",
+    "Attached",
+    "FrontServices",
+    "attach",
+    "attached",
+    "detach",
+    "small_frame",
+]
 
 METADATA_TABLES = (
     "snapshots",
@@ -75,6 +92,10 @@ class FrontServices:
         create: ``(identifier, df_or_schema, partition_by, properties, if_not_exists)``.
         drop: ``(identifier, purge)``.
         columns: ``identifier`` -> the table's columns (name, Spark type), in order.
+        call: ``(spark, procedure, arguments)`` -> the procedure's result (a DDL schema and rows).
+        describe: ``(identifier, extended)`` -> DESCRIBE's rows, as Iceberg's runtime gives them.
+        properties: ``identifier`` -> SHOW TBLPROPERTIES' rows (Iceberg's reserved ones too).
+        tables: ``namespace`` -> its tables' names, or None if the catalog has no such namespace.
     """
 
     identifier: Callable[[Sequence[str]], str | None]
@@ -85,6 +106,10 @@ class FrontServices:
     create: Callable[[str, Any, Sequence[str], Mapping[str, str], bool], object]
     drop: Callable[[str, bool], bool]
     columns: Callable[[str], list[tuple[str, Any]]]
+    call: Callable[[SparkSession, str, Mapping[str, Any]], tuple[str, list[tuple[Any, ...]]]]
+    describe: Callable[[str, bool], list[tuple[str, str, str | None]]]
+    properties: Callable[[str], list[tuple[str, str]]]
+    tables: Callable[[str], list[str] | None]
 
 
 @dataclass(frozen=True)
@@ -115,6 +140,9 @@ class Attached:
             return self.sql(text, args, **kwargs) if args is not None else self.sql(text, **kwargs)
         statement = parse_any(text)
         kind = statement.kind
+        if kind == "command":
+            handled = self._command(statement)
+            return self.sql(text) if handled is None else handled
         refs = [(r, self._target(r)) for r in statement.references()]
         ours = [(r, t) for r, t in refs if t is not None]
         if not ours and not self._names_attached(statement):
@@ -133,6 +161,8 @@ class Attached:
             return self._create(statement, ours)
         if kind == "drop":
             return self._drop(statement, ours)
+        if kind == "describe" and ours:
+            return self._describe(statement, ours[0][1])
         what = _form(statement)
         msg = f"{what} on an icemor table is not supported through attach (docs/spark.md lists what runs)"
         raise InvalidArgumentError(msg)
@@ -301,6 +331,132 @@ class Attached:
         self.services.drop(ours[0][1].identifier, bool(tree.args.get("purge")))
         return self._empty()
 
+    def _describe(self, statement: ParsedStatement, target: _Target) -> DataFrame:
+        if target.metadata is not None or target.options:
+            return self._select(statement, [(statement.references()[0], target)])
+        extended = bool(statement.tree.args.get("style")) or "EXTENDED" in statement.text.upper().split()[:3]
+        rows = self.services.describe(target.identifier, extended)
+        return self.spark.createDataFrame(rows, "col_name string, data_type string, comment string")
+
+    def _command(self, statement: ParsedStatement) -> DataFrame | None:
+        """CALL, SHOW TABLES, SHOW TBLPROPERTIES (sqlglot keeps them as commands); None: Spark's."""
+        words = command_words(statement)
+        upper = [w.upper() for w in words]
+        if upper[:1] == ["CALL"]:
+            return self._call(statement)
+        if upper[:2] == ["SHOW", "TBLPROPERTIES"] and len(words) >= 3:
+            name, after = dotted(words, 2)
+            parts = _name_parts(name)
+            target = self._resolve(parts) if parts is not None and len(parts) >= 2 else None
+            if target is None:
+                return None
+            rows = self.services.properties(target.identifier)
+            if len(words) > after:  # ('key')
+                key = parse_any(f"SELECT {' '.join(words[after:])}").tree
+                wanted = [n.this for n in key.find_all(exp.Literal) if n.is_string]
+                rows = [r for r in rows if r[0] in wanted] or [
+                    (k, f"Table {target.identifier} does not have property: {k}") for k in wanted
+                ]
+            return self.spark.createDataFrame(rows, "key string, value string")
+        if upper[:2] == ["SHOW", "TABLES"] and len(words) >= 4 and upper[2] in ("IN", "FROM"):
+            name, after = dotted(words, 3)
+            parts = _name_parts(name)
+            if parts is None:
+                return None
+            ours = parts[0].lower() == self.name.lower() and len(parts) >= 2
+            namespace = ".".join(parts[1:] if ours else parts)
+            names = self.services.tables(namespace)
+            if names is None:
+                if ours:
+                    msg = f"no namespace {namespace} in the attached catalog {self.name}"
+                    raise NoSuchTableError(msg)
+                return None
+            if len(words) > after:
+                pattern = words[-1].strip("'\"")
+                names = [n for n in names if _like(pattern, n)]
+            listed = [(namespace, n, False) for n in sorted(names)]
+            schema = "namespace string, tableName string, isTemporary boolean"
+            return self.spark.createDataFrame(listed, schema)
+        if upper[:2] == ["ALTER", "TABLE"] and len(words) >= 3:
+            name, after = dotted(words, 2)
+            parts = _name_parts(name)
+            if parts is not None and len(parts) >= 2 and self._resolve(parts) is not None:
+                form = " ".join(upper[after : after + 2])
+                msg = f"ALTER TABLE … {form} on an icemor table is not supported through attach"
+                raise InvalidArgumentError(msg)
+        return None
+
+    def _call(self, statement: ParsedStatement) -> DataFrame | None:
+        body = statement.text.strip().rstrip(";")[len("CALL") :].strip()
+        tree = parse_any(f"SELECT {body}").tree
+        call = tree.selects[0] if isinstance(tree, exp.Select) and len(tree.selects) == 1 else None
+        names: list[str] = []
+        while isinstance(call, exp.Dot):
+            if not isinstance(call.this, exp.Identifier | exp.Dot):
+                break
+            names += [i.name for i in call.this.find_all(exp.Identifier)] if not names else []
+            call = call.expression
+        if not isinstance(call, exp.Anonymous) or len(names) != 2:
+            return None
+        if names[0].lower() != self.name.lower():
+            return None  # another catalog's procedure: Spark's
+        if names[1].lower() != "system":
+            msg = (
+                f"no procedure namespace {names[1]} in {self.name}: procedures are {self.name}.system.<name>"
+            )
+            raise InvalidArgumentError(msg)
+        procedure = str(call.this).lower()
+        arguments = self._arguments(procedure, call.expressions, f"SELECT {body}")
+        schema, rows = self.services.call(self.spark, procedure, arguments)
+        return self.spark.createDataFrame(rows, schema)
+
+    def _arguments(self, procedure: str, given: Sequence[exp.Expr], text: str) -> dict[str, Any]:
+        """A CALL's arguments (named ``a => v`` or positional), each evaluated by Spark."""
+        params = PROCEDURES.get(procedure)
+        if params is None:
+            known = ", ".join(sorted(PROCEDURES))
+            msg = f"no procedure {self.name}.system.{procedure}: {self.name} runs {known}"
+            raise InvalidArgumentError(msg)
+        named: dict[str, str] = {}
+        for i, arg in enumerate(given):
+            value = arg.expression if isinstance(arg, exp.Kwarg) else arg
+            name = (
+                arg.this.name.lower()
+                if isinstance(arg, exp.Kwarg)
+                else params[i]
+                if i < len(params)
+                else None
+            )
+            if name is None or name not in params:
+                msg = f"{procedure} takes {', '.join(params)}; not {name or f'argument {i + 1}'}"
+                raise InvalidArgumentError(msg)
+            if name in named:
+                msg = f"{procedure}: argument {name} is given twice"
+                raise InvalidArgumentError(msg)
+            span = value.meta.get("span") or _token_span(value)
+            if span is None:
+                msg = f"{procedure}: cannot read the value of argument {name}"
+                raise InvalidArgumentError(msg)
+            piece = text[span[0] : span[1] + 1]
+            named[name] = (
+                f"unix_millis(CAST(({piece}) AS TIMESTAMP))" if name in _TIMESTAMP_ARGUMENTS else f"({piece})"
+            )
+        if "table" not in named:
+            msg = f"{procedure} needs its table argument"
+            raise InvalidArgumentError(msg)
+        row = self._spark_sql("SELECT " + ", ".join(f"{v} AS `{k}`" for k, v in named.items())).collect()[0]
+        values = row.asDict(recursive=True)
+        parts = _name_parts(str(values["table"]))
+        if parts is None:
+            msg = f"{procedure}: not a table name: {values['table']!r}"
+            raise InvalidArgumentError(msg)
+        target = self._resolve(parts)
+        if target is None or target.metadata is not None or target.options:
+            msg = f"{procedure}: no icemor table {values['table']} in the attached catalog {self.name}"
+            raise NoSuchTableError(msg)
+        values["table"] = target.identifier
+        return values
+
     # ---- names -----------------------------------------------------------------------------
 
     def _names_attached(self, statement: ParsedStatement) -> bool:
@@ -456,6 +612,52 @@ def small_frame(spark: SparkSession, table: pa.Table) -> DataFrame:
     return spark.createDataFrame(
         [tuple(r[n] for n in names) for r in rows], schema=spark_schema_of(table.schema)
     )
+
+
+PROCEDURES: dict[str, tuple[str, ...]] = {
+    "rewrite_data_files": ("table", "strategy", "sort_order", "options", "where"),
+    "rewrite_position_delete_files": ("table", "options", "where"),
+    "expire_snapshots": (
+        "table",
+        "older_than",
+        "retain_last",
+        "max_concurrent_deletes",
+        "stream_results",
+        "snapshot_ids",
+        "clean_expired_metadata",
+    ),
+    "remove_orphan_files": ("table", "older_than", "location", "dry_run", "max_concurrent_deletes"),
+    "rollback_to_snapshot": ("table", "snapshot_id"),
+    "rollback_to_timestamp": ("table", "timestamp"),
+    "set_current_snapshot": ("table", "snapshot_id", "ref"),
+    "fast_forward": ("table", "branch", "to"),
+    "create_changelog_view": (
+        "table",
+        "changelog_view",
+        "options",
+        "net_changes",
+        "compute_updates",
+        "identifier_columns",
+    ),
+    "convert_equality_deletes": ("table",),
+    "optimize": ("table", "dry_run"),
+}
+"""The procedures ``CALL <name>.system.<procedure>(…)`` runs, with Iceberg's parameter names in
+Iceberg's order (positional arguments follow it); the last two are icemor's."""
+
+_TIMESTAMP_ARGUMENTS = frozenset({"older_than", "timestamp"})
+
+
+def _token_span(node: exp.Expr) -> tuple[int, int] | None:
+    """Where a node the parser noted no span for is written: from its first token to its last."""
+    starts = [n.meta["start"] for n in node.walk() if isinstance(n.meta.get("start"), int)]
+    ends = [n.meta["end"] for n in node.walk() if isinstance(n.meta.get("end"), int)]
+    return (min(starts), max(ends)) if starts and ends else None
+
+
+def _like(pattern: str, name: str) -> bool:
+    """SHOW TABLES' pattern: ``*`` any characters, ``|`` alternatives (Spark's rules)."""
+    return any(fnmatch.fnmatchcase(name.lower(), p.strip().lower()) for p in pattern.split("|"))
 
 
 _ATTACHED: dict[int, Attached] = {}
