@@ -13,6 +13,8 @@ from icemor.engines.spark.front import FrontServices, small_frame
 from icemor.engines.spark.table_writes import new_table_schema_of
 from icemor.engines.spark.types import spark_type
 from icemor.exceptions import InvalidArgumentError
+from icemor.ops import table_meta
+from icemor.ops.alter import SchemaChange
 from icemor.table import Table
 
 if TYPE_CHECKING:
@@ -127,6 +129,11 @@ def services(
             spark, Table.load(str(arguments["table"]), catalog=catalog), procedure, arguments, read_table
         )
 
+    def alter(name: str, actions: Sequence[tuple[Any, ...]]) -> object:
+        for action in actions:
+            alter_table(Table.load(name, catalog=catalog), action, the_catalog())
+        return None
+
     return FrontServices(
         identifier=identifier,
         read=read,
@@ -140,6 +147,7 @@ def services(
         describe=describe,
         properties=properties,
         tables=tables,
+        alter=alter,
     )
 
 
@@ -288,6 +296,28 @@ def run_procedure(
         result = table.optimize(dry_run=bool(given.get("dry_run")), spark=spark)
         rows = [(a.action, a.snapshot_id, float(a.seconds)) for a in result.actions]
         return "action string, snapshot_id bigint, seconds double", rows
+    py = table.pyiceberg
+    snapshots = "previous_snapshot_id bigint, current_snapshot_id bigint"
+    if procedure == "rollback_to_snapshot":
+        change = table_meta.rollback_to_snapshot(py, int(_required(procedure, given, "snapshot_id")))
+        return snapshots, [(change.previous_snapshot_id, change.current_snapshot_id)]
+    if procedure == "rollback_to_timestamp":
+        change = table_meta.rollback_to_timestamp(py, int(_required(procedure, given, "timestamp")))
+        return snapshots, [(change.previous_snapshot_id, change.current_snapshot_id)]
+    if procedure == "set_current_snapshot":
+        _refuse(procedure, given, ("snapshot_id", "ref"))
+        snapshot = given.get("snapshot_id")
+        change = table_meta.set_current_snapshot(
+            py, snapshot_id=None if snapshot is None else int(snapshot), ref=given.get("ref")
+        )
+        return snapshots, [(change.previous_snapshot_id, change.current_snapshot_id)]
+    if procedure == "fast_forward":
+        ff = table_meta.fast_forward(
+            py, str(_required(procedure, given, "branch")), str(_required(procedure, given, "to"))
+        )
+        return "branch_updated string, previous_ref bigint, updated_ref bigint", [
+            (ff.branch_updated, ff.previous_ref, ff.updated_ref)
+        ]
     if procedure == "create_changelog_view":
         return _changelog_view(spark, table, given, read_table)
     msg = f"CALL {procedure} is not supported yet through attach"
@@ -346,9 +376,91 @@ def _options(
     return out
 
 
+def _required(procedure: str, given: Mapping[str, Any], name: str) -> Any:
+    if name not in given:
+        msg = f"{procedure} needs its {name} argument"
+        raise InvalidArgumentError(msg)
+    return given[name]
+
+
 def _refuse(procedure: str, given: Mapping[str, Any], runs: Sequence[str]) -> None:
     extra = [k for k in given if k not in runs]
     if extra:
         runs_text = ", ".join(("table", *runs))
         msg = f"{procedure}: argument {extra[0]} is not supported through attach (icemor runs: {runs_text})"
+        raise InvalidArgumentError(msg)
+
+
+# ---- ALTER TABLE ---------------------------------------------------------------------------
+
+
+def alter_table(table: Table, action: tuple[Any, ...], catalog: Catalog) -> None:
+    """Commit one ALTER TABLE action (:data:`icemor.expr.ddl.ALTER_ACTIONS`) as Iceberg's runtime does.
+
+    Raises:
+        InvalidArgumentError: A change Iceberg refuses (named), or one icemor does not make.
+    """
+    kind, *args = action
+    py = table.pyiceberg
+    if kind == "set_properties":
+        values = dict(args[0])
+        version = values.pop("format-version", None)
+        if version is not None:
+            table.upgrade(format_version=int(version))
+        if values:
+            table_meta.set_properties(py, values)
+    elif kind == "unset_properties":
+        table_meta.unset_properties(py, args[0], if_exists=args[1])
+    elif kind in ("add_columns", "rename_column", "drop_columns", "alter_type", "drop_not_null"):
+        change = SchemaChange(py)
+        if kind == "add_columns":
+            for column, type_text, comment in args[0]:
+                change.add_column(column, type_text, doc=comment)
+        elif kind == "rename_column":
+            change.rename_column(args[0], args[1])
+        elif kind == "drop_columns":
+            for column in args[0]:
+                change.drop_column(column)
+        elif kind == "alter_type":
+            change.widen_column(args[0], args[1])
+        else:
+            msg = f"ALTER COLUMN {args[0]} DROP NOT NULL is not supported through attach"
+            raise InvalidArgumentError(msg)
+        change.commit()
+    elif kind == "rename_table":
+        new = str(args[0])
+        if "." not in new:
+            new = f"{table.name.rsplit('.', 1)[0]}.{new}"
+        catalog.rename_table(table.name, new)
+    elif kind == "create_ref":
+        ref_kind, name, snapshot, create, replace, if_not_exists, retain_ms = args
+        common = {
+            "snapshot_id": snapshot,
+            "create": create,
+            "replace": replace,
+            "if_not_exists": if_not_exists,
+        }
+        if ref_kind == "branch":
+            table_meta.create_branch(py, name, **common, max_ref_age_ms=retain_ms)
+        else:
+            table_meta.create_tag(py, name, **common, max_ref_age_ms=retain_ms)
+    elif kind == "drop_ref":
+        ref_kind, name, if_exists = args
+        (table_meta.drop_branch if ref_kind == "branch" else table_meta.drop_tag)(
+            py, name, if_exists=if_exists
+        )
+    elif kind == "add_partition_field":
+        table_meta.add_partition_field(py, args[0])
+    elif kind == "drop_partition_field":
+        table_meta.drop_partition_field(py, args[0])
+    elif kind == "set_identifier_fields":
+        schema = table.schema()
+        for column in args[0]:
+            found = schema.find_field(column)
+            if not found.required:  # Iceberg's runtime does not make it required, it refuses
+                msg = f"Cannot add field {column} as an identifier field: not a required field"
+                raise InvalidArgumentError(msg)
+        SchemaChange(py).set_identifier_fields(*args[0]).commit()
+    else:
+        msg = f"ALTER TABLE … {kind.replace('_', ' ').upper()} is not supported through attach"
         raise InvalidArgumentError(msg)

@@ -11,7 +11,7 @@ replaces a reference by a view name at the characters the parser read, never by 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
@@ -88,6 +88,11 @@ def parse_any(text: str) -> ParsedStatement:
     check_size(text, what="statement", spark=True)
     try:
         tokens = _DIALECT.tokenize(text)
+        if _is_extension(tokens):
+            # Iceberg's ALTER TABLE extensions are not Spark's grammar (nor sqlglot's): the
+            # front reads them from their words (icemor.expr.ddl.extension_action)
+            command = exp.Command(this="ALTER", expression=exp.Literal.string(text.strip()[5:].strip()))
+            return ParsedStatement(text, command, "command")
         parsed = deep(lambda: _DIALECT.parser().parse(tokens, text))
     except (ParseError, TokenError) as e:
         msg = f"cannot read the statement: {first_line(e)}"
@@ -101,6 +106,41 @@ def parse_any(text: str) -> ParsedStatement:
     if isinstance(tree, exp.Command):
         kind = "command"
     return ParsedStatement(text, tree, kind)
+
+
+_EXTENSIONS = (
+    ("CREATE", "BRANCH"),
+    ("CREATE", "TAG"),
+    ("CREATE", "OR"),
+    ("REPLACE", "BRANCH"),
+    ("REPLACE", "TAG"),
+    ("DROP", "BRANCH"),
+    ("DROP", "TAG"),
+    ("ADD", "PARTITION"),
+    ("DROP", "PARTITION"),
+    ("REPLACE", "PARTITION"),
+    ("SET", "IDENTIFIER"),
+    ("DROP", "IDENTIFIER"),
+    ("WRITE", "ORDERED"),
+    ("WRITE", "LOCALLY"),
+    ("WRITE", "DISTRIBUTED"),
+    ("WRITE", "UNORDERED"),
+    ("UNSET", "TBLPROPERTIES"),
+)
+
+
+def _is_extension(tokens: Sequence[Any]) -> bool:
+    """``ALTER TABLE <name> <one of Iceberg's extension forms>`` (``ADD PARTITION FIELD``, …)."""
+    words = [t.text.upper() for t in tokens]
+    if words[:2] != ["ALTER", "TABLE"] or len(words) < 5:
+        return False
+    i = 3
+    while i + 1 < len(words) and words[i] == ".":
+        i += 2
+    pair = tuple(words[i : i + 2])
+    if pair in (("ADD", "PARTITION"), ("DROP", "PARTITION"), ("REPLACE", "PARTITION")):
+        return words[i + 2 : i + 3] == ["FIELD"]
+    return pair in _EXTENSIONS
 
 
 def command_words(statement: ParsedStatement) -> list[str]:

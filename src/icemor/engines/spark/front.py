@@ -35,6 +35,7 @@ from sqlglot import exp
 
 from icemor.engines.spark.session_kind import is_connect
 from icemor.exceptions import InvalidArgumentError, NoSuchTableError
+from icemor.expr.ddl import alter_action, extension_action
 from icemor.expr.sql import quote_identifier
 from icemor.expr.statements import (
     ParsedStatement,
@@ -96,6 +97,8 @@ class FrontServices:
         describe: ``(identifier, extended)`` -> DESCRIBE's rows, as Iceberg's runtime gives them.
         properties: ``identifier`` -> SHOW TBLPROPERTIES' rows (Iceberg's reserved ones too).
         tables: ``namespace`` -> its tables' names, or None if the catalog has no such namespace.
+        alter: ``(identifier, actions)``: one ALTER TABLE's actions (``(kind, *arguments)``:
+            :data:`icemor.expr.ddl.ALTER_ACTIONS`), each committed as Iceberg's runtime commits it.
     """
 
     identifier: Callable[[Sequence[str]], str | None]
@@ -110,6 +113,7 @@ class FrontServices:
     describe: Callable[[str, bool], list[tuple[str, str, str | None]]]
     properties: Callable[[str], list[tuple[str, str]]]
     tables: Callable[[str], list[str] | None]
+    alter: Callable[[str, Sequence[tuple[Any, ...]]], object]
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,8 @@ class Attached:
             return self._drop(statement, ours)
         if kind == "describe" and ours:
             return self._describe(statement, ours[0][1])
+        if kind == "alter" and ours:
+            return self._alter(statement, ours[0][1])
         what = _form(statement)
         msg = f"{what} on an icemor table is not supported through attach (docs/spark.md lists what runs)"
         raise InvalidArgumentError(msg)
@@ -380,10 +386,13 @@ class Attached:
         if upper[:2] == ["ALTER", "TABLE"] and len(words) >= 3:
             name, after = dotted(words, 2)
             parts = _name_parts(name)
-            if parts is not None and len(parts) >= 2 and self._resolve(parts) is not None:
-                form = " ".join(upper[after : after + 2])
-                msg = f"ALTER TABLE … {form} on an icemor table is not supported through attach"
-                raise InvalidArgumentError(msg)
+            target = self._resolve(parts) if parts is not None and len(parts) >= 2 else None
+            if target is not None:
+                if target.metadata is not None or target.options:
+                    msg = "ALTER TABLE of a metadata table, a branch or a tag is not supported"
+                    raise InvalidArgumentError(msg)
+                self.services.alter(target.identifier, [extension_action(words[after:])])
+                return self._empty()
         return None
 
     def _call(self, statement: ParsedStatement) -> DataFrame | None:
@@ -456,6 +465,17 @@ class Attached:
             raise NoSuchTableError(msg)
         values["table"] = target.identifier
         return values
+
+    def _alter(self, statement: ParsedStatement, target: _Target) -> DataFrame:
+        if target.metadata is not None or target.options:
+            msg = "ALTER TABLE of a metadata table, a branch or a tag is not supported"
+            raise InvalidArgumentError(msg)
+        actions = [alter_action(a) for a in statement.tree.args.get("actions") or []]
+        if not actions:
+            msg = f"cannot read the ALTER TABLE statement: {_form(statement)}"
+            raise InvalidArgumentError(msg)
+        self.services.alter(target.identifier, actions)
+        return self._empty()
 
     # ---- names -----------------------------------------------------------------------------
 
