@@ -1,4 +1,4 @@
-"""Schema evolution for the common cases: add, rename, widen, make required, identifier fields.
+"""Schema evolution for the common cases: add, rename, widen, drop, make required, identifier fields.
 
 Each change is computed by pyiceberg's ``UpdateSchema`` (Iceberg's rules: new columns are
 optional, widening is ``int -> long``, ``float -> double`` or a larger decimal precision, names
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyiceberg.exceptions import ResolveError, ValidationError
 from pyiceberg.schema import Schema
+from pyiceberg.table import Table as PyIcebergTable
 from pyiceberg.types import DoubleType, FloatType, NestedField, PrimitiveType
 
 from icemor.commit.schema import commit_schema_update
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from pyiceberg.io import FileIO
-    from pyiceberg.table import Table as PyIcebergTable
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.update.schema import UpdateSchema
     from pyiceberg.types import IcebergType
@@ -111,7 +111,10 @@ class SchemaChange:
     """
 
     def __init__(self, table: Any) -> None:
-        self._table = table  # icemor.table.Table (the facade layer is above this one)
+        # an icemor.table.Table (the facade layer is above this one) or a pyiceberg table
+        self._table = table
+        self._py: PyIcebergTable = table if isinstance(table, PyIcebergTable) else table.pyiceberg
+        self._name = ".".join(self._py.name())
         self._steps: list[_Step] = []
         self._require: list[str] = []
         self._identifiers: list[str] = []
@@ -134,6 +137,27 @@ class SchemaChange:
             msg = f"cannot widen {name!r} to {t}: only primitive types widen"
             raise InvalidArgumentError(msg)
         self._steps.append(_Step(f"widening {name!r} to {t}", lambda u: u.update_column(name, field_type=t)))
+        return self
+
+    def drop_column(self, name: str) -> SchemaChange:
+        """Drop a column (``a.b`` for a nested one); its data stays in the files, unread.
+
+        Refused for an identifier field, and for the source of a field of the current partition
+        spec or sort order (Iceberg Java's check: drop the partition field first).
+        """
+
+        def drop(update: UpdateSchema) -> None:
+            metadata = self._py.metadata  # the attempt's (the commit reloads the table first)
+            field_id = metadata.schema().find_field(name).field_id
+            used = [f"partition field {f.name!r}" for f in metadata.spec().fields if f.source_id == field_id]
+            if any(f.source_id == field_id for f in metadata.sort_order().fields):
+                used.append("the sort order")
+            if used:
+                msg = f"it is the source of {' and '.join(used)} (drop that first)"
+                raise ValueError(msg)
+            update.delete_column(name)
+
+        self._steps.append(_Step(f"dropping column {name!r}", drop))
         return self
 
     def require_column(self, name: str) -> SchemaChange:
@@ -159,7 +183,7 @@ class SchemaChange:
                 change that is not a promotion), or NULLs in a column to make required.
             CommitFailedError, CommitStateUnknownError: As every metadata commit.
         """
-        py: PyIcebergTable = self._table.pyiceberg
+        py = self._py
         current = py.metadata.schema()
         for name in self._identifiers:
             field = _identifier_field(current, name)
@@ -172,7 +196,7 @@ class SchemaChange:
                 try:
                     step.apply(update)
                 except (ValueError, ResolveError, ValidationError) as e:
-                    msg = f"{step.what} in {self._table.name}: {_first_line(e)}"
+                    msg = f"{step.what} in {self._name}: {_first_line(e)}"
                     raise InvalidArgumentError(msg) from e
 
         def check(metadata: TableMetadata) -> None:
@@ -180,7 +204,7 @@ class SchemaChange:
                 nulls = _null_count(metadata, py.io, name)
                 if nulls:
                     msg = (
-                        f"cannot make {name!r} of {self._table.name} required: {nulls} live row(s) hold NULL "
+                        f"cannot make {name!r} of {self._name} required: {nulls} live row(s) hold NULL "
                         "in it (delete or update them first)"
                     )
                     raise InvalidArgumentError(msg)
@@ -196,9 +220,10 @@ class SchemaChange:
             raise
         except (ValueError, ResolveError, ValidationError) as e:
             # pyiceberg validates the new schema as a whole when it builds it
-            msg = f"the schema change of {self._table.name} is invalid: {_first_line(e)}"
+            msg = f"the schema change of {self._name} is invalid: {_first_line(e)}"
             raise InvalidArgumentError(msg) from e
-        self._table.refresh()
+        if self._table is not py:
+            self._table.refresh()  # the facade's (the commit left the pyiceberg table current)
         return metadata.schema()
 
 

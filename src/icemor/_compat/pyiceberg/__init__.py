@@ -18,7 +18,8 @@ What counts as borrowed (``tools/check_borrowed.py`` refuses each outside ``icem
 - any ``_``-prefixed name or attribute of pyiceberg: ``_get_column_projection_values``,
   ``_pyarrow_to_schema_without_ids``, ``_check_pyarrow_schema_compatible``,
   ``_InclusiveMetricsEvaluator``, ``ManifestWriter._meta`` / ``._with_partition``,
-  ``MetastoreCatalog._write_metadata``, ``UpdateSchema._commit``, ``DataFile._spec_id``,
+  ``MetastoreCatalog._write_metadata``, ``UpdateSchema._commit`` / ``UpdateSpec._commit``,
+  ``DataFile._spec_id``,
   ``_SnapshotProducer._commit`` / ``._snapshot_id``, ``CreateTableTransaction._table`` /
   ``._updates``;
 - pyiceberg's Avro layer (``pyiceberg.avro.*``: ``AvroFile`` with ``read_types`` /
@@ -77,6 +78,7 @@ from icemor._compat.pyiceberg.updates import (
     schema_update_changes,
     snapshot_producer_changes,
     snapshot_summary,
+    spec_update_changes,
     staged_create_changes,
 )
 
@@ -108,6 +110,7 @@ __all__ = [
     "set_v3_field",
     "snapshot_producer_changes",
     "snapshot_summary",
+    "spec_update_changes",
     "staged_create_changes",
     "to_file_schema",
     "to_requested_schema",

@@ -2,9 +2,9 @@
 
 icemor commits every change through :mod:`icemor.commit.door` (its retries, cleanup and
 snapshot ids); pyiceberg computes some changes only inside builders whose public exit commits.
-Borrowed: ``UpdateSchema._commit``, ``_SnapshotProducer._commit`` (and its ``_snapshot_id``),
-``CreateTableTransaction._table`` / ``._updates``, ``SnapshotSummaryCollector`` and
-``update_snapshot_summaries``.
+Borrowed: ``UpdateSchema._commit``, ``UpdateSpec._commit``, ``_SnapshotProducer._commit`` (and
+its ``_snapshot_id``), ``CreateTableTransaction._table`` / ``._updates``,
+``SnapshotSummaryCollector`` and ``update_snapshot_summaries``.
 """
 
 from __future__ import annotations
@@ -26,12 +26,20 @@ if TYPE_CHECKING:
     from pyiceberg.table.update import TableRequirement, TableUpdate
     from pyiceberg.table.update.schema import UpdateSchema
     from pyiceberg.table.update.snapshot import _SnapshotProducer
+    from pyiceberg.table.update.spec import UpdateSpec
 
-__all__ = ["schema_update_changes", "snapshot_producer_changes", "snapshot_summary", "staged_create_changes"]
+__all__ = [
+    "schema_update_changes",
+    "snapshot_producer_changes",
+    "snapshot_summary",
+    "spec_update_changes",
+    "staged_create_changes",
+]
 
 # (module, name) of every internal used below; tests/_compat/test_pyiceberg.py imports each one.
 BORROWED: tuple[tuple[str, str], ...] = (
     ("pyiceberg.table.update.schema", "UpdateSchema._commit"),
+    ("pyiceberg.table.update.spec", "UpdateSpec._commit"),
     ("pyiceberg.table.update.snapshot", "_SnapshotProducer._commit"),
     ("pyiceberg.table.snapshots", "SnapshotSummaryCollector"),
     ("pyiceberg.table.snapshots", "update_snapshot_summaries"),
@@ -106,6 +114,18 @@ def schema_update_changes(
     Why: pyiceberg computes a schema change (reusing an equal schema, the identifier-field
     rules) only in ``UpdateSchema``, whose public exit commits through its transaction; icemor
     commits through :mod:`icemor.commit` with its own retries and cleanup.
+    """
+    return update._commit()
+
+
+def spec_update_changes(
+    update: UpdateSpec,
+) -> tuple[tuple[TableUpdate, ...], tuple[TableRequirement, ...]]:
+    """The updates and requirements of a staged partition spec change, not committed.
+
+    Why: pyiceberg computes a spec change (Iceberg's field ids and names, reusing an equal spec)
+    only in ``UpdateSpec``, whose public exit commits through its transaction, as for
+    :func:`schema_update_changes`.
     """
     return update._commit()
 
