@@ -305,7 +305,7 @@ def test_spark_change_feed_of_position_mode_cdc(
     table = icemor.load_table(name, catalog=catalog)
     ddl = "op string, id bigint, v string, cat string"
 
-    def on_spark(rows: list[tuple[Any, ...]]) -> icemor.ops.apply_changes.ChangeMetrics:
+    def on_spark(rows: list[tuple[Any, ...]]) -> icemor.ops.cdc.ChangeMetrics:
         metrics = table.apply_changes(spark.createDataFrame(rows, schema=ddl), key=["id"], deletes="position")
         table.refresh()
         return metrics

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from icemor import dependencies as deps
+from spark_connect_fake import as_connect_session_class
 
 
 def test_guards_tell_the_frames_apart() -> None:
@@ -45,3 +46,15 @@ def test_guards_import_nothing() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_spark_connect_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    class SparkSession:
+        pass
+
+    # a class merely named as the Connect client's, in its module, is not it
+    look_alike = type("SparkSession", (), {"__module__": "pyspark.sql.connect.session"})()
+    assert not deps.is_spark_connect_session(look_alike)
+    as_connect_session_class(monkeypatch, SparkSession)
+    assert deps.is_spark_connect_session(SparkSession())
+    assert not deps.is_spark_connect_session(look_alike)

@@ -1,5 +1,6 @@
-"""The facade's one parser of points in time (``as_of_timestamp=datetime(...)`` once raised
-a raw TypeError), judged against values computed by hand."""
+"""The table facade: its one parser of points in time (``as_of_timestamp=datetime(...)`` once
+raised a raw TypeError), judged against values computed by hand; what it takes for a Spark
+DataFrame; the names it re-exports from the modules it is made of."""
 
 from __future__ import annotations
 
@@ -56,3 +57,34 @@ def test_scan_and_changes_take_a_datetime(catalog: SqlCatalog, ns: str) -> None:
     assert table.scan(as_of_timestamp=at_first.isoformat()).count() == 2
     feed = table.changes(start_timestamp=at_first, end_timestamp=now.replace(tzinfo=None)).to_arrow()
     assert feed.column("id").to_pylist() == [3]
+
+
+class DataFrame:
+    """An Arrow stream whose class is named as PySpark's DataFrame, in a ``pyspark.`` module (as
+    pandas-on-Spark's ``pyspark.pandas.frame.DataFrame`` is): not a Spark DataFrame."""
+
+    __module__ = "pyspark.pandas.frame"
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+
+    def __arrow_c_stream__(self, requested_schema: object = None) -> object:
+        return self.table.__arrow_c_stream__(requested_schema)
+
+
+def test_a_spark_dataframe_is_told_by_its_class_not_its_name(catalog: SqlCatalog, ns: str) -> None:
+    # the name alone once sent such a frame to the Spark writer, which failed on it
+    table = icemor.create_table(f"{ns}.t", DataFrame(pa.table({"id": [1, 2]})), catalog=catalog)
+    assert table.scan().count() == 2
+    assert table.append(DataFrame(pa.table({"id": [3]}))) == 1
+    assert table.overwrite(DataFrame(pa.table({"id": [4]})), where="id = 1").rows_added == 1
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == [2, 3, 4]
+
+
+def test_the_facade_names_stay_importable_from_icemor_table() -> None:
+    from icemor import table, table_maintenance, table_merge, timestamps
+
+    assert table.Maintenance is table_maintenance.Maintenance
+    assert table.MergeBuilder is table_merge.MergeBuilder
+    assert table.to_epoch_ms is timestamps.to_epoch_ms
+    assert table.Timestamp is timestamps.Timestamp

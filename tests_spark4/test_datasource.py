@@ -9,6 +9,13 @@ from __future__ import annotations
 
 import datetime as dt
 import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -22,7 +29,6 @@ from icemor.exceptions import InvalidArgumentError, NoSuchSnapshotError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
     from pyspark.sql import DataFrame, SparkSession
 
@@ -338,6 +344,22 @@ print(json.dumps({"session": type(spark).__module__, "rows": rows, "kinds": kind
 """
 
 
+def _run_script(script: str, args: list[str], out_dir: Path, **env: str) -> Any:
+    """Run the Python ``script`` (a Spark session of its own, ICEMOR_HOME = ``OUT/home``) with
+    ``args`` and ``env``; its last line of output, as JSON."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ICEMOR_HOME": str(out_dir / "home"), **env},
+        timeout=540,
+        check=False,
+        cwd=out_dir,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.timeout(600)
 def test_connect_client_reads_writes_and_streams_through_the_source(
     spark: SparkSession, out_dir: Path
@@ -346,31 +368,15 @@ def test_connect_client_reads_writes_and_streams_through_the_source(
     the rows the local reader reads, the table and its change feed; appends through
     ``df.write.format("icemor")``; and streams the table's changes (``readStream``) into the sink
     (``writeStream``), which makes a mirror of the first snapshot equal to the table."""
-    import json
-    import os
-    import shutil
-    import subprocess
-    import sys
-
     name, mirror = "ds.connect", "ds.connect_mirror"
     table = scenarios.create_table(name, partitioned=False)
     start = table.pyiceberg.metadata.current_snapshot_id
     scenarios.create_table(mirror, partitioned=False)  # the same initial rows
     table.delete("id % 3 = 0")
-    env = {**os.environ, "ICEMOR_HOME": str(out_dir / "home"), "SPARK_LOCAL_IP": "127.0.0.1"}
     checkpoints = out_dir / "connect-sink-checkpoint"
     shutil.rmtree(checkpoints, ignore_errors=True)
-    done = subprocess.run(
-        [sys.executable, "-c", CONNECT_CLIENT, name, mirror, str(start), str(checkpoints)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=540,
-        check=False,
-        cwd=out_dir,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    args = [name, mirror, str(start), str(checkpoints)]
+    result = _run_script(CONNECT_CLIENT, args, out_dir, SPARK_LOCAL_IP="127.0.0.1")
     assert result["session"].startswith("pyspark.sql.connect"), result
     want = sorted([r["id"], r["note"]] for r in local(table, selected_fields=("id", "note")).to_pylist())
     assert result["rows"] == want
@@ -383,3 +389,67 @@ def test_connect_client_reads_writes_and_streams_through_the_source(
     assert now == result["after"]
     assert result["error"] is None, result["error"]
     assert result["mirrored"] == result["after"]
+
+
+COUNTED_READS = r"""
+import json, sys
+from pathlib import Path
+import icemor.spark
+from icemor.engines.spark import session
+
+name, counter = sys.argv[1], Path(sys.argv[2])
+spark = session(master="local[2]", conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"})
+icemor.spark.register(spark, fast_reads=False)
+reads = {
+    "table": {},
+    "filtered": {"filter": "id > 100"},
+    "changes": {"readChangeFeed": "true", "filter": "id > 100"},
+}
+out = {}
+for label, options in reads.items():
+    counter.write_text("")
+    rows = spark.read.format("icemor").options(**options).load(name).collect()
+    out[label] = {"rows": len(rows), "calls": counter.read_text().splitlines()}
+spark.stop()
+print(json.dumps(out))
+"""
+READ_OPTIONS = "icemor.engines.spark.datasource.read_request"
+CHANGE_OPTIONS = "icemor.engines.spark.datasource.change_request"
+PLANNER = "icemor.planning.scan_job.prepare_scan"
+CONDITION = "icemor.expr.condition.parse_condition"
+
+
+@pytest.mark.timeout(600)
+def test_a_read_parses_and_plans_once(spark: SparkSession, out_dir: Path) -> None:
+    """Spark asks the source for its schema in one Python worker and for its reader in another
+    (the instance pickled between): the options are parsed, the scan planned and the ``filter``
+    condition parsed once per read (issue #50's one-parse rule), for a table and its change
+    feed. Counted in every process of a session of its own (``hooks/sitecustomize.py``); the
+    rows are the local reader's."""
+    name = "ds.once"
+    table = scenarios.create_table(name, partitioned=True)
+    table.delete("id % 7 = 0")
+    want = {
+        "table": local(table).num_rows,
+        "filtered": local(table, row_filter="id > 100").num_rows,
+        "changes": table.changes(row_filter="id > 100").to_arrow().num_rows,
+    }
+    counter = out_dir / "ds-once-calls"
+    hooks = Path(__file__).resolve().parent / "hooks"
+    result = _run_script(
+        COUNTED_READS,
+        [name, str(counter)],
+        out_dir,
+        PYTHONPATH=os.pathsep.join([str(hooks), os.environ.get("PYTHONPATH", "")]),
+        ICEMOR_TEST_COUNT=f"{counter}:{READ_OPTIONS},{CHANGE_OPTIONS},{PLANNER},{CONDITION}",
+    )
+    parsed = [f"{CONDITION} str", *(f"{n} " for n in (READ_OPTIONS, CHANGE_OPTIONS, PLANNER))]
+    calls = {  # the condition parser counts text only (None or a parsed condition is no parse)
+        label: Counter(line.split()[0] for line in read["calls"] if line.startswith(tuple(parsed)))
+        for label, read in result.items()
+    }
+    assert {label: read["rows"] for label, read in result.items()} == want
+    assert all(n for n in want.values())
+    assert calls["table"] == {READ_OPTIONS: 1, PLANNER: 1}, calls
+    assert calls["filtered"] == {READ_OPTIONS: 1, PLANNER: 1, CONDITION: 1}, calls
+    assert calls["changes"] == {CHANGE_OPTIONS: 1, PLANNER: 1, CONDITION: 1}, calls

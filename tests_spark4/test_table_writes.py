@@ -55,14 +55,16 @@ SOURCE = [
 
 
 class _Writes(DataSource):
-    """A data source that only writes, by icemor's writer (until the ``icemor`` source lands)."""
+    """A data source that only writes, by icemor's writer with the facade's services."""
+
+    services = icemor.spark._data_source_services()
 
     @classmethod
     def name(cls) -> str:
         return "icemor_test_writes"
 
     def writer(self, schema: Any, overwrite: bool) -> Any:
-        return IcemorBatchWriter(dict(self.options), schema, overwrite)
+        return IcemorBatchWriter(self.services, dict(self.options), schema, overwrite)
 
 
 @pytest.fixture(scope="module")

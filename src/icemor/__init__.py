@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from icemor.dependencies import is_spark_dataframe
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -116,10 +118,10 @@ def create_table(
     from icemor.catalog import table_locations
     from icemor.ops.create import create_table as _create
     from icemor.ops.inputs import schema_of
-    from icemor.table import Table, _is_spark_dataframe
+    from icemor.table import Table
 
     cat = _catalog(catalog)
-    if _is_spark_dataframe(schema_or_data):  # its Spark schema; its rows written on the executors
+    if is_spark_dataframe(schema_or_data):  # its Spark schema; its rows written on the executors
         from icemor.engines.spark.table_writes import dataframe_rows, new_table_schema_of
 
         schema, data = new_table_schema_of(schema_or_data), dataframe_rows(schema_or_data)

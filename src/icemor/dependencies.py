@@ -22,6 +22,7 @@ __all__ = [
     "is_polars_lazyframe",
     "is_pyarrow_table",
     "is_spark_connect_dataframe",
+    "is_spark_connect_session",
     "is_spark_dataframe",
 ]
 
@@ -46,6 +47,17 @@ def is_spark_dataframe(obj: Any) -> TypeIs[SparkDataFrame]:
 def is_spark_connect_dataframe(obj: Any) -> bool:
     """A Spark Connect DataFrame (its session is a remote one)."""
     cls = _class("pyspark.sql.connect.dataframe", "DataFrame")
+    return cls is not None and isinstance(obj, cls)
+
+
+def is_spark_connect_session(obj: Any) -> bool:
+    """A Spark Connect client session (``SparkSession.builder.remote(...)``).
+
+    Its class, ``pyspark.sql.connect.session.SparkSession``, is not a subclass of the classic
+    one, and importing its module needs the Connect client's libraries (grpc), which a classic
+    installation may lack: like every guard here, it is only looked up.
+    """
+    cls = _class("pyspark.sql.connect.session", "SparkSession")
     return cls is not None and isinstance(obj, cls)
 
 

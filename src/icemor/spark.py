@@ -25,14 +25,27 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table as PyIcebergTable
     from pyspark.sql import DataFrame, SparkSession
 
+    from icemor.engines.spark.datasource import Services
     from icemor.engines.spark.ship import EnvironmentArchive
-    from icemor.ops.apply_changes import ChangeMetrics
+    from icemor.ops.cdc import ChangeMetrics
     from icemor.ops.delete import DeleteMetrics
     from icemor.ops.merge import MergeMetrics
     from icemor.ops.overwrite import OverwriteMetrics
     from icemor.ops.update import UpdateMetrics
 
-__all__ = ["cdc_sink", "errors", "pack", "read", "register", "session", "ship", "sql", "write"]
+__all__ = [
+    "attach",
+    "cdc_sink",
+    "detach",
+    "errors",
+    "pack",
+    "read",
+    "register",
+    "session",
+    "ship",
+    "sql",
+    "write",
+]
 
 
 def session(
@@ -160,19 +173,18 @@ def cdc_sink(
         deletes: ``equality`` or ``position`` (default: the table's, see
             :meth:`icemor.table.Table.apply_changes`).
     """
-    from icemor.ops.apply_changes import ChangeSink
+    # icemor.ops.cdc loads pyiceberg's pyarrow IO: ~1 s more for `import icemor.spark` (measured)
+    from icemor.ops.cdc import ChangeOptions, ChangeSink  # noqa: PLC0415 - cost
 
-    return ChangeSink(
-        table,
-        key=key,
-        app_id=app_id,
+    options = ChangeOptions(
+        key=tuple(key),
         op_column=op_column,
         order_by=order_by,
         allow_nullable_key=allow_nullable_key,
         partitions=partitions,
         deletes=deletes,
-        progress=progress,
     )
+    return ChangeSink(table, options, app_id=app_id, progress=progress)
 
 
 def sql(
@@ -297,13 +309,7 @@ def write(df: DataFrame, table: str, *, mode: str = "append", **options: Any) ->
     import logging
 
     from icemor.engines.spark.errors import spark_errors
-    from icemor.engines.spark.table_writes import (
-        MODES,
-        dataframe_rows,
-        load_table,
-        removal_runner,
-        write_options,
-    )
+    from icemor.engines.spark.table_writes import MODES, dataframe_rows, removal_runner, write_options
     from icemor.exceptions import InvalidArgumentError
     from icemor.ops.append import append_data
     from icemor.ops.overwrite import overwrite_rows
@@ -313,7 +319,7 @@ def write(df: DataFrame, table: str, *, mode: str = "append", **options: Any) ->
         msg = f"unknown write mode {mode!r}: use {' or '.join(repr(m) for m in MODES)}"
         raise InvalidArgumentError(msg)
     where, catalog = write_options(options, overwrite=chosen == "overwrite")
-    target = load_table(table, catalog)
+    target = _load_table(table, catalog)
     note = logging.getLogger("icemor").warning
     with spark_errors():
         if chosen == "append":
@@ -434,12 +440,29 @@ def register(spark: SparkSession, *, fast_reads: bool = True) -> None:
         UnsupportedFeatureError: PySpark 3.5 (or 4.0, 4.1): no Python data sources; use
             :func:`read` and :func:`cdc_sink`.
     """
-    from icemor.engines.spark.datasource import Services
     from icemor.engines.spark.datasource import register as _register
+
+    _register(spark, _data_source_services(), front=_front_read if fast_reads else None)
+
+
+def _data_source_services() -> Services:
+    """What the data source needs from above the engine: module-level functions and classes of
+    the facade and the operations, pickled by reference (Spark's Python workers import them)."""
+    from icemor.engines.spark.datasource import Services
+    from icemor.ops.append import append_data
+    from icemor.ops.inputs import TableRows
+    from icemor.ops.overwrite import check_overwrite, overwrite_rows
     from icemor.table import to_epoch_ms
 
-    services = Services(load_table=_load_table, epoch_ms=to_epoch_ms, apply_changes=_apply_changes)
-    _register(spark, services, front=_front_read if fast_reads else None)
+    return Services(
+        load_table=_load_table,
+        epoch_ms=to_epoch_ms,
+        apply_changes=_apply_changes,
+        input_rules=TableRows,
+        check_overwrite=check_overwrite,
+        append=append_data,
+        overwrite=overwrite_rows,
+    )
 
 
 def _front_read(spark: SparkSession, table: str | None, options: dict[str, Any]) -> DataFrame:
@@ -455,7 +478,54 @@ def _load_table(identifier: str, catalog: str | None) -> PyIcebergTable:
 
 
 def _apply_changes(identifier: str, catalog: str | None, rows: pa.Table, **options: Any) -> ChangeMetrics:
-    """The streaming sink's commit: one batch as ``Table.apply_changes`` applies it (its input rules)."""
+    """The streaming sink's commit: one batch as ``Table.apply_changes`` applies it (its input rules;
+    it builds the batch's :class:`icemor.ops.cdc.ChangeOptions` from ``options``, its keywords)."""
     from icemor.table import Table
 
     return Table.load(identifier, catalog=catalog).apply_changes(rows, **options)
+
+
+def attach(spark: SparkSession, *, name: str = "icemor", catalog: str | None = None) -> None:
+    """Make ``spark``'s SQL and ``spark.table`` know the tables of icemor's catalog ``catalog``.
+
+    From then on, on this session, ``spark.sql(...)`` and ``spark.table(...)`` /
+    ``spark.read.table(...)`` name icemor tables as Iceberg's Spark runtime names its own:
+    ``name.shop.orders`` or ``shop.orders`` anywhere a table may stand (FROM, JOIN, subqueries,
+    CTEs, a MERGE source, ``INSERT … SELECT``), time travel (``VERSION AS OF``, ``TIMESTAMP AS
+    OF``, ``FOR SYSTEM_VERSION AS OF``, ``shop.orders.branch_dev`` / ``.tag_v1``), metadata
+    tables (``shop.orders.snapshots``, ``.files``, ... and ``.changes``, the change feed), and
+    statements writing them (``INSERT INTO`` / ``INSERT OVERWRITE``, ``MERGE INTO``, ``UPDATE``,
+    ``DELETE FROM``, ``CREATE TABLE`` [``AS SELECT``], ``DROP TABLE``). Reads apply deletes as
+    :func:`read` does; Spark resolves and plans everything else. docs/spark.md lists, statement
+    by statement, what runs and what is refused.
+
+    Spark keeps its catalogs on the JVM, so ``attach`` stands in front of this session's
+    ``sql`` and ``table`` (and every ``DataFrameReader.table``) until :func:`detach`; a
+    statement naming no icemor table goes to Spark untouched.
+
+    Example::
+
+        icemor.spark.attach(spark)
+        spark.sql("INSERT INTO shop.orders SELECT * FROM staging")
+        spark.table("shop.orders").where("qty > 1").count()
+
+    Args:
+        spark: The session (classic or Connect).
+        name: The catalog name statements use (``icemor.shop.orders``).
+        catalog: icemor's catalog, by name (as :func:`read`'s; default the embedded one).
+    """
+    from icemor.engines.spark.front import attach as _attach
+    from icemor.spark_catalog import services
+
+    _attach(spark, name, services(catalog, read_table=read, write_table=write, run_dml=sql))
+
+
+def detach(spark: SparkSession) -> bool:
+    """Undo :func:`attach` on ``spark``: its ``sql`` and ``table`` are Spark's own again.
+
+    Returns:
+        True if the session was attached.
+    """
+    from icemor.engines.spark.front import detach as _detach
+
+    return _detach(spark)

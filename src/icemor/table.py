@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import logging
-from contextlib import nullcontext
-from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError as PydanticValidationError
-from pyiceberg.exceptions import ValidationError as _PyIcebergValidationError
-
-from icemor.exceptions import CorruptFileError, InvalidArgumentError, MissingFileError, table_lookup_errors
+from icemor import table_maintenance
+from icemor.dependencies import is_spark_dataframe
+from icemor.ops.drop import drop_table
+from icemor.spec import describe
+from icemor.table_engine import runner, spark_errors
+from icemor.table_load import open_table
+from icemor.table_maintenance import Maintenance
+from icemor.table_merge import MergeBuilder
+from icemor.timestamps import Timestamp, optional_ms, to_epoch_ms
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
-    from contextlib import AbstractContextManager
     from pathlib import Path
 
     from pyiceberg.catalog import Catalog
@@ -25,19 +27,12 @@ if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata
     from pyspark.sql import DataFrame, SparkSession
 
-    from icemor.engines import Runner
     from icemor.maintenance.check import CheckReport
-    from icemor.maintenance.data_files import DataRewriteMetrics
-    from icemor.maintenance.equality_to_position import ConversionMetrics
-    from icemor.maintenance.expire import ExpireMetrics
     from icemor.maintenance.health import HealthReport
     from icemor.maintenance.optimize import OptimizeResult, RoundResult
-    from icemor.maintenance.orphans import OrphanMetrics
-    from icemor.maintenance.position_deletes import PositionDeleteMetrics
     from icemor.ops.alter import SchemaChange
-    from icemor.ops.apply_changes import ChangeMetrics
+    from icemor.ops.cdc import ChangeMetrics
     from icemor.ops.delete import DeleteMetrics
-    from icemor.ops.merge import MergeClause, MergeMetrics
     from icemor.ops.overwrite import OverwriteMetrics
     from icemor.ops.update import UpdateMetrics
     from icemor.scan import ChangeScan, Scan
@@ -45,50 +40,20 @@ if TYPE_CHECKING:
 
 __all__ = ["Maintenance", "MergeBuilder", "Table", "Timestamp", "to_epoch_ms"]
 
-Timestamp = datetime | date | str | int
-"""A point in time: a datetime (naive means UTC), a date (its midnight, UTC), ISO-8601 text
-(``2024-05-01``, ``2024-05-01T12:00:00+02:00``) or milliseconds since the epoch."""
-
 # Notes (nanosecond timestamps truncated) of the Python API go here, one per operation; the
 # CLI prints them as ``icemor: note: ...`` instead.
 _log = logging.getLogger("icemor")
 
 
-def to_epoch_ms(value: Timestamp, *, what: str = "the timestamp") -> int:
-    """Milliseconds since the epoch of a :data:`Timestamp`; icemor's one parser of points in time
-    (``as_of_timestamp``, change-feed bounds, expiry cut-offs, and the CLI's options).
-
-    Raises:
-        InvalidArgumentError: Anything else, or text that is neither digits nor ISO-8601 (one line).
-    """
-    if isinstance(value, datetime):
-        aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-        return int(aware.timestamp() * 1000)
-    if isinstance(value, date):
-        return int(datetime(value.year, value.month, value.day, tzinfo=UTC).timestamp() * 1000)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        text = value.strip()
-        if text.lstrip("-").isdigit():
-            return int(text)
-        try:
-            return to_epoch_ms(datetime.fromisoformat(text), what=what)
-        except ValueError:
-            pass
-    msg = (
-        f"{what} must be a datetime, ISO-8601 text (2024-05-01T12:00:00, UTC unless zoned) or "
-        f"milliseconds since the epoch, got {value!r}"
-    )
-    raise InvalidArgumentError(msg)
-
-
-def _optional_ms(value: Timestamp | None, what: str) -> int | None:
-    return None if value is None else to_epoch_ms(value, what=what)
-
-
 class Table:
-    """An Iceberg table read and written merge-on-read. Wraps a pyiceberg table (catalog, metadata, IO)."""
+    """An Iceberg table read and written merge-on-read. Wraps a pyiceberg table (catalog, metadata, IO).
+
+    Example::
+
+        table = icemor.create_table("shop.orders", pa.table({"id": [1, 2, 3], "qty": [5, 0, 7]}))
+        table.delete("qty = 0")
+        table.scan("id > 1").to_arrow()   # the row of id 3: id 2 is deleted
+    """
 
     def __init__(self, table: PyIcebergTable, catalog: Catalog) -> None:
         self._table = table
@@ -98,26 +63,16 @@ class Table:
     def load(cls, identifier: str, *, catalog: Catalog | str | None = None) -> Table:
         """Load ``namespace.table`` from ``catalog`` (embedded catalog when None).
 
+        Example::
+
+            table = Table.load("shop.orders")   # the same as icemor.load_table("shop.orders")
+
         Raises:
             NoSuchTableError: The table or its namespace does not exist.
+            MissingFileError, CorruptFileError: Its metadata file is missing, or truncated or
+                corrupt (the message names the file).
         """
-        from icemor.catalog import load_catalog
-
-        cat = catalog if catalog is not None and not isinstance(catalog, str) else load_catalog(catalog)
-        # the metadata file's own problems first: its decode errors are ValueErrors too
-        with table_lookup_errors(identifier, cat.name):
-            try:
-                return cls(cat.load_table(identifier), cat)
-            except FileNotFoundError as e:
-                msg = f"metadata file of table {identifier!r} not found: {_metadata_file(cat, identifier, e)}"
-                raise MissingFileError(msg) from e
-            except (_PyIcebergValidationError, PydanticValidationError, UnicodeDecodeError) as e:
-                # unparsable metadata JSON (truncated, damaged): pydantic's message names no file
-                msg = (
-                    f"metadata file of table {identifier!r} is truncated or corrupt: "
-                    f"{_metadata_file(cat, identifier, e)} ({_first_problem(e)})"
-                )
-                raise CorruptFileError(msg) from e
+        return cls(*open_table(identifier, catalog))
 
     @property
     def pyiceberg(self) -> PyIcebergTable:
@@ -161,6 +116,11 @@ class Table:
     ) -> Scan:
         """A merge-on-read scan: every position delete, DV and equality delete is applied.
 
+        Example::
+
+            table.scan("qty > 0", selected_fields=("id", "qty")).to_pandas()
+            table.scan(as_of_timestamp="2024-05-01T12:00:00").to_arrow()   # time travel
+
         Args:
             row_filter: A pyiceberg expression or a SQL-like string (``"id > 5 and k = 'a'"``).
             selected_fields: Column names, ``("*",)`` for all. ``_file``/``_pos`` may be named too,
@@ -173,15 +133,15 @@ class Table:
             include_deleted: Keep deleted rows and add a ``_deleted`` boolean column.
             case_sensitive: Column name matching.
         """
-        from icemor.planning.scan_job import SnapshotSelection, prepare_scan
-        from icemor.scan import Scan
+        from icemor.planning.scan_job import SnapshotSelection, prepare_scan  # noqa: PLC0415 - cost
+        from icemor.scan import Scan  # noqa: PLC0415 - cost
 
         job = prepare_scan(
             self.metadata,
             self.io,
             row_filter=row_filter,
             selected_fields=selected_fields,
-            selection=SnapshotSelection(snapshot_id, _optional_ms(as_of_timestamp, "as_of_timestamp"), ref),
+            selection=SnapshotSelection(snapshot_id, optional_ms(as_of_timestamp, "as_of_timestamp"), ref),
             metadata_columns=metadata_columns,
             include_deleted=include_deleted,
             case_sensitive=case_sensitive,
@@ -207,6 +167,10 @@ class Table:
         (Iceberg Java's changelog view). Every delete kind counts; ``replace`` snapshots
         (compaction) produce no changes. Semantics: :mod:`icemor.planning.changes`.
 
+        Example::
+
+            table.changes(start_timestamp="2024-05-01", net=True).to_arrow()
+
         Args:
             start_snapshot_id: Exclusive start; None: from the table's first snapshot.
             end_snapshot_id: Inclusive end; None: the current snapshot.
@@ -224,16 +188,16 @@ class Table:
             NoSuchSnapshotError: Unknown snapshot, or history needed for the range was expired (the
                 message names the oldest snapshot that can be used as the start).
         """
-        from icemor.planning.changes import prepare_changes
-        from icemor.scan import ChangeScan
+        from icemor.planning.changes import prepare_changes  # noqa: PLC0415 - cost
+        from icemor.scan import ChangeScan  # noqa: PLC0415 - cost
 
         job = prepare_changes(
             self.metadata,
             self.io,
             start_snapshot_id,
             end_snapshot_id,
-            start_timestamp=_optional_ms(start_timestamp, "start_timestamp"),
-            end_timestamp=_optional_ms(end_timestamp, "end_timestamp"),
+            start_timestamp=optional_ms(start_timestamp, "start_timestamp"),
+            end_timestamp=optional_ms(end_timestamp, "end_timestamp"),
             row_filter=row_filter,
             selected_fields=selected_fields,
             net=net,
@@ -244,21 +208,15 @@ class Table:
     def describe(self) -> TableDescription:
         """Schema with field ids, partition specs, sort order, properties, format version,
         current snapshot, refs and location."""
-        from icemor.spec.describe import describe
-
-        return describe(self.metadata, self.name)
+        return describe.describe(self.metadata, self.name)
 
     def snapshots(self) -> list[SnapshotInfo]:
         """Every snapshot, oldest first: id, parent, time, operation, summary counts, refs."""
-        from icemor.spec.describe import snapshots
-
-        return snapshots(self.metadata)
+        return describe.snapshots(self.metadata)
 
     def history(self) -> list[HistoryEntry]:
         """Each change of the current snapshot, oldest first (Spark's ``history`` table)."""
-        from icemor.spec.describe import history
-
-        return history(self.metadata)
+        return describe.history(self.metadata)
 
     def upgrade(self, *, format_version: int) -> int:
         """Upgrade the table's format version (2 -> 3); return the version it had.
@@ -269,7 +227,7 @@ class Table:
         Raises:
             InvalidArgumentError: A downgrade, or a version icemor cannot write (above 3).
         """
-        from icemor.ops.upgrade import upgrade_table
+        from icemor.ops.upgrade import upgrade_table  # noqa: PLC0415 - cost
 
         before = upgrade_table(self._table, format_version=format_version)
         self.refresh()
@@ -283,6 +241,10 @@ class Table:
         note: Callable[[str], None] | None = None,
     ) -> int:
         """Append rows as one snapshot, streamed ``icemor.ops.append.BATCH_ROWS`` at a time.
+
+        Example::
+
+            table.append(pa.table({"id": [4], "qty": [1]}))   # 1 row appended
 
         Args:
             data: An Arrow table, record batch or RecordBatchReader (or any object with
@@ -304,10 +266,12 @@ class Table:
             InvalidArgumentError: A column that does not fit (named), NULL in a required column,
                 an unreadable file; nothing is committed and no file is left.
         """
-        from icemor.ops.append import append_data
+        from icemor.ops.append import append_data  # noqa: PLC0415 - cost
 
-        if _is_spark_dataframe(data):  # written on its session's executors
-            from icemor.engines.spark.table_writes import dataframe_rows
+        if is_spark_dataframe(data):  # written on its session's executors
+            from icemor.engines.spark.table_writes import (  # noqa: PLC0415 - pyspark is optional
+                dataframe_rows,
+            )
 
             data = dataframe_rows(data)
         rows = append_data(self._table, data, progress=progress, note=note or _log.warning)
@@ -328,6 +292,10 @@ class Table:
         live row matches is removed; with no condition every file is), the new rows written as
         :meth:`append` writes them, and both committed as one ``overwrite`` snapshot.
 
+        Example::
+
+            table.overwrite(pa.table({"id": [1], "qty": [9]}), where="id = 1").rows_added   # 1
+
         Args:
             data: What :meth:`append` takes.
             where: A row filter in the scan language, or a pyiceberg expression.
@@ -339,15 +307,18 @@ class Table:
             InvalidArgumentError: Bad condition, rows that do not fit; nothing is committed.
             CommitConflictError: A concurrent commit conflicts (``write.delete.isolation-level``).
         """
-        from icemor.ops.overwrite import overwrite_rows
+        from icemor.ops.overwrite import overwrite_rows  # noqa: PLC0415 - cost
 
-        if _is_spark_dataframe(data):  # written on its session's executors
-            from icemor.engines.spark.table_writes import dataframe_rows, removal_runner
+        if is_spark_dataframe(data):  # written on its session's executors
+            from icemor.engines.spark.table_writes import (  # noqa: PLC0415 - pyspark is optional
+                dataframe_rows,
+                removal_runner,
+            )
 
-            run = self._runner(spark) if spark is not None else removal_runner(data, self._table)
+            run = runner(self, spark) if spark is not None else removal_runner(data, self._table)
             data = dataframe_rows(data)
         else:
-            run = self._runner(spark)
+            run = runner(self, spark)
         metrics = overwrite_rows(self._table, data, where, run=run, note=note or _log.warning)
         self.refresh()
         return metrics
@@ -356,7 +327,7 @@ class Table:
         """Evolve the schema: ``table.update_schema().add_column("note", "string")
         .rename_column("qty", "quantity").widen_column("id", "long").require_column("id")
         .set_identifier_fields("id").commit()`` (one metadata commit, no snapshot)."""
-        from icemor.ops.alter import SchemaChange
+        from icemor.ops.alter import SchemaChange  # noqa: PLC0415 - cost
 
         return SchemaChange(self)
 
@@ -385,7 +356,7 @@ class Table:
             InvalidArgumentError: A missing or unreadable file, or a schema that does not fit
                 (the message names the differing fields).
         """
-        from icemor.ops.append import append_files
+        from icemor.ops.append import append_files  # noqa: PLC0415 - cost
 
         rows = append_files(self._table, files, progress=progress, note=note or _log.warning)
         self.refresh()
@@ -403,7 +374,7 @@ class Table:
         Raises:
             InvalidArgumentError: Missing or unreadable file, schema mismatch, duplicate file.
         """
-        from icemor.ops.add_files import add_files
+        from icemor.ops.add_files import add_files  # noqa: PLC0415 - cost
 
         rows = add_files(self._table, files)
         self.refresh()
@@ -411,8 +382,6 @@ class Table:
 
     def drop(self, *, purge: bool = False) -> None:
         """Remove the table from its catalog; ``purge`` also deletes every file it references."""
-        from icemor.ops.drop import drop_table
-
         drop_table(self.catalog, self.name, purge=purge)
 
     def delete(
@@ -423,6 +392,10 @@ class Table:
         progress: Callable[[int, int], None] | None = None,
     ) -> DeleteMetrics:
         """Delete the rows matching ``where`` as merge-on-read (position-delete files), in one commit.
+
+        Example::
+
+            table.delete("qty = 0 and id < 100").deleted_rows
 
         Args:
             where: A row filter in the scan language (``"k1 < 100 and k2 = 'a'"``) or a pyiceberg
@@ -438,10 +411,10 @@ class Table:
             InvalidArgumentError: Unknown column or bad condition; a v1 or copy-on-write table.
             CommitConflictError: A concurrent commit conflicts (see ``write.delete.isolation-level``).
         """
-        from icemor.ops.delete import delete_rows
+        from icemor.ops.delete import delete_rows  # noqa: PLC0415 - cost
 
-        with _spark_errors(spark, self.metadata.location):
-            metrics = delete_rows(self._table, where, run=self._runner(spark, progress), spark=spark)
+        with spark_errors(spark, self.metadata.location):
+            metrics = delete_rows(self._table, where, run=runner(self, spark, progress), spark=spark)
         self.refresh()
         return metrics
 
@@ -458,6 +431,10 @@ class Table:
         The old rows get position deletes; the new rows go to new data files (in their new
         partition when a partition column changes). A data file whose every live row changes
         is replaced rather than deleted row by row.
+
+        Example::
+
+            table.update({"qty": "qty + 1"}, where="id = 3").rows_updated   # 1
 
         Args:
             set: Column -> new value as SQL, e.g. ``{"qty": "qty + 1", "note": "upper(note)"}``.
@@ -476,10 +453,10 @@ class Table:
                 non-boolean condition, a v1 or copy-on-write table (``write.update.mode``).
             CommitConflictError: A concurrent commit conflicts (``write.update.isolation-level``).
         """
-        from icemor.ops.update import update_rows
+        from icemor.ops.update import update_rows  # noqa: PLC0415 - cost
 
-        with _spark_errors(spark, self.metadata.location):
-            metrics = update_rows(self._table, set, where, run=self._runner(spark, progress), spark=spark)
+        with spark_errors(spark, self.metadata.location):
+            metrics = update_rows(self._table, set, where, run=runner(self, spark, progress), spark=spark)
         self.refresh()
         return metrics
 
@@ -495,8 +472,10 @@ class Table:
     ) -> MergeBuilder:
         """Start a MERGE of ``source`` into this table; add clauses, then ``execute()``.
 
-        ``table.merge(src, on="t.id = s.id").when_matched_update_all()``
-        ``.when_not_matched_insert_all().execute()``
+        Example::
+
+            merge = table.merge(updates, on="t.id = s.id").when_matched_update_all()
+            merge.when_not_matched_insert_all().execute()
 
         Args:
             source: An Arrow table, Parquet file path(s), a pandas DataFrame, or (with ``spark``)
@@ -534,7 +513,7 @@ class Table:
         ``-U``/``update_before`` (ignored), ``D``/``delete`` (case-insensitive; Flink's ``+I``,
         ``+U``, ``-D`` too). The rows of one key count in row order, or by ``order_by``; only the
         net effect is applied. Equality mode never reads the table; position mode looks the keys
-        up in each data file's key index (docs/cdc.md). See :mod:`icemor.ops.apply_changes`.
+        up in each data file's key index (docs/cdc.md). See :mod:`icemor.ops.cdc`.
 
         Args:
             changes: An Arrow table (or pandas DataFrame, or Parquet file paths) runs on the local
@@ -562,32 +541,25 @@ class Table:
                 does not fit, two changes of a key with the same order value, a bad key (optional,
                 float, contradicting the identifier fields); nothing is committed.
         """
-        from icemor.ops.apply_changes import apply_changes, apply_changes_dataframe
+        # icemor.ops.cdc loads pyiceberg's pyarrow IO: ~1 s more for `import icemor` (measured)
+        from icemor.ops.cdc import ChangeOptions, apply_changes, apply_changes_dataframe  # noqa: PLC0415 - cost
 
-        options: dict[str, Any] = {
-            "key": key,
-            "op_column": op_column,
-            "order_by": order_by,
-            "allow_nullable_key": allow_nullable_key,
-            "app_id": app_id,
-            "batch_id": batch_id,
-            "deletes": deletes,
-        }
-        if _is_spark_dataframe(changes):
-            with _spark_errors(changes, self.metadata.location):
-                metrics = apply_changes_dataframe(self._table, changes, partitions=partitions, **options)
-        else:
-            from icemor.ops.inputs import TableRows, read_arrow
-
-            convert = TableRows(self.schema(), table=self.name, strict=False)
-            rows = read_arrow(changes, what="the changes", convert=convert)
-            metrics = apply_changes(self._table, rows, **options)
-            if (text := convert.summary()) is not None and not metrics.skipped:
-                (note or _log.warning)(text)
-        if metrics.snapshot_id is None:
-            self.refresh()
-        # else the commit left the table at the metadata the catalog answered it with (no reload)
-        return metrics
+        options = ChangeOptions(
+            key=tuple(key),
+            op_column=op_column,
+            order_by=order_by,
+            allow_nullable_key=allow_nullable_key,
+            app_id=app_id,
+            batch_id=batch_id,
+            deletes=deletes,
+            partitions=partitions,
+        )
+        # the entry refreshes the table once and reads the changes once; its commit leaves the
+        # table at the metadata the catalog answered with (no reload after)
+        if is_spark_dataframe(changes):
+            with spark_errors(changes, self.metadata.location):
+                return apply_changes_dataframe(self._table, changes, options)
+        return apply_changes(self._table, changes, options, note=note or _log.warning)
 
     def inspect(self, *, snapshot_id: int | None = None, exact: bool = False) -> HealthReport:
         """The health report of the table (``icemor inspect``): files, deletes, read amplification,
@@ -597,7 +569,7 @@ class Table:
             snapshot_id: Report on this snapshot (default: the current one).
             exact: Also count the rows equality deletes remove (reads the files they apply to).
         """
-        from icemor.maintenance.health import inspect_table
+        from icemor.maintenance.health import inspect_table  # noqa: PLC0415 - cost
 
         return inspect_table(self.metadata, self.io, name=self.name, snapshot_id=snapshot_id, exact=exact)
 
@@ -611,7 +583,7 @@ class Table:
         Args:
             snapshot_id: Check this snapshot (default: the current one).
         """
-        from icemor.maintenance.check import check_table
+        from icemor.maintenance.check import check_table  # noqa: PLC0415 - cost
 
         return check_table(self.metadata, self.io, name=self.name, snapshot_id=snapshot_id)
 
@@ -632,19 +604,7 @@ class Table:
             spark: Run the per-file work on this SparkSession's executors instead of local threads.
             note: Called with one line per action as it finishes.
         """
-        from icemor.maintenance.optimize import optimize
-
-        result = optimize(
-            self._table,
-            name=self.name,
-            run=self._runner(spark),
-            dry_run=dry_run,
-            expire=self.maintenance.expire_snapshots,
-            remove_orphans=self.maintenance.remove_orphan_files,
-            note=note,
-        )
-        self.refresh()
-        return result
+        return table_maintenance.optimize(self, dry_run=dry_run, spark=spark, note=note)
 
     def watch(
         self,
@@ -669,46 +629,12 @@ class Table:
             on_round: Called with each round's :class:`~icemor.maintenance.optimize.RoundResult`
                 (``describe_round`` gives its one line).
         """
-        import time
-
-        from icemor.maintenance.optimize import WatchState, watch_round
-
-        state = WatchState()
-        run = self._runner(spark)
-        while stop is None or not stop():
-            r = watch_round(
-                self._table,
-                state,
-                name=self.name,
-                run=run,
-                expire=self.maintenance.expire_snapshots,
-                remove_orphans=self.maintenance.remove_orphan_files,
-                stop=stop,
-            )
-            if on_round is not None:
-                on_round(r)
-            waited = 0.0
-            while waited < every and (stop is None or not stop()):
-                time.sleep(min(0.05, every - waited))
-                waited += 0.05
-        self.refresh()
-        return state.rounds
+        return table_maintenance.watch(self, every, spark=spark, stop=stop, on_round=on_round)
 
     @property
     def maintenance(self) -> Maintenance:
         """Maintenance actions of merge-on-read tables (``table.maintenance.rewrite_equality_deletes()``)."""
         return Maintenance(self)
-
-    def _runner(
-        self, spark: SparkSession | None, progress: Callable[[int, int], None] | None = None
-    ) -> Runner:
-        if spark is None:
-            from icemor.engines.local import runner
-
-            return runner(self.io, progress=progress)
-        from icemor.engines.spark import runner as spark_runner
-
-        return spark_runner(spark, self.io, self.metadata.location, progress=progress)
 
     def to_spark(self, spark: SparkSession, *, strategy: str = "auto", **scan_kwargs: Any) -> DataFrame:
         """The scan as a PySpark DataFrame whose reading runs on Spark executors.
@@ -720,294 +646,3 @@ class Table:
             **scan_kwargs: The arguments of :meth:`scan`.
         """
         return self.scan(**scan_kwargs).to_spark(spark, strategy=strategy)
-
-
-class MergeBuilder:
-    """Clauses of a MERGE, in the order given (the first whose condition holds acts), as in Spark."""
-
-    def __init__(
-        self, table: Table, source: Any, on: str | Sequence[str], *, source_alias: str, target_alias: str,
-        spark: SparkSession | None, note: Callable[[str], None] | None = None,
-    ) -> None:  # fmt: skip
-        self._note = note or _log.warning
-        self._table = table
-        self._source = source
-        self._on = on
-        self._aliases = (source_alias, target_alias)
-        self._spark = spark
-        self._clauses: list[MergeClause] = []
-
-    def _add(self, kind: str, condition: str | None, values: Mapping[str, str] | None) -> MergeBuilder:
-        from icemor.ops.merge import MergeClause
-
-        self._clauses.append(MergeClause(kind, condition, values))  # type: ignore[arg-type]
-        return self
-
-    def when_matched_update(self, set: Mapping[str, str], condition: str | None = None) -> MergeBuilder:
-        """``WHEN MATCHED [AND condition] THEN UPDATE SET col = value, …`` (values are SQL)."""
-        return self._add("update", condition, dict(set))
-
-    def when_matched_update_all(self, condition: str | None = None) -> MergeBuilder:
-        """``WHEN MATCHED [AND condition] THEN UPDATE SET *``: every column from the source."""
-        return self._add("update", condition, None)
-
-    def when_matched_delete(self, condition: str | None = None) -> MergeBuilder:
-        """``WHEN MATCHED [AND condition] THEN DELETE``."""
-        return self._add("delete", condition, {})
-
-    def when_not_matched_insert(
-        self, values: Mapping[str, str], condition: str | None = None
-    ) -> MergeBuilder:
-        """``WHEN NOT MATCHED [AND condition] THEN INSERT (cols) VALUES (…)``; other columns NULL."""
-        return self._add("insert", condition, dict(values))
-
-    def when_not_matched_insert_all(self, condition: str | None = None) -> MergeBuilder:
-        """``WHEN NOT MATCHED [AND condition] THEN INSERT *``: every column from the source."""
-        return self._add("insert", condition, None)
-
-    def execute(self, *, progress: Callable[[int, int], None] | None = None) -> MergeMetrics:
-        """Run the MERGE as one merge-on-read snapshot; ``progress`` is called with (files done,
-        files) as the per-file work proceeds.
-
-        Returns:
-            Rows updated, deleted and inserted, files added and removed, the snapshot id.
-
-        Raises:
-            InvalidArgumentError: Unknown column, source without the key columns, a value that
-                does not fit its column, a non-boolean condition, a target row matched by
-                several source rows, ``*`` with a source that lacks table columns.
-            CommitConflictError: A concurrent commit conflicts (``write.merge.isolation-level``).
-        """
-        from icemor.ops.merge import merge_rows, read_source
-
-        t = self._table
-        from icemor.ops.inputs import TableRows
-
-        convert = TableRows(t.schema(), table=t.name, strict=False)
-        source = read_source(self._source)
-        if not _is_spark_dataframe(source):  # a Spark DataFrame stays on the executors, typed by Spark
-            source = convert.convert_table(source, what="the MERGE source")
-        source_alias, target_alias = self._aliases
-        with _spark_errors(self._spark, t.metadata.location):
-            metrics = merge_rows(
-                t.pyiceberg,
-                source,
-                self._on,
-                self._clauses,
-                source_alias=source_alias,
-                target_alias=target_alias,
-                run=t._runner(self._spark, progress),
-                spark=self._spark,
-            )
-        t.refresh()
-        if (text := convert.summary()) is not None:
-            self._note(text)
-        return metrics
-
-
-class Maintenance:
-    """Maintenance of one table; each action commits at most one snapshot and returns its metrics."""
-
-    def __init__(self, table: Table) -> None:
-        self._table = table
-
-    def rewrite_equality_deletes(self, *, spark: SparkSession | None = None) -> ConversionMetrics:
-        """Rewrite every equality delete as position deletes (rows unchanged, reads much faster).
-
-        Args:
-            spark: Run the per-file work on this SparkSession's executors instead of local threads.
-        """
-        from icemor.maintenance.equality_to_position import rewrite_equality_deletes
-
-        t = self._table
-        metrics = rewrite_equality_deletes(t.pyiceberg, run=t._runner(spark))
-        t.refresh()
-        return metrics
-
-    def rewrite_position_deletes(
-        self,
-        *,
-        spark: SparkSession | None = None,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> PositionDeleteMetrics:
-        """Minor compaction: merge the position-delete files of each partition (``write.delete.
-        granularity=partition``) or data file (``file``) into one sorted file; drop dangling deletes.
-
-        Rows are unchanged; the new files keep the largest data sequence number of the files
-        they replace (as Iceberg Java). One ``replace`` snapshot, or none when nothing is to do.
-
-        Args:
-            spark: Run the per-group work on this SparkSession's executors instead of local threads.
-            progress: Called with (groups done, groups) as the work proceeds.
-        """
-        from icemor.maintenance.position_deletes import rewrite_position_deletes
-
-        t = self._table
-        metrics = rewrite_position_deletes(t.pyiceberg, run=t._runner(spark, progress))
-        t.refresh()
-        return metrics
-
-    def rewrite_data_files(
-        self,
-        delete_ratio_threshold: float = 0.3,
-        delete_file_threshold: int | None = None,
-        target_file_size_bytes: int | None = None,
-        where: str | BooleanExpression | None = None,
-        *,
-        use_starting_sequence_number: bool = True,
-        partial_progress_enabled: bool = False,
-        partial_progress_max_commits: int = 10,
-        spark: SparkSession | None = None,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> DataRewriteMetrics:
-        """Major compaction: rewrite data files with every delete applied, and bin-pack small ones.
-
-        Iceberg Java's selection and defaults: a file whose deleted fraction reaches
-        ``delete_ratio_threshold``, or to which ``delete_file_threshold`` or more delete files
-        apply (None: never), or whose size is outside 75-180 % of the target, is a candidate;
-        a partition's candidates are rewritten when one has too many deletes, or there are 5
-        or more, or more than the target's bytes. One ``replace`` snapshot removes the old data
-        files and the delete files that then apply to nothing.
-
-        Args:
-            delete_ratio_threshold: Java's ``delete-ratio-threshold`` (position deletes, counted exactly).
-            delete_file_threshold: Java's ``delete-file-threshold``.
-            target_file_size_bytes: Default: the table's ``write.target-file-size-bytes`` (512 MiB).
-                pyiceberg's writer sizes files by in-memory Arrow bytes: files on disk are smaller.
-            where: Only data files that may hold rows matching this filter (whole files).
-            use_starting_sequence_number: Java's ``use-starting-sequence-number``: the new files
-                keep the starting snapshot's sequence number, so equality deletes committed
-                meanwhile still apply to them.
-            partial_progress_enabled: Java's ``partial-progress.enabled``: the file groups are
-                committed in several commits, each validated on its own; a conflicting one is
-                planned again (up to 3 times), the others stand (``metrics.failed_commits``).
-            partial_progress_max_commits: Java's ``partial-progress.max-commits``.
-            spark: Run the per-unit work on this SparkSession's executors instead of local threads.
-            progress: Called with (units done, units) as the work proceeds.
-
-        Raises:
-            CommitConflictError: A concurrent commit removed a file being rewritten or added
-                deletes for one (nothing committed, no file left); with partial progress, only
-                when no commit succeeded.
-        """
-        from icemor.maintenance.data_files import rewrite_data_files
-
-        t = self._table
-        metrics = rewrite_data_files(
-            t.pyiceberg,
-            run=t._runner(spark, progress),
-            delete_ratio_threshold=delete_ratio_threshold,
-            delete_file_threshold=delete_file_threshold,
-            target_file_size_bytes=target_file_size_bytes,
-            where=where,
-            use_starting_sequence_number=use_starting_sequence_number,
-            partial_progress_enabled=partial_progress_enabled,
-            partial_progress_max_commits=partial_progress_max_commits,
-        )
-        t.refresh()
-        return metrics
-
-    def expire_snapshots(
-        self,
-        older_than: Timestamp | None = None,
-        retain_last: int | None = None,
-        *,
-        dry_run: bool = False,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> ExpireMetrics:
-        """Expire snapshots as Iceberg Java does, then delete the files no remaining snapshot reaches.
-
-        Every ref's head is kept, and along each branch the ancestors younger than
-        ``older_than`` or among its ``retain_last`` newest; refs older than their
-        ``max-ref-age-ms`` go. Deleted: manifest lists and manifests of removed snapshots, the
-        data, delete and Puffin files only they reached, and their statistics files.
-
-        Args:
-            older_than: A datetime (naive means UTC) or ms since the epoch; default now minus
-                ``history.expire.max-snapshot-age-ms`` (5 days).
-            retain_last: Default ``history.expire.min-snapshots-to-keep`` (1).
-            dry_run: Commit and delete nothing; the metrics say what would go.
-            progress: Called with (files deleted, files to delete).
-        """
-        from icemor.maintenance.expire import expire_snapshots
-
-        t = self._table
-        metrics = expire_snapshots(
-            t.pyiceberg,
-            older_than_ms=_optional_ms(older_than, "older_than"),
-            retain_last=retain_last,
-            dry_run=dry_run,
-            progress=progress,
-        )
-        t.refresh()
-        return metrics
-
-    def remove_orphan_files(
-        self,
-        older_than: Timestamp | None = None,
-        *,
-        dry_run: bool = False,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> OrphanMetrics:
-        """Delete files under the table location that no metadata references and that are older
-        than ``older_than`` (default 3 days ago, Java's safety window: younger files may belong to
-        a commit in flight).
-
-        Args:
-            older_than: A datetime (naive means UTC) or ms since the epoch.
-            dry_run: List them, delete nothing.
-            progress: Called with (files deleted, orphan files).
-
-        Files under another table's location (one nested in this table's location) are never
-        deleted, and nothing is when this table lies inside another's: ``skipped`` in the
-        metrics names those tables. Every table of the catalog is loaded to learn where it lies.
-
-        Raises:
-            MissingFileError, CorruptFileError: Some table's metadata cannot be read, so where it
-                lies is unknown; nothing is deleted.
-        """
-        from icemor.catalog import table_locations
-        from icemor.maintenance.orphans import remove_orphan_files
-
-        t = self._table
-        return remove_orphan_files(
-            t.pyiceberg,
-            tables=lambda: table_locations(t.catalog, strict=True),
-            older_than_ms=_optional_ms(older_than, "older_than"),
-            dry_run=dry_run,
-            progress=progress,
-        )
-
-
-def _spark_errors(spark: object, location: str) -> AbstractContextManager[None]:
-    """Where Spark runs the work (``spark``: a session or a DataFrame, None: it does not), a Spark
-    exception carrying an icemor error (a task's, a file of the table missing) raised as that
-    error, its one line (:mod:`icemor.engines.spark.errors`)."""
-    if spark is None:
-        return nullcontext()
-    from icemor.engines.spark.errors import spark_errors
-
-    return spark_errors(location=location)
-
-
-def _is_spark_dataframe(obj: object) -> bool:
-    """A PySpark DataFrame (classic or Connect), told without importing pyspark."""
-    return type(obj).__name__ == "DataFrame" and type(obj).__module__.startswith("pyspark.")
-
-
-def _metadata_file(catalog: Catalog, identifier: str, error: Exception) -> str:
-    from icemor.catalog import metadata_location
-
-    location = metadata_location(catalog, identifier)
-    if location is not None:
-        return location
-    return getattr(error, "filename", None) or "(location unknown to this catalog)"
-
-
-def _first_problem(e: BaseException) -> str:
-    if isinstance(e, _PyIcebergValidationError) and e.__cause__ is not None:
-        return _first_problem(e.__cause__)  # pyiceberg wraps pydantic's error
-    if isinstance(e, PydanticValidationError) and e.errors():
-        return str(e.errors()[0]["msg"])
-    lines = str(e).strip().splitlines()
-    return lines[0] if lines else type(e).__name__

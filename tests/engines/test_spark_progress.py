@@ -7,8 +7,10 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 from icemor.engines.spark.progress import JobStatus, SparkProgress, job_status
+from spark_connect_fake import as_connect_session_class
 
 if TYPE_CHECKING:
+    import pytest
     from pyspark.sql import SparkSession
 
 
@@ -85,8 +87,6 @@ def test_the_poller_follows_a_real_spark_job(spark: SparkSession) -> None:
 class _ConnectSession:
     """A Spark Connect client session as the progress reporter uses it: progress handlers."""
 
-    __module__ = "pyspark.sql.connect.session"
-
     def __init__(self) -> None:
         self.handlers: list[object] = []
 
@@ -97,7 +97,8 @@ class _ConnectSession:
         self.handlers.remove(handler)
 
 
-def test_on_spark_connect_the_client_progress_handler_reports() -> None:
+def test_on_spark_connect_the_client_progress_handler_reports(monkeypatch: pytest.MonkeyPatch) -> None:
+    as_connect_session_class(monkeypatch, _ConnectSession)
     spark = _ConnectSession()
     seen: list[JobStatus | None] = []
     reporter = SparkProgress(spark, seen.append).start()  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ import gc
 from typing import TYPE_CHECKING
 
 from icemor.engines.spark import session_kind
+from spark_connect_fake import as_connect_session_class
 
 if TYPE_CHECKING:
     import pytest
@@ -28,8 +29,6 @@ class _Conf:
 class _ConnectSession:
     """What icemor may ask of a Connect client session: no SparkContext, a conf, a session id."""
 
-    __module__ = "pyspark.sql.connect.session"
-
     def __init__(self, conf: dict[str, str]) -> None:
         self.conf = _Conf(conf)
         self.session_id = "9f1c"
@@ -40,7 +39,10 @@ class _ConnectSession:
         raise AttributeError(msg)
 
 
-def test_a_connect_session_takes_the_public_paths_without_touching_a_spark_context() -> None:
+def test_a_connect_session_takes_the_public_paths_without_touching_a_spark_context(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    as_connect_session_class(monkeypatch, _ConnectSession)
     connect = _ConnectSession({"spark.default.parallelism": "7"})
     assert session_kind.is_connect(connect)  # type: ignore[arg-type]
     assert session_kind.parallelism(connect) == 7  # type: ignore[arg-type]
@@ -102,3 +104,9 @@ def test_the_workers_that_turn_blobs_into_rows_spare_the_archive_rescans(
 def test_analyzed_leaves_a_classic_dataframe_as_it_is(spark: SparkSession) -> None:
     df = spark.range(3)
     assert session_kind.analyzed(df) is df
+
+
+def test_a_session_is_told_by_its_class_not_by_its_module_name() -> None:
+    # the module name alone once sent such a session down the Connect paths
+    look_alike = type("SparkSession", (), {"__module__": "pyspark.sql.connect.session"})()
+    assert not session_kind.is_connect(look_alike)  # type: ignore[arg-type]

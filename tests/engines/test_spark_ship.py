@@ -19,6 +19,7 @@ import icemor
 from icemor.engines.spark import ship as ship_module
 from icemor.engines.spark.ship import ENV_PREFIX, _last_error_line, build_archive, requirement_closure, ship
 from icemor.exceptions import UnsupportedFeatureError
+from spark_connect_fake import as_connect_session_class
 
 # the heavy ones, left out where a test only looks at how the archive is made
 HEAVY = ("pyarrow", "numpy", "pandas", "duckdb", "pyiceberg-core", "sqlalchemy", "zstandard")
@@ -119,8 +120,12 @@ def test_build_leaves_no_partial_file_when_it_fails(tmp_path: Path, monkeypatch:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_ship_refuses_a_spark_connect_session_in_one_line(tmp_path: Path) -> None:
-    connect_session = type("SparkSession", (), {"__module__": "pyspark.sql.connect.session"})()
+def test_ship_refuses_a_spark_connect_session_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    connect_class = type("SparkSession", (), {})
+    as_connect_session_class(monkeypatch, connect_class)
+    connect_session = connect_class()
     with pytest.raises(UnsupportedFeatureError, match=r"^icemor.spark.ship needs a classic session") as e:
         ship(connect_session, cache_dir=tmp_path)
     assert "\n" not in str(e.value)

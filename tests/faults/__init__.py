@@ -312,7 +312,7 @@ import json, os, sys
 sys.path.insert(0, sys.argv[1])
 import faults
 import icemor, icemor.cli, icemor.table, icemor.ops.append, icemor.ops.delete, icemor.ops.update
-import icemor.ops.merge, icemor.ops.apply_changes, icemor.maintenance.expire
+import icemor.ops.merge, icemor.ops.cdc, icemor.maintenance.expire
 import icemor.maintenance.data_files, icemor.maintenance.position_deletes
 import icemor.maintenance.equality_to_position, pyiceberg.io.pyarrow, pyiceberg.catalog.sql, duckdb
 

@@ -16,7 +16,7 @@ from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
 import icemor
 from icemor.exceptions import CommitConflictError, InvalidArgumentError
-from icemor.ops.apply_changes import APP_ID_PROPERTY, BATCH_ID_PROPERTY, last_committed_batch
+from icemor.ops.cdc import APP_ID_PROPERTY, BATCH_ID_PROPERTY, last_committed_batch
 from icemor.spec.files import FileContent
 from oracle import local_path
 
@@ -419,7 +419,7 @@ def test_a_batch_committed_concurrently_is_refused(
     catalog: SqlCatalog, ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two runs of one batch race: the second to commit sees the first in its validation."""
-    from icemor.ops import apply_changes as mod
+    from icemor.ops.cdc import local as mod
 
     t = _table(catalog, ns)
     t.apply_changes(_changes([("I", 1, "a")]), key=["id"])

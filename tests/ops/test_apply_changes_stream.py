@@ -15,7 +15,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 import icemor
 import icemor.spark
-from icemor.ops.apply_changes import APP_ID_PROPERTY, BATCH_ID_PROPERTY
+from icemor.ops.cdc import APP_ID_PROPERTY, BATCH_ID_PROPERTY
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pyiceberg.catalog.sql import SqlCatalog
     from pyspark.sql import SparkSession
 
-    from icemor.ops.apply_changes import ChangeMetrics
+    from icemor.ops.cdc import ChangeMetrics
 
 SCHEMA = Schema(NestedField(1, "id", LongType(), required=True), NestedField(2, "v", StringType()))
 # each batch inserts new keys too: applying one twice would leave a key live twice

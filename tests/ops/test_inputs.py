@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import decimal
 
+import pandas as pd
 import pyarrow as pa
 import pytest
 from pyiceberg.schema import Schema
 from pyiceberg.types import DecimalType, IntegerType, LongType, NestedField
 
 from icemor.exceptions import InvalidArgumentError
-from icemor.ops.inputs import TableRows, new_table_schema
+from icemor.ops.inputs import TableRows, input_batches, new_table_schema, read_arrow, schema_of
 
 
 @pytest.mark.parametrize(
@@ -119,3 +120,34 @@ def test_uuids_inside_structs_and_lists_convert() -> None:
     assert out.schema == convert.arrow_schema
     assert out.column("s").to_pylist()[0]["u"].bytes == value
     assert out.column("l").to_pylist()[1] is None
+
+
+class _IndexedFrame(pd.DataFrame):
+    """A pandas DataFrame subclass from another module (as geopandas' GeoDataFrame is)."""
+
+    @property
+    def _constructor(self) -> type[_IndexedFrame]:
+        return _IndexedFrame
+
+
+def test_a_pandas_subclass_is_a_pandas_frame_its_index_left_out() -> None:
+    # told by its class: taken by the Arrow stream protocol instead, its index became a column
+    frame = _IndexedFrame({"a": [1, 2]}, index=[10, 20])
+    assert read_arrow(frame, what="the rows").column_names == ["a"]
+    assert schema_of(frame, what="the rows")[0].names == ["a"]
+    batches = input_batches(frame, what="the rows", batch_rows=1).batches
+    assert [batch.schema.names for _, batch in batches] == [["a"], ["a"]]
+
+
+def test_a_polars_lazyframe_subclass_is_collected() -> None:
+    pl = pytest.importorskip("polars")
+
+    class Lazy(pl.LazyFrame):
+        """A polars LazyFrame subclass from another module."""
+
+    # told by its class: a LazyFrame has no Arrow stream, so it was refused as an unknown input
+    lazy = Lazy(pl.DataFrame({"a": [1, 2]}))
+    assert read_arrow(lazy, what="the rows").column("a").to_pylist() == [1, 2]
+    assert schema_of(lazy, what="the rows")[0].names == ["a"]
+    batches = input_batches(lazy, what="the rows", batch_rows=10).batches
+    assert [batch.num_rows for _, batch in batches] == [2]

@@ -16,7 +16,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 import icemor
 from icemor.exceptions import CommitConflictError, InvalidArgumentError
 from icemor.io.key_index import data_path_of
-from icemor.ops.apply_changes import DELETE_MODE_PROPERTY, V4_READY_PROPERTY
+from icemor.ops.cdc import DELETE_MODE_PROPERTY, V4_READY_PROPERTY
 from icemor.spec.files import FileContent
 from oracle import local_path
 
@@ -174,7 +174,7 @@ def test_the_delete_mode_by_default_property_and_v4_readiness(catalog: SqlCatalo
 
 def _race(monkeypatch: pytest.MonkeyPatch, concurrent: Any) -> None:
     """Run ``concurrent()`` after the batch found its positions, before it commits."""
-    from icemor.ops import apply_changes as mod
+    from icemor.ops.cdc import local as mod
 
     real = mod.change_unit
 

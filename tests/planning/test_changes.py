@@ -398,7 +398,7 @@ def consume(bronze: Table, silver: Table, *, app_id: str = "silver-from-bronze")
     The cursor is bronze's sequence number of the last snapshot consumed, stored by apply_changes
     as the batch id in silver's own commit: the batch and its cursor commit together (exactly once).
     """
-    from icemor.ops.apply_changes import last_committed_batch
+    from icemor.ops.cdc import last_committed_batch
 
     bronze.refresh()
     end = bronze.metadata.current_snapshot()

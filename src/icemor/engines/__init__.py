@@ -11,17 +11,52 @@ paths whose results are tested equal to the core's and to Iceberg Java's:
 filters or anti-joins, equality deletes as NULL-safe anti-joins) and ``spark/feed.py`` (the
 change feed's carry-overs, update pairs and net changes in Spark SQL). Both take which delete
 files apply, and where, from the shared planner.
+
+Rows another engine writes as data files (a Spark DataFrame, on its executors) reach the
+operations as :class:`ExternalRows`: the engine writes, the operation commits.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeAlias
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Collection, Sequence
 
     from pyiceberg.io import FileIO
+    from pyiceberg.table import Table as PyIcebergTable
 
-__all__ = ["Runner"]
+    from icemor.spec.files import WrittenFile
+
+__all__ = ["ExternalFiles", "ExternalRows", "Runner"]
 
 Runner: TypeAlias = "Callable[[Callable[[FileIO, Any], Any], Sequence[Any]], list[Any]]"
+
+
+class ExternalFiles(Protocol):
+    """Data files another engine wrote for one operation (nothing committed yet)."""
+
+    @property
+    def rows(self) -> int: ...
+    @property
+    def files(self) -> list[WrittenFile]: ...
+
+    def finish(self, keep: Collection[str]) -> list[str]:
+        """Remove every file the write made but ``keep``; return those that could not be removed."""
+        ...
+
+
+@dataclass(frozen=True)
+class ExternalRows:
+    """Rows that another engine writes as data files (a Spark DataFrame, on its executors).
+
+    ``write(table, convert)`` checks the rows' schema by ``convert`` (the input rules, an
+    :class:`icemor.ops.inputs.TableRows`) before writing any, writes them by the same rules, adds
+    its counts of truncated values to ``convert``'s, and removes what it wrote if it fails. The
+    operation that called it then calls :meth:`ExternalFiles.finish` once, whatever happens: with
+    the files it committed (or all of them when the catalog may have committed), else with none.
+    """
+
+    write: Callable[[PyIcebergTable, Any], ExternalFiles]
+    what: str

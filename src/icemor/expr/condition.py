@@ -13,20 +13,18 @@ Both are compiled once, here, into Iceberg expressions in *negation normal form*
 two-valued meaning (:func:`normalize`): no ``Not`` is left, so pyiceberg's pruning evaluators
 (which rewrite ``Not`` by flipping comparisons, ignoring NULLs) agree with the row evaluators of
 both engines (:mod:`icemor.io.filters`, and the Spark engine's column translation). Text is
-translated by its truth table (:class:`_Truth`): for each part, the rows where it is TRUE and the
-rows where it is FALSE, so ``NOT`` swaps them and an unknown part is in neither. What does not
-translate exactly is evaluated as SQL (DuckDB locally, Spark SQL on Spark), after pruning by the
-parts that do.
+translated by its truth table (:mod:`icemor.expr.truth`). What does not translate exactly is
+evaluated as SQL (DuckDB locally, Spark SQL on Spark), after pruning by the parts that do.
+
+An operation parses and binds each text condition once (:func:`parse_condition`) and passes the
+:class:`Condition` down: the scan it plans takes that as it is, never the text again.
 """
 
 from __future__ import annotations
 
-import math
 import re
-import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
-from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any, cast
 
 import pyiceberg.expressions as _expressions
@@ -34,48 +32,29 @@ from pyiceberg.expressions import (
     AlwaysFalse,
     AlwaysTrue,
     And,
-    EqualTo,
     GreaterThan,
     GreaterThanOrEqual,
-    In,
-    IsNaN,
-    IsNull,
     LessThan,
     LessThanOrEqual,
     Not,
-    NotEqualTo,
-    NotIn,
-    NotNaN,
-    NotNull,
-    NotStartsWith,
     Or,
     Reference,
-    StartsWith,
     UnboundPredicate,
 )
 from pyiceberg.expressions.visitors import bind
-from pyiceberg.types import (
-    BooleanType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    StringType,
-    TimestampType,
-    TimestamptzType,
-    UUIDType,
-)
+from pyiceberg.types import DoubleType, FloatType
 
 from icemor.exceptions import InvalidArgumentError, shortened
 from icemor.exceptions import first_line as _first_line
+from icemor.expr.filters import dates_as_midnight, explain_parse_error, flatten_filter
 from icemor.expr.sql import SqlExpression, UnsupportedSqlError, check_size, parse_sql
+from icemor.expr.truth import COMPLEMENT, TruthTable
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.schema import Schema
-    from pyiceberg.types import IcebergType
 
 # pyiceberg's predicates are pydantic models whose (term, value) constructors mypy cannot see
 _E: Any = _expressions
@@ -88,10 +67,11 @@ _FALSE: BooleanExpression = AlwaysFalse()
 
 @dataclass(frozen=True)
 class Condition:
-    """A row condition, compiled.
+    """A row condition, parsed and bound once: what an operation passes down instead of its text.
 
     ``exact`` and ``implied`` are Iceberg expressions in negation normal form, meant two-valued
-    (see the module docstring) and bound against nothing yet.
+    (see the module docstring), checked to bind to the table schema and kept unbound (each
+    planner and reader binds them to what it reads).
     """
 
     text: str | None
@@ -103,6 +83,8 @@ class Condition:
     (then ``sql`` is evaluated on every row that ``implied`` keeps)."""
     implied: BooleanExpression
     """Keeps at least every row the condition selects: for pruning files and for conflict checks."""
+    columns: tuple[str, ...] = ()
+    """A row filter's SQL: the table's top-level columns it reads (a scan reads them for it)."""
 
     @property
     def row_filter(self) -> BooleanExpression:
@@ -118,48 +100,81 @@ class Condition:
             return None
         return self.sql.text if self.sql is not None else self.text
 
+    def pruning(self, also: BooleanExpression | None = None) -> Condition:
+        """A scan filter that only prunes: the rows ``implied`` keeps, no SQL left for the scan
+        (UPDATE and MERGE evaluate their whole condition in their own SQL).
+
+        Args:
+            also: An expression the rows kept satisfy too, in negation normal form and built
+                from the schema's own names and types (MERGE's key range): taken as it is.
+        """
+        expr = self.implied if also is None else flatten_filter(And(self.implied, also))
+        return Condition(None, None, expr, expr)
+
 
 def parse_condition(
-    condition: str | BooleanExpression | None, schema: Schema, *, case_sensitive: bool = True
+    condition: str | BooleanExpression | Condition | None,
+    schema: Schema,
+    *,
+    case_sensitive: bool = True,
+    sql_only: bool = False,
+    what: str = "row filter",
+    qualifier: str | None = None,
+    prune: bool = True,
 ) -> Condition:
-    """Compile a condition given as text or as a pyiceberg expression against ``schema``.
+    """Parse and bind a condition, given as text or as a pyiceberg expression, against ``schema``.
 
-    Text is SQL (the subset of docs/sql.md, names case-insensitive as in Spark SQL); text that is
-    not SQL but pyiceberg's filter language (``x IS NAN``, ``"x" = 1``) is read in that language and
-    then given SQL's meaning too. ``case_sensitive`` applies to pyiceberg expressions only.
+    Text is SQL (the subset of docs/sql.md, names case-insensitive as in Spark SQL); a row
+    filter's text that is not SQL but pyiceberg's filter language (``x IS NAN``, ``"x" = 1``) is
+    read in that language and then given SQL's meaning too. A :class:`Condition` is taken as it
+    is: it was parsed already, against the same schema.
+
+    Args:
+        condition: The condition; None selects every row.
+        schema: The table schema its names resolve against.
+        case_sensitive: Name matching of a pyiceberg expression (SQL's names are case-insensitive).
+        sql_only: SQL alone, its columns left to the SQL binder: UPDATE's and MERGE's conditions,
+            whose SQL runs whole (a MERGE's names are qualified by its aliases).
+        what: How errors name the condition (``condition``, ``ON condition``, ...).
+        qualifier: Column references with this prefix (``t`` in ``t.id``) or none are the table's;
+            others (a MERGE source's) leave their part to SQL.
+        prune: Translate the parts that prune; False for a MERGE clause's condition, which
+            chooses among matched rows and prunes none (``implied`` is then AlwaysTrue).
 
     Raises:
         InvalidArgumentError: Text in neither language (the message says where it went wrong),
-            too long or too deeply nested, an unknown column, or a condition that is not boolean.
+            too long or too deeply nested, or a row filter's unknown column (whether SQL is
+            boolean, and a ``sql_only`` condition's columns, the SQL binder checks).
     """
+    if isinstance(condition, Condition):
+        return condition
     if condition is None:
         return Condition(None, None, _TRUE, _TRUE)
     if not isinstance(condition, str):
-        from icemor.expr.filters import flatten_filter
-
-        try:
+        with _refused(_shown_expr(condition), simplify="simplify it"):
             # flat first (normalize recurses along the tree), then flat again to merge what it made
             expr = normalize(flatten_filter(condition), schema, case_sensitive=case_sensitive)
             expr = flatten_filter(expr)
             bind(schema, expr, case_sensitive=case_sensitive)
-        except RecursionError as e:
-            msg = f"row filter {_shown_expr(condition)} nests too deeply: simplify it"
-            raise InvalidArgumentError(msg) from e
-        except ValueError as e:
-            msg = f"invalid row filter {_shown_expr(condition)}: {_first_line(e)}"
-            raise InvalidArgumentError(msg) from e
         return Condition(None, None, expr, expr)
-    check_size(condition, what="row filter")
-    try:
-        sql = parse_sql(condition, what="row filter")
-    except UnsupportedSqlError:
-        raise
-    except InvalidArgumentError as sql_error:
-        return _filter_language(condition, schema, sql_error)
-    sql_columns(sql, schema)
-    truth = _Truth(schema, qualifier=None)
+    columns: tuple[str, ...] = ()
+    if sql_only:
+        sql = parse_sql(condition, what=what)
+    else:
+        check_size(condition, what=what)  # before either language's parser sees it
+        try:
+            sql = parse_sql(condition, what=what)
+        except UnsupportedSqlError:
+            raise  # SQL all along: its refusal is the message
+        except InvalidArgumentError as sql_error:
+            return _filter_language(condition, schema, sql_error)
+        columns = tuple(sql_columns(sql, schema, what=what))
+    if not prune:
+        return Condition(condition, sql, None, _TRUE, columns)
+    truth = TruthTable(schema, qualifier=qualifier)
     exact = truth.true(sql.tree)
-    return Condition(condition, sql, exact, exact if exact is not None else truth.implied(sql.tree))
+    implied = exact if exact is not None else truth.implied(sql.tree)
+    return Condition(condition, sql, exact, implied, columns)
 
 
 def implied_filter(
@@ -175,7 +190,7 @@ def implied_filter(
     """
     if sql is None:
         return _TRUE
-    return _Truth(schema, qualifier=qualifier).implied(sql.tree)
+    return TruthTable(schema, qualifier=qualifier).implied(sql.tree)
 
 
 def sql_columns(sql: SqlExpression, schema: Schema, *, what: str = "row filter") -> list[str]:
@@ -216,27 +231,33 @@ def _shown_expr(expr: BooleanExpression) -> str:
 
 def _filter_language(text: str, schema: Schema, sql_error: InvalidArgumentError) -> Condition:
     """Text that is not SQL, read in pyiceberg's filter language (``IS NAN``, double-quoted names)."""
-    from pyiceberg.expressions import parser
+    from pyiceberg.expressions import parser  # noqa: PLC0415, RUF100 - pyparsing: ~55 ms to import
 
-    from icemor.expr.filters import dates_as_midnight, explain_parse_error, flatten_filter
-
-    try:
-        parsed = parser.parse(text)
-    except RecursionError as e:
-        msg = f"row filter {_shown(text)!r} nests too deeply: simplify its parentheses or NOTs"
-        raise InvalidArgumentError(msg) from e
-    except Exception as e:  # pyparsing's ParseException family
-        raise _both(InvalidArgumentError(explain_parse_error(text)), sql_error) from e
-    try:
+    with _refused(repr(_shown(text)), simplify="simplify its parentheses or NOTs"):
+        try:
+            parsed = parser.parse(text)
+        except RecursionError:
+            raise
+        except Exception as e:  # pyparsing's ParseException family
+            raise _both(InvalidArgumentError(explain_parse_error(text)), sql_error) from e
         expr = dates_as_midnight(flatten_filter(parsed), schema, case_sensitive=False)
-        exact = _Truth(schema, qualifier=None).true_of_iceberg(expr)
+        exact = TruthTable(schema, qualifier=None).true_of_iceberg(expr)
+    return Condition(text, None, exact, exact)
+
+
+@contextmanager
+def _refused(shown: str, *, simplify: str) -> Iterator[None]:
+    """A filter nested too deeply for the recursion, or one that does not bind, as one line."""
+    try:
+        yield
+    except InvalidArgumentError:
+        raise
     except RecursionError as e:
-        msg = f"row filter {_shown(text)!r} nests too deeply: simplify its parentheses or NOTs"
+        msg = f"row filter {shown} nests too deeply: {simplify}"
         raise InvalidArgumentError(msg) from e
     except ValueError as e:
-        msg = f"invalid row filter {_shown(text)!r}: {_first_line(e)}"
+        msg = f"invalid row filter {shown}: {_first_line(e)}"
         raise InvalidArgumentError(msg) from e
-    return Condition(text, None, exact, exact)
 
 
 def _both(error: InvalidArgumentError, sql_error: InvalidArgumentError) -> InvalidArgumentError:
@@ -277,7 +298,7 @@ def _nnf(expr: BooleanExpression, schema: Schema, cs: bool, *, negate: bool) -> 
         return _TRUE
     if not isinstance(expr, UnboundPredicate):
         return Not(expr)  # a bound expression: keep it as given
-    flipped = _COMPLEMENT.get(type(expr))
+    flipped = COMPLEMENT.get(type(expr))
     if flipped is not None:
         return _rebuild(flipped, expr)
     opposite = _OPPOSITE_ORDER.get(type(expr))
@@ -303,402 +324,9 @@ def _rebuild(kind: type, expr: Any) -> BooleanExpression:
     return cast("BooleanExpression", kind(expr.term))
 
 
-_COMPLEMENT: dict[type, type] = {
-    EqualTo: NotEqualTo,
-    NotEqualTo: EqualTo,
-    In: NotIn,
-    NotIn: In,
-    IsNull: NotNull,
-    NotNull: IsNull,
-    IsNaN: NotNaN,
-    NotNaN: IsNaN,
-    StartsWith: NotStartsWith,
-    NotStartsWith: StartsWith,
-}
 _OPPOSITE_ORDER: dict[type, type] = {
     LessThan: GreaterThanOrEqual,
     LessThanOrEqual: GreaterThan,
     GreaterThan: LessThanOrEqual,
     GreaterThanOrEqual: LessThan,
 }
-
-
-# ---- text: the truth table -------------------------------------------------------------------
-
-
-class _Untranslatable(Exception):
-    pass
-
-
-def _and(a: BooleanExpression, b: BooleanExpression) -> BooleanExpression:
-    return And(a, b)
-
-
-def _or(a: BooleanExpression, b: BooleanExpression) -> BooleanExpression:
-    return Or(a, b)
-
-
-_SQL_ORDER = {
-    "COMPARE_EQUAL": "=",
-    "COMPARE_NOTEQUAL": "!=",
-    "COMPARE_LESSTHAN": "<",
-    "COMPARE_LESSTHANOREQUALTO": "<=",
-    "COMPARE_GREATERTHAN": ">",
-    "COMPARE_GREATERTHANOREQUALTO": ">=",
-}
-_MIRRORED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
-_ICEBERG_OPS: dict[type, str] = {
-    EqualTo: "=",
-    NotEqualTo: "!=",
-    LessThan: "<",
-    LessThanOrEqual: "<=",
-    GreaterThan: ">",
-    GreaterThanOrEqual: ">=",
-}
-
-
-class _Truth:
-    """For a condition's parts, the rows where each is TRUE and where it is FALSE (Spark SQL).
-
-    A comparison of a column with a constant is NULL where the column is NULL: in neither set.
-    A double or float NaN is equal to NaN and greater than any other value, as in Spark SQL.
-    """
-
-    def __init__(self, schema: Schema, qualifier: str | None) -> None:
-        self.schema = schema
-        self.qualifier = qualifier
-
-    # -- entry points
-
-    def true(self, node: dict[str, Any]) -> BooleanExpression | None:
-        """The rows where the SQL ``node`` is TRUE, or None when it does not translate exactly."""
-        from icemor.expr.filters import flatten_filter
-
-        try:
-            out = flatten_filter(self._sets(node)[0])
-            bind(self.schema, out, case_sensitive=True)  # literals that do not convert: SQL decides
-        except (_Untranslatable, ValueError, TypeError, InvalidOperation, RecursionError):
-            return None
-        return out
-
-    def implied(self, node: dict[str, Any]) -> BooleanExpression:
-        """The conjunction of the top-level ``AND`` terms that translate: implied by ``node``."""
-        terms = [t for c in _conjuncts(node) if (t := self.true(c)) is not None]
-        if not terms:
-            return _TRUE
-        return terms[0] if len(terms) == 1 else And(*terms)
-
-    def true_of_iceberg(self, expr: BooleanExpression) -> BooleanExpression:
-        """The rows where pyiceberg's parse of a text filter is TRUE, read with SQL's meaning.
-
-        Raises:
-            ValueError: An unknown column, or a literal that does not convert to its column's type.
-        """
-        from icemor.expr.filters import flatten_filter
-
-        out = flatten_filter(self._iceberg_sets(expr)[0])
-        bind(self.schema, out, case_sensitive=True)
-        return out
-
-    # -- SQL trees
-
-    def _sets(self, node: dict[str, Any]) -> tuple[BooleanExpression, BooleanExpression]:
-        kind = node.get("type")
-        cls = node.get("class")
-        if kind in ("CONJUNCTION_AND", "CONJUNCTION_OR"):
-            parts = [self._sets(c) for c in node["children"]]
-            trues, falses = [p[0] for p in parts], [p[1] for p in parts]
-            if kind == "CONJUNCTION_AND":
-                return _fold(_and, trues), _fold(_or, falses)
-            return _fold(_or, trues), _fold(_and, falses)
-        if kind == "OPERATOR_NOT":
-            t, f = self._sets(node["children"][0])
-            return f, t
-        if kind in _SQL_ORDER:
-            left, right, op = node["left"], node["right"], _SQL_ORDER[kind]
-            if left.get("class") != "COLUMN_REF":
-                left, right, op = right, left, _MIRRORED[op]
-            name, field_type = self._column(left)
-            value = self._constant(right, field_type)
-            if value is None:  # x = NULL is NULL for every row
-                return _FALSE, _FALSE
-            return _compare(op, name, value, field_type)
-        if kind in ("COMPARE_IN", "COMPARE_NOT_IN"):
-            column, *items = node["children"]
-            name, field_type = self._column(column)
-            t, f = _in_list(name, [self._constant(v, field_type) for v in items], field_type)
-            return (f, t) if kind == "COMPARE_NOT_IN" else (t, f)
-        if kind == "COMPARE_BETWEEN":
-            name, field_type = self._column(node["input"])
-            low, high = self._constant(node["lower"], field_type), self._constant(node["upper"], field_type)
-            if low is None or high is None:
-                raise _Untranslatable  # NULL bounds: unknown or false, row by row
-            t1, f1 = _compare(">=", name, low, field_type)
-            t2, f2 = _compare("<=", name, high, field_type)
-            return And(t1, t2), Or(f1, f2)
-        if kind in ("OPERATOR_IS_NULL", "OPERATOR_IS_NOT_NULL"):
-            name, _ = self._column(node["children"][0])
-            null, not_null = _E.IsNull(name), _E.NotNull(name)
-            return (null, not_null) if kind == "OPERATOR_IS_NULL" else (not_null, null)
-        if cls == "FUNCTION" and str(node.get("function_name")).lower() == "isnan":
-            (arg,) = _arguments(node)
-            name, field_type = self._column(arg)
-            if not isinstance(field_type, FloatType | DoubleType):
-                raise _Untranslatable
-            return _E.IsNaN(name), _E.NotNaN(name)  # isnan(NULL) is false: NOT isnan(NULL) true
-        if cls == "FUNCTION" and node.get("function_name") in ("~~", "!~~") and not node.get("catalog"):
-            column, pattern = _arguments(node)
-            name, field_type = self._column(column)
-            prefix = self._prefix_pattern(pattern, field_type)
-            t, f = _E.StartsWith(name, prefix), And(_E.NotNull(name), _E.NotStartsWith(name, prefix))
-            return (f, t) if node["function_name"] == "!~~" else (t, f)
-        if cls == "CONSTANT":
-            lit = node["literal"]
-            if lit["kind"] == "NULL_LITERAL":
-                return _FALSE, _FALSE
-            if lit["kind"] == "BOOLEAN":
-                value = lit["text"].lower() == "true"
-                return (_TRUE, _FALSE) if value else (_FALSE, _TRUE)
-            raise _Untranslatable
-        if cls == "COLUMN_REF":
-            name, field_type = self._column(node)
-            if not isinstance(field_type, BooleanType):
-                raise _Untranslatable
-            return _E.EqualTo(name, True), _E.EqualTo(name, False)
-        raise _Untranslatable
-
-    def _column(self, node: dict[str, Any]) -> tuple[str, IcebergType]:
-        if node.get("class") != "COLUMN_REF":
-            raise _Untranslatable
-        parts = list(node["column_names"])
-        if self.qualifier is not None and len(parts) > 1 and parts[0].lower() == self.qualifier.lower():
-            parts = parts[1:]
-        try:
-            field = self.schema.find_field(".".join(parts), case_sensitive=False)
-        except ValueError as e:
-            raise _Untranslatable from e
-        name = self.schema.find_column_name(field.field_id)
-        if name is None or not field.field_type.is_primitive:
-            raise _Untranslatable
-        return name, field.field_type
-
-    def _constant(self, node: dict[str, Any], field_type: IcebergType) -> Any:
-        """The constant's value for a comparison with a ``field_type`` column, exactly as Spark
-        SQL compares them; None for NULL. Untranslatable where Spark's comparison differs from
-        Iceberg's comparison of the converted value (a wider type, a cast that rounds, …)."""
-        if node.get("class") == "CAST":  # DATE '…', TIMESTAMP '…'
-            type_name = str(node["type_expr"].get("type_name", "")).upper()
-            child = node["child"]
-            if child.get("class") != "CONSTANT" or child["literal"]["kind"] not in ("STRING", "VARCHAR"):
-                raise _Untranslatable
-            text = child["literal"]["text"]
-            if type_name == "DATE" and isinstance(field_type, DateType):
-                return _date_text(text)
-            if type_name == "DATE" and isinstance(field_type, TimestampType | TimestamptzType):
-                return _timestamp_text(_date_text(text))
-            if type_name == "TIMESTAMP" and isinstance(field_type, TimestampType | TimestamptzType):
-                return _timestamp_text(text)
-            raise _Untranslatable
-        if node.get("class") != "CONSTANT":
-            raise _Untranslatable
-        kind, text = node["literal"]["kind"], node["literal"]["text"]
-        if kind == "NULL_LITERAL":
-            return None
-        if kind in ("INTEGER", "BIGINT", "HUGEINT", "SMALLINT", "TINYINT"):
-            value = int(text)
-            if isinstance(field_type, IntegerType) and -(1 << 31) <= value < (1 << 31):
-                return value
-            if isinstance(field_type, LongType) and -(1 << 63) <= value < (1 << 63):
-                return value
-            if isinstance(field_type, DoubleType) and abs(value) <= 1 << 53:
-                return float(value)
-            if isinstance(field_type, FloatType) and abs(value) <= 1 << 24:
-                return float(value)
-            if isinstance(field_type, DecimalType):
-                return _decimal(Decimal(value), field_type)
-            raise _Untranslatable
-        if kind in ("NUMERIC", "DECIMAL"):
-            if isinstance(field_type, DoubleType):  # Spark casts the decimal to double
-                return float(text)
-            if isinstance(field_type, DecimalType):
-                return _decimal(Decimal(text), field_type)
-            raise _Untranslatable  # an int column against 1.5 compares as decimal; a float widens
-        if kind in ("DOUBLE", "FLOAT"):
-            if isinstance(field_type, DoubleType):
-                number = float(text)
-                if math.isnan(number):
-                    raise _Untranslatable
-                return number
-            raise _Untranslatable
-        if kind in ("STRING", "VARCHAR"):
-            if isinstance(field_type, StringType):
-                return text
-            if isinstance(field_type, DateType):
-                if not _DATE.fullmatch(text):
-                    raise _Untranslatable  # Spark drops a time part: not the same comparison
-                return _date_text(text)
-            if isinstance(field_type, TimestampType | TimestamptzType):
-                return _timestamp_text(text)
-            if isinstance(field_type, UUIDType):
-                # Spark reads a uuid as its lowercase text: only that text equals it, and text
-                # order is byte order only for that form
-                parsed = uuid.UUID(text)
-                if str(parsed) != text:
-                    raise _Untranslatable
-                return parsed
-            raise _Untranslatable
-        if kind == "BOOLEAN" and isinstance(field_type, BooleanType):
-            return text.lower() == "true"
-        raise _Untranslatable
-
-    def _prefix_pattern(self, node: dict[str, Any], field_type: IcebergType) -> str:
-        """``'abc%'`` as ``abc``: a LIKE pattern that is a plain prefix (no other wildcard)."""
-        if not isinstance(field_type, StringType) or node.get("class") != "CONSTANT":
-            raise _Untranslatable
-        if node["literal"]["kind"] not in ("STRING", "VARCHAR"):
-            raise _Untranslatable
-        text = str(node["literal"]["text"])
-        if not text.endswith("%") or any(c in text[:-1] for c in "%_\\"):
-            raise _Untranslatable
-        return text[:-1]
-
-    # -- pyiceberg's parse of text
-
-    def _iceberg_sets(self, expr: BooleanExpression) -> tuple[BooleanExpression, BooleanExpression]:
-        if isinstance(expr, And | Or):
-            lt, lf = self._iceberg_sets(expr.left)
-            rt, rf = self._iceberg_sets(expr.right)
-            return (And(lt, rt), Or(lf, rf)) if isinstance(expr, And) else (Or(lt, rt), And(lf, rf))
-        if isinstance(expr, Not):
-            t, f = self._iceberg_sets(expr.child)
-            return f, t
-        if isinstance(expr, AlwaysTrue):
-            return _TRUE, _FALSE
-        if isinstance(expr, AlwaysFalse):
-            return _FALSE, _TRUE
-        if not isinstance(expr, UnboundPredicate) or not isinstance(expr.term, Reference):
-            msg = f"cannot read {expr!r} as a condition"
-            raise ValueError(msg)
-        field = self.schema.find_field(expr.term.name, case_sensitive=False)
-        name = self.schema.find_column_name(field.field_id) or expr.term.name
-        field_type = field.field_type
-        term = Reference(name)
-        if isinstance(expr, IsNull | NotNull | IsNaN | NotNaN):
-            kind: Any = type(expr)
-            return kind(term), _COMPLEMENT[kind](term)
-        if isinstance(expr, In | NotIn):
-            values = [lit.value for lit in expr.literals]
-            t, f = _in_list(name, values, field_type)
-            return (f, t) if isinstance(expr, NotIn) else (t, f)
-        if isinstance(expr, StartsWith | NotStartsWith):
-            prefix = expr.literal.value
-            t, f = _E.StartsWith(name, prefix), And(_E.NotNull(name), _E.NotStartsWith(name, prefix))
-            return (f, t) if isinstance(expr, NotStartsWith) else (t, f)
-        op = _ICEBERG_OPS.get(type(expr))
-        if op is None:
-            msg = f"cannot read {expr!r} as a condition"
-            raise ValueError(msg)
-        literal = expr.literal  # type: ignore[attr-defined]
-        return _compare(op, name, literal, field_type)
-
-
-def _fold(
-    op: Any, parts: list[BooleanExpression]
-) -> BooleanExpression:  # pyiceberg balances three or more operands
-    if len(parts) == 1:
-        return parts[0]
-    return cast("BooleanExpression", (And if op is _and else Or)(*parts))
-
-
-def _arguments(node: dict[str, Any]) -> list[dict[str, Any]]:
-    """A function call's argument expressions (DuckDB's tree keeps them under ``arguments``)."""
-    if "arguments" in node:
-        return [a["expression"] for a in node["arguments"]]
-    return list(node.get("children", []))
-
-
-def _conjuncts(node: dict[str, Any]) -> list[dict[str, Any]]:
-    if node.get("type") == "CONJUNCTION_AND":
-        return [c for child in node["children"] for c in _conjuncts(child)]
-    return [node]
-
-
-def _compare(
-    op: str, name: str, value: Any, field_type: IcebergType
-) -> tuple[BooleanExpression, BooleanExpression]:
-    """(TRUE rows, FALSE rows) of ``name op value`` for a non-NULL constant ``value``.
-
-    Two-valued predicates already fail NULL; a double's NaN, which fails every two-valued
-    comparison, is equal to itself and greater than everything in SQL, so it joins the sets of
-    ``>``, ``>=``, ``!=`` and the FALSE sets of ``<``, ``<=``, ``=``.
-    """
-    floating = isinstance(field_type, FloatType | DoubleType)
-    nan: BooleanExpression = _E.IsNaN(name) if floating else _FALSE
-    not_null: BooleanExpression = _E.NotNull(name)
-
-    def with_nan(e: BooleanExpression) -> BooleanExpression:
-        return Or(e, nan) if floating else e
-
-    if op == "=":
-        return _E.EqualTo(name, value), And(not_null, _E.NotEqualTo(name, value))
-    if op == "!=":
-        return And(not_null, _E.NotEqualTo(name, value)), _E.EqualTo(name, value)
-    if op == "<":
-        return _E.LessThan(name, value), with_nan(_E.GreaterThanOrEqual(name, value))
-    if op == "<=":
-        return _E.LessThanOrEqual(name, value), with_nan(_E.GreaterThan(name, value))
-    if op == ">":
-        return with_nan(_E.GreaterThan(name, value)), _E.LessThanOrEqual(name, value)
-    if op == ">=":
-        return with_nan(_E.GreaterThanOrEqual(name, value)), _E.LessThan(name, value)
-    raise _Untranslatable
-
-
-def _in_list(
-    name: str, values: list[Any], field_type: IcebergType
-) -> tuple[BooleanExpression, BooleanExpression]:
-    """(TRUE rows, FALSE rows) of ``name IN (values)``; a NULL among them makes no row FALSE."""
-    present = [v for v in values if v is not None]
-    has_null = len(present) != len(values)
-    if isinstance(field_type, FloatType | DoubleType) and any(v == 0 for v in present):
-        raise _Untranslatable  # SQL's -0.0 IN (0) is true; a hash set keeps them apart
-    if not present:
-        return _FALSE, _FALSE
-    inside: BooleanExpression = _E.In(name, set(present))
-    outside: BooleanExpression = _FALSE if has_null else And(_E.NotNull(name), _E.NotIn(name, set(present)))
-    return inside, outside
-
-
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_TIMESTAMP = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[ T](\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?))?")
-
-
-def _date_text(text: str) -> str:
-    if not _DATE.fullmatch(text):
-        raise _Untranslatable
-    date.fromisoformat(text)  # ValueError: not a date
-    return text
-
-
-def _timestamp_text(text: str) -> int:
-    """Microseconds since the epoch of a zone-less timestamp text, read in UTC (icemor's session
-    time zone, for ``timestamptz``; a ``timestamp`` has no zone)."""
-    m = _TIMESTAMP.fullmatch(text.strip())
-    if m is None:
-        raise _Untranslatable  # zones, other forms: SQL compares them
-    day, clock = m.group(1), m.group(2) or "00:00"
-    value = datetime.fromisoformat(f"{day}T{clock}").replace(tzinfo=UTC)
-    delta = value - datetime(1970, 1, 1, tzinfo=UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def _decimal(value: Decimal, field_type: DecimalType) -> Decimal:
-    """``value`` if a ``field_type`` column holds it exactly (else SQL compares it otherwise)."""
-    if not value.is_finite():
-        raise _Untranslatable
-    exponent = value.as_tuple().exponent
-    if isinstance(exponent, int) and -exponent > field_type.scale:
-        raise _Untranslatable  # more digits than the column: no value of it equals this
-    if abs(value) >= Decimal(10) ** (field_type.precision - field_type.scale):
-        raise _Untranslatable
-    return value.quantize(Decimal(1).scaleb(-field_type.scale))

@@ -19,7 +19,7 @@ The text is read by Spark SQL's lexical rules: a trailing ``;`` (with comments a
 the one statement, a backslash in a string literal escapes (the builders read ``'a\\'b'`` as
 ``a'b`` too: :func:`icemor.expr.sql.parse_sql`). Its size and nesting are checked before sqlglot
 sees it, with the builders' limits (:func:`icemor.expr.sql.check_size`), and sqlglot's recursion
-runs with room for that nesting (:func:`_deep`).
+runs with room for that nesting (:func:`icemor.expr.recursion.deep`).
 
 This module imports only sqlglot, :mod:`icemor.expr.sql`'s limits and :mod:`icemor.exceptions`:
 it says what to run, the facade (:func:`icemor.spark.sql`) runs it.
@@ -27,11 +27,8 @@ it says what to run, the facade (:func:`icemor.spark.sql`) runs it.
 
 from __future__ import annotations
 
-import contextlib
-import sys
-import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 import sqlglot
 from sqlglot import exp
@@ -41,10 +38,11 @@ from sqlglot.parsers.spark import SparkParser
 from sqlglot.tokenizer_core import TokenType
 
 from icemor.exceptions import InvalidArgumentError, first_line, shortened
-from icemor.expr.sql import MAX_NESTING, check_size
+from icemor.expr.recursion import deep as _deep
+from icemor.expr.sql import check_size
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Iterator, Sequence
+    from collections.abc import Collection, Sequence
 
     from sqlglot.tokenizer_core import Token
 
@@ -611,82 +609,6 @@ def _parse_error(e: ParseError) -> str:
         where = f" (line {first.get('line')}, column {first.get('col')})" if first.get("line") else ""
         return f"cannot parse the statement: {first.get('description', 'syntax error')}{where}"
     return f"cannot parse the statement: {_first_line(str(e))}"
-
-
-# ---- room for sqlglot's recursion ----------------------------------------------------------------
-
-_T = TypeVar("_T")
-
-# sqlglot's recursive descent takes ~21 Python frames a level of parentheses, ~24 a function call
-# (measured: 100 levels of abs( parse and translate in ~2,450): twice that, for MAX_NESTING levels
-# of any mix. Python's default 1,000 gave a RecursionError from 48 levels of parentheses.
-_RECURSION_LIMIT = 50 * MAX_NESTING
-# the thread parsing has a stack of its own, large enough for that depth whatever the caller's
-_STACK_BYTES = 64 << 20
-
-
-class _Room:
-    """The process's recursion limit raised while any thread parses (it is one for all threads):
-    the first to enter raises it, the last to leave puts back what was there."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.users = 0
-        self.saved = 0
-
-    @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
-        with self.lock:
-            if self.users == 0:
-                self.saved = sys.getrecursionlimit()
-                sys.setrecursionlimit(max(self.saved, _RECURSION_LIMIT))
-            self.users += 1
-        try:
-            yield
-        finally:
-            with self.lock:
-                self.users -= 1
-                # unless someone set another limit meanwhile
-                if self.users == 0 and sys.getrecursionlimit() == max(self.saved, _RECURSION_LIMIT):
-                    sys.setrecursionlimit(self.saved)
-
-
-_ROOM = _Room()
-_STACK_LOCK = threading.Lock()  # threading.stack_size is the process's too
-
-
-def _deep(run: Callable[[], _T]) -> _T:
-    """``run()`` on a thread with room for sqlglot's recursion at MAX_NESTING levels.
-
-    Raises:
-        InvalidArgumentError: A RecursionError all the same (nesting the size check does not
-            count, such as ``!!!…x`` or ``a[a[…]]``), as one line.
-        BaseException: Whatever ``run`` raised.
-    """
-    result: list[_T] = []
-    failure: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            result.append(run())
-        except BaseException as e:  # raised again in the caller's thread
-            failure.append(e)
-
-    with _ROOM.held():
-        with _STACK_LOCK:
-            previous = threading.stack_size(_STACK_BYTES)
-            try:
-                thread = threading.Thread(target=target, name="icemor-sql-parse", daemon=True)
-                thread.start()
-            finally:
-                threading.stack_size(previous)
-        thread.join()
-    if failure:
-        if isinstance(failure[0], RecursionError):
-            msg = "the statement nests too deeply for the SQL parser: simplify it"
-            raise InvalidArgumentError(msg) from failure[0]
-        raise failure[0]
-    return result[0]
 
 
 # ---- the dialect -------------------------------------------------------------------------------

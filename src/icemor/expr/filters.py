@@ -2,8 +2,9 @@
 
 pyiceberg parses filters with pyparsing, whose error for a typo is the whole grammar (2,900
 characters) at column 1. :func:`explain_parse_error` walks the tokens instead and says where the
-filter went wrong and what was expected there; for SQL that icemor refuses (a subquery, a
-function outside the allow-list) it gives the refusal UPDATE and MERGE give.
+filter went wrong and what was expected there (SQL that icemor refuses, a subquery or a function
+outside the allow-list, never gets here: :func:`icemor.expr.condition.parse_condition` gives
+the refusal UPDATE and MERGE give).
 """
 
 from __future__ import annotations
@@ -26,16 +27,13 @@ from pyiceberg.expressions import (
 from pyiceberg.expressions.literals import StringLiteral
 from pyiceberg.types import TimestampNanoType, TimestampType, TimestamptzNanoType, TimestamptzType
 
-from icemor.exceptions import InvalidArgumentError
-from icemor.expr.sql import UnsupportedSqlError, check_size, parse_sql
-
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.schema import Schema
 
-__all__ = ["check_filter_size", "dates_as_midnight", "explain_parse_error", "flatten_filter"]
+__all__ = ["dates_as_midnight", "explain_parse_error", "flatten_filter"]
 
 _TOKEN = re.compile(
     r"""\s*(?:
@@ -53,43 +51,16 @@ _COMPARISON = "a comparison (=, !=, <, <=, >, >=, in, not in, like, between, is 
 _KEYWORDS = {"and", "or", "not", "in", "like", "between", "is", "null", "nan", "true", "false"}
 
 
-def check_filter_size(text: str) -> None:
-    """Refuse a row filter too long or nested too deeply, before any parser sees it.
-
-    pyiceberg's parser takes time and recursion in proportion to the nesting: a filter nested
-    50,000 levels deep once took 127 s. The limits are SQL's (:func:`icemor.expr.sql.check_size`).
-
-    Raises:
-        InvalidArgumentError: The text is too long or nests too deeply.
-    """
-    check_size(text, what="row filter")
-
-
 def explain_parse_error(text: str) -> str:
     """Where ``text`` stops being a valid filter and what was expected there, in under 200 chars.
 
-    SQL that icemor refuses (a subquery, a function outside the allow-list) gets the message
-    UPDATE's ``--where`` gives, not a parse error of the simpler filter language.
+    It reads the text with a small walk of the grammar, no parser: the text was parsed already.
     """
-    refusal = _sql_refusal(text)
-    if refusal is not None:
-        return refusal
     shown = text if len(text) <= 60 else text[:57] + "..."
     problem = _first_problem(text)
     if problem is None:
         return f"cannot parse row filter {shown!r}"
     return f"cannot parse row filter {shown!r}: {problem}"[:199]
-
-
-def _sql_refusal(text: str) -> str | None:
-    """:func:`icemor.expr.sql.parse_sql`'s refusal, when ``text`` is SQL that icemor refuses."""
-    try:
-        parse_sql(text, what="row filter")
-    except UnsupportedSqlError as e:
-        return str(e)
-    except InvalidArgumentError:
-        return None
-    return None
 
 
 def _tokens(text: str) -> list[tuple[str, str, int]]:

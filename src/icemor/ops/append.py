@@ -14,15 +14,15 @@ the same rules there; only their files' metadata reaches this process, which com
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyiceberg.exceptions import CommitFailedException
 
 from icemor.commit.append import commit_append
 from icemor.commit.door import first_line, may_have_committed
+from icemor.engines import ExternalFiles, ExternalRows
 from icemor.exceptions import (
     NO_ROOM_ERRNOS,
     CommitFailedError,
@@ -34,13 +34,11 @@ from icemor.io.data_writer import RecordingIO, TableDataWriter
 from icemor.ops.inputs import TableRows, input_batches
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Sequence
+    from collections.abc import Callable, Sequence
 
     from pyiceberg.io import FileIO
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table as PyIcebergTable
-
-    from icemor.spec.files import WrittenFile
 
 __all__ = [
     "BATCH_ROWS",
@@ -59,34 +57,6 @@ BATCH_ROWS = 1 << 20
 # Called with the number of rows of every batch held in memory before it is written (tests
 # check the peak against BATCH_ROWS).
 observe_chunk: Callable[[int], None] | None = None
-
-
-class ExternalFiles(Protocol):
-    """Data files another engine wrote for one operation (nothing committed yet)."""
-
-    @property
-    def rows(self) -> int: ...
-    @property
-    def files(self) -> list[WrittenFile]: ...
-
-    def finish(self, keep: Collection[str]) -> list[str]:
-        """Remove every file the write made but ``keep``; return those that could not be removed."""
-        ...
-
-
-@dataclass(frozen=True)
-class ExternalRows:
-    """Rows that another engine writes as data files (a Spark DataFrame, on its executors).
-
-    ``write(table, convert)`` checks the rows' schema by ``convert`` (the input rules, a
-    :class:`TableRows`) before writing any, writes them by the same rules, adds its counts of
-    truncated values to ``convert``'s, and removes what it wrote if it fails. The operation that
-    called it then calls :meth:`ExternalFiles.finish` once, whatever happens: with the files it
-    committed (or all of them when the catalog may have committed), else with none.
-    """
-
-    write: Callable[[PyIcebergTable, TableRows], ExternalFiles]
-    what: str
 
 
 def append_files(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from icemor.dependencies import is_pandas_dataframe, is_polars_dataframe, is_polars_lazyframe
 from icemor.exceptions import InvalidArgumentError, first_line
 
 if TYPE_CHECKING:
@@ -109,9 +110,9 @@ def _read_arrow(rows: Any, *, what: str) -> pa.Table:
         return pa.Table.from_batches([rows])
     if isinstance(rows, pa.RecordBatchReader):
         return rows.read_all()
-    if type(rows).__module__.startswith("pandas"):
+    if is_pandas_dataframe(rows):
         return _from_pandas(rows, what=what)
-    if type(rows).__module__.startswith("polars"):
+    if _is_polars(rows):
         return _from_polars(rows)
     if hasattr(rows, "__arrow_c_stream__"):
         return pa.RecordBatchReader.from_stream(rows).read_all()
@@ -153,8 +154,12 @@ def _from_pandas(df: Any, *, what: str) -> pa.Table:
         raise InvalidArgumentError(msg) from e
 
 
+def _is_polars(rows: Any) -> bool:
+    return is_polars_dataframe(rows) or is_polars_lazyframe(rows)
+
+
 def _from_polars(df: Any) -> pa.Table:
-    if type(df).__name__ == "LazyFrame":
+    if is_polars_lazyframe(df):
         df = df.collect()
     table: pa.Table = df.to_arrow()
     return table
@@ -175,11 +180,11 @@ def schema_of(rows: Any, *, what: str) -> tuple[pa.Schema | Schema, Any]:
 
     if isinstance(rows, IcebergSchema | pa.Schema):
         return rows, None
-    if type(rows).__module__.startswith("polars"):
+    if _is_polars(rows):
         rows = _from_polars(rows)
     if isinstance(rows, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
         schema = rows.schema
-    elif type(rows).__module__.startswith("pandas"):
+    elif is_pandas_dataframe(rows):
         try:  # object columns are typed by their values
             schema = pa.Schema.from_pandas(rows, preserve_index=False)
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
@@ -308,9 +313,9 @@ def input_batches(rows: Any, *, what: str, batch_rows: int) -> InputRows:
         return InputRows([], ((what, b) for b in rows.to_batches(max_chunksize=limit)))
     if isinstance(rows, pa.RecordBatch):
         return InputRows([], ((what, rows.slice(i, limit)) for i in range(0, rows.num_rows, limit)))
-    if type(rows).__module__.startswith("pandas"):
+    if is_pandas_dataframe(rows):
         return InputRows([], _pandas_batches(rows, what=what, limit=limit))
-    if type(rows).__module__.startswith("polars"):
+    if _is_polars(rows):
         return input_batches(_from_polars(rows), what=what, batch_rows=limit)
     if isinstance(rows, pa.RecordBatchReader) or hasattr(rows, "__arrow_c_stream__"):
         reader = rows if isinstance(rows, pa.RecordBatchReader) else pa.RecordBatchReader.from_stream(rows)

@@ -24,7 +24,7 @@ import re
 import time
 from contextlib import closing
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -32,8 +32,9 @@ import pyarrow.compute as pc
 import pyiceberg.expressions as _expressions
 from pyiceberg.expressions import AlwaysTrue, And
 
+from icemor.dependencies import is_spark_dataframe
 from icemor.exceptions import InvalidArgumentError
-from icemor.expr.condition import implied_filter
+from icemor.expr.condition import parse_condition
 from icemor.expr.duck import empty_table, session
 from icemor.expr.sql import parse_sql
 from icemor.ops.inputs import check_distinct_names, read_arrow
@@ -370,7 +371,10 @@ def plan_merge(
     if isinstance(on, str) and _IDENTIFIER.fullmatch(on.strip()):
         on = [on.strip()]  # one key column, as ["id"]
     on_text = on if isinstance(on, str) else _key_on(list(on), schema, source.schema, t, s)
-    on_sql = parse_sql(on_text, what="ON condition")
+    # ON is parsed and bound once: its target-only conjuncts prune the scan, its SQL joins
+    on_condition = parse_condition(on_text, schema, sql_only=True, what="ON condition", qualifier=t)
+    on_sql = on_condition.sql
+    assert on_sql is not None  # SQL only
     for parts in on_sql.columns():
         if (
             len(parts) == 2
@@ -380,15 +384,13 @@ def plan_merge(
             names = ", ".join(source.column_names)
             msg = f"the MERGE source has no column {parts[1]!r} used in ON (source columns: {names})"
             raise InvalidArgumentError(msg)
-    prune = implied_filter(on_sql, schema, qualifier=t)
     key_range = _source_range_filter(on_sql, source, schema, t, s)
-    row_filter = prune if isinstance(key_range, AlwaysTrue) else And(prune, key_range)
     # the target rows come from the table's files, never the local verdict store
     job = write_job(
         prepare_scan(
             metadata,
             table.io,
-            row_filter=row_filter,
+            row_filter=on_condition.pruning(key_range),
             metadata_columns=True,
             selected_fields=("*", ROW_ID.name) if metadata.format_version >= 3 else ("*",),
         )
@@ -399,6 +401,7 @@ def plan_merge(
     source_names = {n.lower(): n for n in source.column_names}
     empty_source = empty_table(src.schema)
     seen_unconditional = {"matched": False, "not": False}
+    star_values: dict[str, SqlExpression] = {}  # the source's columns as `*` takes them, parsed once
     for i, clause in enumerate(clauses):
         what = f"clause {i + 1} ({'WHEN NOT MATCHED' if clause.kind == 'insert' else 'WHEN MATCHED'} "
         what += f"THEN {clause.kind.upper()})"
@@ -411,7 +414,10 @@ def plan_merge(
         if clause.kind not in ("update", "delete", "insert"):
             msg = f"unknown MERGE clause kind {clause.kind!r}"
             raise InvalidArgumentError(msg)
-        condition = parse_sql(clause.condition, what=f"condition of {what}") if clause.condition else None
+        condition = None
+        if clause.condition:  # it chooses among matched pairs: it prunes nothing
+            named = f"condition of {what}"
+            condition = parse_condition(clause.condition, schema, sql_only=True, what=named, prune=False).sql
         values: dict[str, SqlExpression] = {}
         star: dict[str, str] = {}
         if clause.kind != "delete":
@@ -423,10 +429,10 @@ def plan_merge(
                     )
                     raise InvalidArgumentError(msg)
                 star = {f.name: source_names[f.name.lower()] for f in schema.fields}
-                values = {
-                    column: parse_sql(f"{DUCKDB.quote(s)}.{DUCKDB.quote(source)}")
-                    for column, source in star.items()
-                }
+                for column, name in star.items():
+                    if column not in star_values:
+                        star_values[column] = parse_sql(f"{DUCKDB.quote(s)}.{DUCKDB.quote(name)}")
+                values = {column: star_values[column] for column in star}
             else:
                 for name, text in clause.values.items():
                     values[resolve_column(schema, name)] = parse_sql(text, what=f"value of {name} in {what}")
@@ -471,23 +477,25 @@ def merge_rows(
     or on ``spark``'s executors when given.
 
     Raises:
-        InvalidArgumentError: See :func:`plan_merge`; a duplicate match; NULL in a required column.
+        InvalidArgumentError: See :func:`plan_merge`; a duplicate match; NULL in a required column;
+            a Spark DataFrame source without ``spark`` (the local engine never collects one).
         CommitConflictError: A concurrent commit conflicts; nothing is committed.
     """
     started = time.monotonic()
-    table = table.refresh()
+    if spark is None and is_spark_dataframe(source):
+        msg = (
+            "a Spark DataFrame MERGE source needs spark= (the Spark engine runs the MERGE without "
+            "collecting it); for the local engine pass a local frame (Arrow, pandas, polars, Parquet)"
+        )
+        raise InvalidArgumentError(msg)
+    table = table.refresh()  # the only refresh: the commit leaves the table at its snapshot
     check_writable(table, mode_property=P.MERGE_MODE)
     frame: DataFrame | None = None
-    if not isinstance(source, pa.Table):  # a Spark DataFrame
-        if spark is None:
-            from icemor.engines.spark import collect_arrow
+    if is_spark_dataframe(source):
+        from icemor.engines.spark.changes import arrow_schema  # noqa: PLC0415, RUF100 - pyspark is optional
 
-            source = collect_arrow(source)  # the local engine joins on the driver
-        else:
-            from icemor.engines.spark.changes import arrow_schema
-
-            # never collected: the SQL is typed against an empty table of its schema
-            frame, source = source, arrow_schema(source).empty_table()
+        # never collected: the SQL is typed against an empty table of its schema
+        frame, source = source, arrow_schema(source).empty_table()
     assert isinstance(source, pa.Table)
     plan = plan_merge(table, source, on, clauses, source_alias=source_alias, target_alias=target_alias)
     if spark is not None:
@@ -614,7 +622,7 @@ def _merge_on_spark(
 
 def read_source(source: Any) -> pa.Table | DataFrame:
     """A MERGE source as an Arrow table (see :func:`icemor.ops.inputs.read_arrow`); a Spark
-    DataFrame as it is (the Spark engine never collects it; the local engine does, as Arrow)."""
-    if type(source).__module__.startswith("pyspark.sql"):
-        return cast("DataFrame", source)
+    DataFrame as it is (the Spark engine never collects it; the local engine refuses it)."""
+    if is_spark_dataframe(source):
+        return source
     return read_arrow(source, what="the MERGE source")

@@ -18,21 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from pyiceberg import types as T
 from pyiceberg.io.pyarrow import schema_to_pyarrow
-from pyiceberg.types import (
-    BooleanType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    PrimitiveType,
-    StringType,
-    TimestampType,
-    TimestamptzType,
-    UUIDType,
-)
 
 from icemor.commit.data_file_struct import from_data_file
 from icemor.commit.row_delta import RowDelta
@@ -86,19 +73,19 @@ _TEMPORAL = ("DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ", "TI
              "TIMESTAMP_S")  # fmt: skip
 
 
-def _assignable(target: PrimitiveType, value_type: str) -> bool:
+def _assignable(target: T.PrimitiveType, value_type: str) -> bool:
     base = value_type.split("(", maxsplit=1)[0].upper()
     if base in ("NULL", '"NULL"'):
         return True
-    if isinstance(target, IntegerType | LongType | FloatType | DoubleType | DecimalType):
+    if isinstance(target, T.IntegerType | T.LongType | T.FloatType | T.DoubleType | T.DecimalType):
         return base in _NUMERIC
-    if isinstance(target, StringType):
+    if isinstance(target, T.StringType):
         return base == "VARCHAR"
-    if isinstance(target, BooleanType):
+    if isinstance(target, T.BooleanType):
         return base == "BOOLEAN"
-    if isinstance(target, DateType | TimestampType | TimestamptzType):
+    if isinstance(target, T.DateType | T.TimestampType | T.TimestamptzType):
         return base in _TEMPORAL
-    if isinstance(target, UUIDType):  # SQL sees a uuid as its text; Spark stores text in one
+    if isinstance(target, T.UUIDType):  # SQL sees a uuid as its text; Spark stores text in one
         return base in ("VARCHAR", "UUID")
     return base == duck_type(target).split("(")[0]
 
@@ -131,31 +118,31 @@ class Dialect:
 
     name: str
     quote: Callable[[str], str]
-    type_name: Callable[[PrimitiveType], str]
+    type_name: Callable[[T.PrimitiveType], str]
     rounds_to_integer: bool = False
     """CAST of a fraction to an integer rounds (DuckDB) rather than truncating (Spark)."""
 
-    def cast(self, value_sql: str, t: PrimitiveType) -> str:
+    def cast(self, value_sql: str, t: T.PrimitiveType) -> str:
         """``value_sql`` as a value of column type ``t``, as Spark stores it (2.7 -> 2)."""
         value = f"({value_sql}\n)"
-        if self.rounds_to_integer and isinstance(t, IntegerType | LongType):
+        if self.rounds_to_integer and isinstance(t, T.IntegerType | T.LongType):
             value = f"trunc{value}"  # numeric (check_assignment): truncate toward zero first
         return f"CAST({value} AS {self.type_name(t)})"
 
 
-def _spark_type_name(t: PrimitiveType) -> str:
+def _spark_type_name(t: T.PrimitiveType) -> str:
     simple = {
-        BooleanType: "boolean",
-        IntegerType: "int",
-        LongType: "bigint",
-        FloatType: "float",
-        DoubleType: "double",
-        DateType: "date",
-        TimestampType: "timestamp_ntz",
-        TimestamptzType: "timestamp",  # Spark's TIMESTAMP is an instant: Iceberg's timestamptz
-        StringType: "string",
+        T.BooleanType: "boolean",
+        T.IntegerType: "int",
+        T.LongType: "bigint",
+        T.FloatType: "float",
+        T.DoubleType: "double",
+        T.DateType: "date",
+        T.TimestampType: "timestamp_ntz",
+        T.TimestamptzType: "timestamp",  # Spark's TIMESTAMP is an instant: Iceberg's timestamptz
+        T.StringType: "string",
     }
-    if isinstance(t, DecimalType):
+    if isinstance(t, T.DecimalType):
         return f"decimal({t.precision},{t.scale})"
     for cls, name in simple.items():
         if isinstance(t, cls):
@@ -168,7 +155,7 @@ DUCKDB = Dialect("duckdb", quote_identifier, duck_type, rounds_to_integer=True)
 SPARK = Dialect("spark", quote_identifier, _spark_type_name)
 
 
-def check_assignment(schema: Schema, column: str, value_type: str, source: str) -> PrimitiveType:
+def check_assignment(schema: Schema, column: str, value_type: str, source: str) -> T.PrimitiveType:
     """The column's type, refusing a value type Spark would not store in it (ANSI store assignment).
 
     Args:
@@ -178,7 +165,7 @@ def check_assignment(schema: Schema, column: str, value_type: str, source: str) 
         source: How errors name the value (``SET qty``, ``INSERT value of qty``).
     """
     field = schema.find_field(column)
-    if not isinstance(field.field_type, PrimitiveType):
+    if not isinstance(field.field_type, T.PrimitiveType):
         msg = f"{source}: assigning to a {field.field_type} column is not supported"
         raise InvalidArgumentError(msg)
     if not _assignable(field.field_type, value_type):

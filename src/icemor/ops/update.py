@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from icemor.exceptions import InvalidArgumentError
-from icemor.expr.condition import implied_filter
+from icemor.expr.condition import parse_condition
 from icemor.expr.duck import session
 from icemor.expr.sql import parse_sql
 from icemor.ops.inputs import check_distinct_names
@@ -112,7 +112,9 @@ def plan_update(
         raise InvalidArgumentError(msg)
     # Iceberg allows id and ID side by side; SQL (DuckDB, Spark by default) cannot tell them apart
     check_distinct_names((f.name for f in schema.fields), what=f"table {'.'.join(table.name())}")
-    condition = parse_sql(where, what="condition") if where is not None else None
+    # parsed and bound once: its pruning part filters the scan, its SQL runs whole
+    condition = parse_condition(where, schema, sql_only=True, what="condition") if where is not None else None
+    where_sql = condition.sql if condition is not None else None
     values: dict[str, SqlExpression] = {}
     for name, text in set.items():
         column = resolve_column(schema, name)
@@ -125,7 +127,7 @@ def plan_update(
         prepare_scan(
             metadata,
             table.io,
-            row_filter=implied_filter(condition, schema),
+            row_filter=condition.pruning() if condition is not None else None,
             metadata_columns=True,
             selected_fields=("*", ROW_ID.name) if metadata.format_version >= 3 else ("*",),
         )
@@ -134,10 +136,10 @@ def plan_update(
     for column, value in values.items():
         value_type = typed(job, f"SELECT ({value.text}\n) FROM __target", f"SET {column}")[0][1]
         types[column] = check_assignment(schema, column, value_type, f"SET {column}")
-    if condition is not None:
-        sql = f"SELECT ({condition.text}\n) FROM __target"
-        check_condition(typed(job, sql, "condition")[0][1], "condition", condition.text)
-    plan = UpdatePlan(job, condition, values, types)
+    if where_sql is not None:
+        sql = f"SELECT ({where_sql.text}\n) FROM __target"
+        check_condition(typed(job, sql, "condition")[0][1], "condition", where_sql.text)
+    plan = UpdatePlan(job, where_sql, values, types)
     typed(job, plan.select_sql(DUCKDB), "UPDATE")  # the whole statement: any other error, now
     return plan
 

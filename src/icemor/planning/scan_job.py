@@ -16,7 +16,7 @@ import pyarrow as pa
 from pyiceberg.table.refs import SnapshotRefType
 
 from icemor.exceptions import InvalidArgumentError, NoSuchSnapshotError, UnsupportedFeatureError
-from icemor.expr.condition import parse_condition, sql_columns
+from icemor.expr.condition import Condition, parse_condition
 from icemor.io.deletes import fully_deleted
 from icemor.io.reader import ReadOptions
 from icemor.planning.planner import all_field_parents, all_field_types, plan_files
@@ -139,7 +139,7 @@ def prepare_scan(
     metadata: TableMetadata,
     io: FileIO,
     *,
-    row_filter: str | BooleanExpression | None = None,
+    row_filter: str | BooleanExpression | Condition | None = None,
     selected_fields: Sequence[str] = ("*",),
     selection: SnapshotSelection | None = None,
     metadata_columns: bool = False,
@@ -147,6 +147,9 @@ def prepare_scan(
     case_sensitive: bool = True,
 ) -> ScanJob:
     """Resolve the snapshot, parse the filter and fix the projection of a scan.
+
+    A :class:`~icemor.expr.condition.Condition` (an operation's, parsed against the current
+    schema) is taken as it is: neither parsed nor bound again.
 
     Raises:
         InvalidArgumentError: Conflicting snapshot selectors, unknown column, bad filter.
@@ -190,7 +193,7 @@ def prepare_scan(
     assert condition.sql is not None  # only SQL has a residual
     names = tuple(opts.arrow_schema.names)
     wanted = {f.name for f in projected.fields}
-    extra = [c for c in sql_columns(condition.sql, schema) if c not in wanted]
+    extra = [c for c in condition.columns if c not in wanted]
     if extra:
         opts = replace(opts, projected_schema=schema.select(*[f.name for f in projected.fields], *extra))
     _check_condition(residual, opts.arrow_schema)

@@ -26,6 +26,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+from icemor.dependencies import is_spark_connect_session
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
 
@@ -55,13 +57,9 @@ _PROBE_ROWS = 1 << 20
 
 
 def is_connect(spark: SparkSession) -> bool:
-    """Whether ``spark`` is a Spark Connect session (``SparkSession.builder.remote(...)``).
-
-    Why the class's module: a Connect client session is ``pyspark.sql.connect.session.SparkSession``
-    (not a subclass of the classic one), and importing that module needs the Connect client's
-    libraries, which a classic installation may lack.
-    """
-    return type(spark).__module__.startswith("pyspark.sql.connect.")
+    """Whether ``spark`` is a Spark Connect session (``SparkSession.builder.remote(...)``): an
+    instance of the Connect client's session class (:func:`icemor.dependencies.is_spark_connect_session`)."""
+    return is_spark_connect_session(spark)
 
 
 def parallelism(spark: SparkSession) -> int:

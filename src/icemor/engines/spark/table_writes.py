@@ -19,10 +19,10 @@ Spark types map as Spark's Arrow transfer hands them to Python (:func:`spark_arr
 ``TimestampType`` is an instant (``timestamptz``), ``TimestampNTZType`` a ``timestamp``; a
 ``uuid`` column takes the text Spark shows (``io/uuids.py``).
 
-Why the data source's writer imports upward (``icemor.catalog``, ``icemor.ops``; declared in
-``[tool.importlinter]``): Spark constructs it in Python workers of its own from the options of
-``df.write.format("icemor")``, so it must load the table and commit by itself; nothing below the
-catalog and the operations imports this module, so no cycle arises.
+The data source's writer loads the table and commits through the
+:class:`~icemor.engines.spark.datasource.Services` the facade gave at registration (Spark
+constructs it in Python workers of its own from the options of ``df.write.format("icemor")``):
+this engine module imports neither the catalog nor the operations.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ from pyspark.sql import types as st
 
 from icemor.commit.data_file_struct import from_data_file
 from icemor.commit.door import first_line
+from icemor.engines import ExternalRows
+from icemor.engines.local import runner as local_runner
 from icemor.engines.spark.errors import icemor_error, worker_errors
 from icemor.engines.spark.worker import IOSpec, file_io, io_spec
 from icemor.engines.spark.write import KILL_GRACE_SECONDS, Staging, StagingIO, job_group, settle, whole_input
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
     from icemor.engines import Runner
+    from icemor.engines.spark.datasource.services import Services
     from icemor.spec.files import WrittenFile
 
 __all__ = [
@@ -377,15 +380,12 @@ class DataFrameFiles:
         return self.staging.finish(keep)
 
 
-def dataframe_rows(df: DataFrame) -> Any:
-    """``df`` as rows an append, overwrite or create writes on the executors
-    (an :class:`icemor.ops.append.ExternalRows`).
+def dataframe_rows(df: DataFrame) -> ExternalRows:
+    """``df`` as rows an append, overwrite or create writes on the executors.
 
     Raises:
         InvalidArgumentError: A column of a type Iceberg cannot hold (:func:`spark_arrow_schema`).
     """
-    from icemor.ops.append import ExternalRows
-
     schema = spark_arrow_schema(df.schema)
 
     def write(table: PyIcebergTable, convert: Any) -> DataFrameFiles:
@@ -557,17 +557,6 @@ def write_options(options: Mapping[str, Any], *, overwrite: bool) -> tuple[str |
     return where, found.get("catalog")
 
 
-def load_table(identifier: str, catalog_name: str | None) -> PyIcebergTable:
-    """The pyiceberg table ``identifier`` of the catalog ``catalog_name`` (default: the embedded
-    one), with icemor's one-line errors."""
-    from icemor.catalog import load_catalog
-    from icemor.exceptions import table_lookup_errors
-
-    catalog = load_catalog(catalog_name)
-    with table_lookup_errors(identifier, catalog.name):
-        return catalog.load_table(identifier)
-
-
 # ------------------------------------------------------------------------ the data source writer
 
 
@@ -597,17 +586,18 @@ if DataSourceArrowWriter is not None:
 
         Options: ``where`` (or ``overwrite-where``): the overwrite's condition (the scan's
         language: SQL, docs/sql.md); ``catalog``: a catalog name (default: icemor's embedded
-        catalog). The table is the ``save`` path.
+        catalog). The table is the ``save`` path. ``services`` (the data source's) load the
+        table, give the input rules and commit.
         """
 
-        def __init__(self, options: dict[str, str], schema: st.StructType, overwrite: bool) -> None:
+        def __init__(
+            self, services: Services, options: dict[str, str], schema: st.StructType, overwrite: bool
+        ) -> None:
+            self.services = services
             with worker_errors():  # icemor's refusal as its one line (see .errors)
                 self._init(options, schema, overwrite)
 
         def _init(self, options: dict[str, str], schema: st.StructType, overwrite: bool) -> None:
-            from icemor.ops.inputs import TableRows
-            from icemor.ops.overwrite import check_overwrite
-
             options = dict(options)
             identifier = options.pop("path", None) or options.pop("table", None)
             if not identifier:
@@ -616,12 +606,12 @@ if DataSourceArrowWriter is not None:
             self.identifier = identifier
             self.overwrite = overwrite
             self.where, self.catalog = write_options(options, overwrite=overwrite)
-            table = load_table(identifier, self.catalog)
+            table = self.services.load_table(identifier, self.catalog)
             self.input_schema = spark_arrow_schema(schema)
-            convert = TableRows(table.metadata.schema(), table=identifier)
+            convert = self.services.input_rules(table.metadata.schema(), table=identifier)
             convert.check(_uuid_schema(self.input_schema, convert.arrow_schema), what=SPARK_INPUT)
             if overwrite:
-                check_overwrite(table, self.where)
+                self.services.check_overwrite(table, self.where)
             self.location = table.metadata.location
             staging = Staging(table.io, self.location, table.metadata.properties)
             self.job = TableFileJob.of(table, convert, self.input_schema, staging.prefix)
@@ -635,11 +625,7 @@ if DataSourceArrowWriter is not None:
                 self._commit_tasks(messages)
 
         def _commit_tasks(self, messages: list[_TaskMessage | None]) -> None:
-            from icemor.engines.local import runner
-            from icemor.ops.append import ExternalRows, append_data
-            from icemor.ops.overwrite import overwrite_rows
-
-            table = load_table(self.identifier, self.catalog)
+            table = self.services.load_table(self.identifier, self.catalog)
             done = [m.files for m in messages if m is not None and m.files is not None]
             staging = self._staging(table.io)
 
@@ -655,14 +641,14 @@ if DataSourceArrowWriter is not None:
             # the operation removes what it does not commit (and keeps all if it may have)
             rows = ExternalRows(write=written, what=SPARK_INPUT)
             if self.overwrite:
-                overwrite_rows(table, rows, self.where, run=runner(table.io))
+                self.services.overwrite(table, rows, self.where, run=local_runner(table.io))
             else:
-                append_data(table, rows)
+                self.services.append(table, rows)
 
         def abort(self, messages: list[_TaskMessage | None]) -> None:
             # Spark calls this as soon as the job failed, while it may still be cancelling tasks
             time.sleep(KILL_GRACE_SECONDS)
-            table = load_table(self.identifier, self.catalog)
+            table = self.services.load_table(self.identifier, self.catalog)
             self._staging(table.io).finish(())
 
         def _staging(self, io: FileIO) -> Staging:
