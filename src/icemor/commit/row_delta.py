@@ -209,8 +209,12 @@ class RowDelta:
         removed: list[DataFile],
     ) -> Summary:
         limit = P.int_property(metadata.properties, "write.summary.partition-limit", 0)
+        # as Iceberg's runtime commits them: rows only added (a MERGE of NOT MATCHED inserts) is an
+        # append, which incremental readers (Java's streaming source) take; deletes alone a delete
+        adds_data = any(int(f.content) == 0 for f in added)
+        only_data = adds_data and not removed and all(int(f.content) == 0 for f in added)
         operation = self.operation or (
-            Operation.OVERWRITE if any(int(f.content) == 0 for f in added) else Operation.DELETE
+            Operation.APPEND if only_data else Operation.OVERWRITE if adds_data else Operation.DELETE
         )
         # pyiceberg's totals know append/overwrite/delete only; a replace changes files, not rows
         counted = Operation.OVERWRITE if operation == Operation.REPLACE else operation

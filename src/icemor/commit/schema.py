@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pyiceberg.exceptions import ResolveError, ValidationError
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.update import (
@@ -16,9 +17,9 @@ from pyiceberg.table.update import (
     AssertRefSnapshotId,
 )
 
-from icemor._compat.pyiceberg import schema_update_changes
+from icemor._compat.pyiceberg import schema_update_changes, spec_update_changes
 from icemor.commit.door import Change, commit
-from icemor.exceptions import CommitConflictError
+from icemor.exceptions import CommitConflictError, InvalidArgumentError, first_line
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -27,12 +28,14 @@ if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.update import TableRequirement, TableUpdate
     from pyiceberg.table.update.schema import UpdateSchema
+    from pyiceberg.table.update.spec import UpdateSpec
 
 __all__ = [
     "add_unpartitioned_spec",
     "commit_metadata_change",
     "commit_schema_update",
     "set_identifier_fields",
+    "spec_update_change",
     "unpartitioned_spec_id",
 ]
 
@@ -93,6 +96,26 @@ def commit_schema_update(
         return (*requirements, *pinned), updates
 
     return commit_metadata_change(table, "the schema change", change)
+
+
+def spec_update_change(
+    table: PyIcebergTable, what: str, stage: Callable[[UpdateSpec], object]
+) -> _Change | None:
+    """The partition-spec change pyiceberg's ``UpdateSpec`` computes on the table's metadata (the
+    attempt's: :func:`commit_metadata_change` reloads the table first), for that function to
+    commit: Iceberg's field ids and names, an equal spec reused.
+
+    Raises:
+        InvalidArgumentError: pyiceberg refuses the change (its first line, after ``what``).
+    """
+    update = table.update_spec()
+    try:
+        stage(update)
+        updates, requirements = spec_update_changes(update)
+    except (ValueError, ResolveError, ValidationError) as e:
+        msg = f"{what}: {first_line(e)}"
+        raise InvalidArgumentError(msg) from e
+    return (requirements, updates) if updates else None
 
 
 def set_identifier_fields(table: PyIcebergTable, names: Sequence[str]) -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pyiceberg.exceptions import ResolveError, ValidationError
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
 from pyiceberg.table.snapshots import ancestors_of
 from pyiceberg.table.update import (
@@ -35,9 +34,8 @@ from pyiceberg.table.update import (
     SetSnapshotRefUpdate,
 )
 
-from icemor._compat.pyiceberg import spec_update_changes
-from icemor.commit.schema import commit_metadata_change
-from icemor.exceptions import InvalidArgumentError, NoSuchSnapshotError, UnsupportedFeatureError, first_line
+from icemor.commit.schema import commit_metadata_change, spec_update_change
+from icemor.exceptions import InvalidArgumentError, NoSuchSnapshotError, UnsupportedFeatureError
 from icemor.ops.alter import SchemaChange
 from icemor.ops.upgrade import upgrade_table
 from icemor.spec.describe import iso_time
@@ -51,7 +49,6 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table as PyIcebergTable
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.update import TableRequirement, TableUpdate
-    from pyiceberg.table.update.spec import UpdateSpec
     from pyiceberg.types import IcebergType
 
 __all__ = [
@@ -631,7 +628,7 @@ def add_partition_field(table: PyIcebergTable, transform_text: str, *, name: str
                 )
                 raise InvalidArgumentError(msg)
         column = str(metadata.schema().find_column_name(field.source_id))  # found by the parse
-        return _spec_change(
+        return spec_update_change(
             table, f"adding partition field {transform_text!r} to {table_name}",
             lambda update: update.add_field(column, field.transform, name),
         )  # fmt: skip
@@ -662,7 +659,7 @@ def drop_partition_field(table: PyIcebergTable, transform_text_or_name: str) -> 
             have = ", ".join(f"{f.name}={f.transform}" for f in spec.fields) or "none"
             msg = f"cannot find partition field {text!r} to remove from {table_name} (its fields: {have})"
             raise InvalidArgumentError(msg)
-        return _spec_change(
+        return spec_update_change(
             table, f"removing partition field {text!r} from {table_name}",
             lambda update: update.remove_field(found[0].name),
         )  # fmt: skip
@@ -676,19 +673,6 @@ def _one_field(schema: Schema, text: str, table_name: str) -> PartitionField:
         msg = f"give one partition field for {table_name}, got {text!r}"
         raise InvalidArgumentError(msg)
     return fields[0]
-
-
-def _spec_change(table: PyIcebergTable, what: str, stage: Callable[[UpdateSpec], object]) -> _Change | None:
-    """The change pyiceberg's ``UpdateSpec`` computes on the table's metadata (the attempt's:
-    the commit reloads the table first): Iceberg's field ids and names, an equal spec reused."""
-    update = table.update_spec()
-    try:
-        stage(update)
-        updates, requirements = spec_update_changes(update)
-    except (ValueError, ResolveError, ValidationError) as e:
-        msg = f"{what}: {first_line(e)}"
-        raise InvalidArgumentError(msg) from e
-    return (requirements, updates) if updates else None
 
 
 # ------------------------------------------------------------------------------------------ columns
