@@ -40,6 +40,7 @@ from pyiceberg.expressions import (
     Or,
     Reference,
     UnboundPredicate,
+    parser,
 )
 from pyiceberg.expressions.visitors import bind
 from pyiceberg.types import DoubleType, FloatType
@@ -231,8 +232,6 @@ def _shown_expr(expr: BooleanExpression) -> str:
 
 def _filter_language(text: str, schema: Schema, sql_error: InvalidArgumentError) -> Condition:
     """Text that is not SQL, read in pyiceberg's filter language (``IS NAN``, double-quoted names)."""
-    from pyiceberg.expressions import parser  # noqa: PLC0415, RUF100 - pyparsing: ~55 ms to import
-
     with _refused(repr(_shown(text)), simplify="simplify its parentheses or NOTs"):
         try:
             parsed = parser.parse(text)

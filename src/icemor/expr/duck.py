@@ -19,6 +19,22 @@ from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
+from pyiceberg.types import (
+    BinaryType,
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FixedType,
+    FloatType,
+    IntegerType,
+    LongType,
+    StringType,
+    TimestampType,
+    TimestamptzType,
+    TimeType,
+    UUIDType,
+)
 
 from icemor.exceptions import InvalidArgumentError
 from icemor.exceptions import first_line as _first_line
@@ -178,23 +194,6 @@ def session() -> DuckSession:
 
 def duck_type(t: IcebergType) -> str:
     """The DuckDB type an Iceberg primitive type is stored as in Arrow."""
-    from pyiceberg.types import (
-        BinaryType,
-        BooleanType,
-        DateType,
-        DecimalType,
-        DoubleType,
-        FixedType,
-        FloatType,
-        IntegerType,
-        LongType,
-        StringType,
-        TimestampType,
-        TimestamptzType,
-        TimeType,
-        UUIDType,
-    )
-
     simple: dict[type, str] = {
         BooleanType: "BOOLEAN",
         IntegerType: "INTEGER",

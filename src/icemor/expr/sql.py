@@ -43,8 +43,8 @@ _local = threading.local()
 def _parser() -> duckdb.DuckDBPyConnection:
     con: duckdb.DuckDBPyConnection | None = getattr(_local, "parser", None)
     if con is None:
-        # imported here: DuckDB costs ~0.1 s to import, and a scan without a text condition needs none
-        import duckdb
+        # a scan without a text condition needs no DuckDB (tests/test_import.py)
+        import duckdb  # noqa: PLC0415 - cost: duckdb ~100 ms
 
         con = duckdb.connect()
         _local.parser = con
@@ -346,7 +346,7 @@ def _spark_reads_otherwise(sql: str) -> str | None:
     string literal Spark ends the literal at ``''`` (``'it''s'`` is its) and takes ``\\``
     as an escape (``'a\\nb'`` holds a newline). Silently different results: refused.
     """
-    import duckdb
+    import duckdb  # noqa: PLC0415 - cost: duckdb ~100 ms
 
     tokens = duckdb.tokenize(sql)
     raw = sql.encode()  # DuckDB's token positions are UTF-8 byte offsets
@@ -389,9 +389,9 @@ def _spark_strings(text: str, *, what: str, shown: str) -> str:
     """
     if "\\" not in text:
         return text
-    from sqlglot.dialects.spark import Spark
-    from sqlglot.errors import TokenError
-    from sqlglot.tokenizer_core import TokenType
+    from sqlglot.dialects.spark import Spark  # noqa: PLC0415 - cost: sqlglot ~200 ms
+    from sqlglot.errors import TokenError  # noqa: PLC0415 - cost: sqlglot ~200 ms
+    from sqlglot.tokenizer_core import TokenType  # noqa: PLC0415 - cost: sqlglot ~200 ms
 
     try:
         tokens = Spark().tokenize(text)

@@ -37,6 +37,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.io import FileIO, OutputFile
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
+from pyiceberg.schema import Schema, sanitize_column_names
+from pyiceberg.table.locations import load_location_provider
+from pyiceberg.typedef import Record
 from pyiceberg.types import UUIDType
 
 from icemor._compat import pyiceberg as compat
@@ -53,9 +58,7 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
     from pyiceberg.io import InputFile, OutputStream
-    from pyiceberg.manifest import DataFile
-    from pyiceberg.partitioning import PartitionField, PartitionKey
-    from pyiceberg.schema import Schema
+    from pyiceberg.partitioning import PartitionField
     from pyiceberg.table.metadata import TableMetadata
 
 __all__ = [
@@ -522,11 +525,6 @@ class TableDataWriter:
         memory_budget_bytes: int | None = None,
         lineage: bool = False,
     ) -> None:
-        import uuid as uuid_module
-
-        from pyiceberg.schema import Schema, sanitize_column_names
-        from pyiceberg.table.locations import load_location_provider
-
         props = metadata.properties
         self._io = io
         self._schema = metadata.schema()
@@ -547,7 +545,7 @@ class TableDataWriter:
         # as pyiceberg's writer: Parquet gets Avro-safe column names when the table's are not
         self._file_schema = sanitize_column_names(self._schema)
         self._locations = load_location_provider(table_location=metadata.location, table_properties=props)
-        self._uuid = write_uuid or uuid_module.uuid4()
+        self._uuid = write_uuid or uuid.uuid4()
         self._target = max(
             1, P.int_property(props, P.WRITE_TARGET_FILE_SIZE_BYTES, P.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT)
         )
@@ -637,8 +635,6 @@ class TableDataWriter:
 
     def _split(self, table: pa.Table) -> list[tuple[tuple[Any, ...], PartitionKey | None, pa.Array | None]]:
         """Each partition in ``table``: (partition tuple, key, its row indices in order; None: all rows)."""
-        from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
-
         if self._spec.is_unpartitioned():
             return [((), None, None)]
         columns: dict[str, pa.Array] = {}
@@ -766,9 +762,6 @@ def with_row_id(rows: pa.Table, arrow_schema: pa.Schema, *, lineage: bool) -> pa
 
 def _to_data_file(written: WrittenFile) -> DataFile:
     """The pyiceberg ``DataFile`` of a data file written here (as pyiceberg's writer makes them)."""
-    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-    from pyiceberg.typedef import Record
-
     return DataFile.from_args(
         content=DataFileContent.DATA,
         file_path=written.path,

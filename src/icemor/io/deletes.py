@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -455,6 +456,4 @@ def equality_delete_sets(
 
 
 def _sorted_ids(ref: DeleteFileRef, ids: tuple[int, ...]) -> DeleteFileRef:
-    from dataclasses import replace
-
     return replace(ref, equality_ids=ids)

@@ -38,6 +38,7 @@ measures this.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -778,8 +779,6 @@ def _filler(t: pa.DataType) -> pa.Scalar:
     if pa.types.is_boolean(t):
         return pa.scalar(False)
     if pa.types.is_decimal(t):
-        from decimal import Decimal
-
         return pa.scalar(Decimal(0), t)
     if pa.types.is_date32(t) or pa.types.is_time32(t):
         return pa.array([0], pa.int32()).cast(t)[0]

@@ -13,6 +13,8 @@ import pickle
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pyiceberg.typedef import Record
+
 from icemor.commit.files import delete_quietly
 from icemor.commit.validation import Validation, validate
 from icemor.exceptions import CommitConflictError, IcemorError, InvalidArgumentError, UnsupportedFeatureError
@@ -55,8 +57,6 @@ def check_rewritable(table: PyIcebergTable) -> None:
 
 def partition_directory(table: PyIcebergTable, spec_id: int, partition: tuple[Any, ...]) -> str:
     """The data directory of a partition as the table lays it out (``write.data.path`` etc.)."""
-    from pyiceberg.typedef import Record
-
     data_dir = table.location_provider().new_data_location("x").rsplit("/", 1)[0]
     spec = table.metadata.specs()[spec_id]
     if spec.is_unpartitioned():

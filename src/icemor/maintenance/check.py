@@ -46,6 +46,7 @@ from pyiceberg.transforms import IdentityTransform
 
 from icemor.exceptions import CorruptFileError, IcemorError, MissingFileError
 from icemor.io.key_index import IndexedFile, data_path_of, sidecar_key_ids, verify_sidecar
+from icemor.maintenance.expire import key_sidecars
 from icemor.planning.manifest_reader import read_manifest_entries, read_manifest_list
 from icemor.planning.scan_job import resolve_snapshot
 from icemor.spec.dv import DV_BLOB_TYPE, deserialize_dv
@@ -395,8 +396,6 @@ def _check_key_indexes(
 ) -> None:
     """Every key-index sidecar beside a live data file, checked row by row against the data file;
     one that does not describe it is reported and removed."""
-    from icemor.maintenance.expire import key_sidecars
-
     field_types = {fid: fld.field_type for fid, fld in index_by_id(metadata.schema()).items()}
     name_mapping = metadata.name_mapping()
     specs = metadata.specs()

@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import pyarrow.fs as pafs
+from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 
 from icemor.commit.snapshots import SnapshotRemoval, commit_removal, preview_removal
@@ -42,7 +44,6 @@ from icemor.spec.files import FileContent
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    import pyarrow.fs as pafs
     from pyiceberg.io import FileIO
     from pyiceberg.manifest import ManifestFile
     from pyiceberg.table import Table as PyIcebergTable
@@ -216,8 +217,6 @@ def filesystem_of(io: FileIO, location: str, *, purpose: str) -> tuple[pafs.File
     Raises:
         UnsupportedFeatureError: ``io`` cannot list files (``purpose`` names what needed it).
     """
-    from pyiceberg.io.pyarrow import PyArrowFileIO
-
     if not isinstance(io, PyArrowFileIO):
         msg = f"{purpose} needs pyiceberg's PyArrowFileIO to list files, not {type(io).__name__}"
         raise UnsupportedFeatureError(msg)
@@ -232,8 +231,6 @@ def key_sidecars(io: FileIO, data_paths: set[str]) -> set[str]:
     records). Best effort: a directory that cannot be listed keeps its sidecars for
     ``remove_orphan_files``, which removes a sidecar once its data file is unreferenced.
     """
-    import pyarrow.fs as pafs
-
     by_directory: dict[str, set[str]] = {}
     for path in data_paths:
         by_directory.setdefault(path.rpartition("/")[0], set()).add(path)

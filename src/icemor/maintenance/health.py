@@ -21,11 +21,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.table.snapshots import ancestors_of
 
+from icemor.engines.local import read_batches
 from icemor.exceptions import InvalidArgumentError
 from icemor.io.deletes import deleted_positions
 from icemor.planning.manifest_reader import live_delete_files
 from icemor.planning.planner import plan_files
-from icemor.planning.scan_job import resolve_snapshot
+from icemor.planning.scan_job import SnapshotSelection, prepare_scan, resolve_snapshot
 from icemor.spec.describe import summary_int
 from icemor.spec.files import FileContent
 from icemor.spec.partitioning import partition_label
@@ -590,9 +591,6 @@ def _scan_equality_deleted(
     facts: list[_FileFacts],
 ) -> None:
     """Fill ``equality_deleted`` of the files equality deletes apply to, by reading them."""
-    from icemor.engines.local import read_batches
-    from icemor.planning.scan_job import SnapshotSelection, prepare_scan
-
     targets = {p.data_file.path: f for p, f in zip(planned, facts, strict=True) if f.has_equality}
     if not targets:
         return

@@ -29,6 +29,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from icemor.exceptions import CommitConflictError, CommitFailedError, UnsupportedFeatureError
+
+# the modules, not their functions: each action is looked up as it runs (a test replaces one)
+from icemor.maintenance import data_files, equality_to_position, position_deletes
 from icemor.maintenance.health import inspect_table
 
 if TYPE_CHECKING:
@@ -210,10 +213,6 @@ def _run_actions(
 ) -> list[ActionResult]:
     """Run ``actions`` of ``plan`` in order, each committing per group of partitions (partial
     progress); an action none of whose groups could commit is skipped this round."""
-    from icemor.maintenance.data_files import rewrite_data_files
-    from icemor.maintenance.equality_to_position import rewrite_equality_deletes
-    from icemor.maintenance.position_deletes import rewrite_position_deletes
-
     t = plan.report.thresholds
     fragmented = any(
         p.small_files >= t.major_fragment_count
@@ -234,11 +233,11 @@ def _run_actions(
         m: Any = None
         try:
             if action == EQ_TO_POS:
-                m = rewrite_equality_deletes(table, run=run, **progress)
+                m = equality_to_position.rewrite_equality_deletes(table, run=run, **progress)
             elif action == POSITION_COMPACTION:
-                m = rewrite_position_deletes(table, run=run, **progress)
+                m = position_deletes.rewrite_position_deletes(table, run=run, **progress)
             elif action in (DATA_REWRITE, FULL_REWRITE):
-                m = rewrite_data_files(
+                m = data_files.rewrite_data_files(
                     table,
                     run=run,
                     # full: every file with a delete (and, as always, every file off the target size)

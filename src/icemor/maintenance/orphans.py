@@ -39,17 +39,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
+import pyarrow.fs as pafs
+
 from icemor.engines.local import map_ordered
 from icemor.exceptions import MissingFileError
 from icemor.io.key_index import data_path_of
-from icemor.maintenance.expire import DAY_MS, check_gc_enabled, filesystem_of
+from icemor.maintenance.expire import DAY_MS, check_gc_enabled, delete_files, filesystem_of
 from icemor.planning.manifest_reader import read_manifest_list
 from icemor.spec.identifiers import DATA_PATH_PROPERTIES, STAGING_DIR, location_key, location_within
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    import pyarrow.fs as pafs
     from pyiceberg.io import FileIO
     from pyiceberg.manifest import ManifestFile
     from pyiceberg.table import Table as PyIcebergTable
@@ -140,8 +141,6 @@ def _nested(
 
 def _listed_under(io: FileIO, roots: Sequence[str]) -> list[tuple[str, pafs.FileInfo]]:
     """Everything under ``roots`` (staging directories outside the table location), by location."""
-    import pyarrow.fs as pafs
-
     out = []
     for staging in roots:
         fs, path, prefix = filesystem_of(io, staging, purpose="removing orphan files")
@@ -160,8 +159,6 @@ def _remove_empty_staging(
     Only local directories exist by themselves (an object store's vanish with their last file),
     and ``rmdir`` removes only an empty one, whatever came since.
     """
-    import pyarrow.fs as pafs
-
     roots = {location_key(s) for s in staging}
     old = [
         local_path
@@ -208,10 +205,6 @@ def remove_orphan_files(
         UnsupportedFeatureError: The table's FileIO cannot list files.
         MissingFileError, CorruptFileError: From ``tables``: a table's metadata cannot be read.
     """
-    import pyarrow.fs as pafs
-
-    from icemor.maintenance.expire import delete_files
-
     started = time.monotonic()
     table = table.refresh()
     check_gc_enabled(table.metadata, "remove orphan files")

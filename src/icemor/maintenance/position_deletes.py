@@ -50,6 +50,7 @@ from icemor.maintenance._units import (
     run_guarded,
     touched_since,
 )
+from icemor.maintenance.data_files import backoff
 from icemor.planning.manifest_reader import read_manifest_entries, read_manifest_list
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
@@ -386,8 +387,6 @@ def rewrite_position_deletes(
         CommitConflictError: A concurrent commit removed a file this one replaces (with partial
             progress: only when no commit succeeded).
     """
-    from icemor.maintenance.data_files import backoff
-
     started = time.monotonic()
     if partial_progress_max_commits < 1 or max_group_attempts < 1:
         msg = "partial_progress_max_commits and max_group_attempts must be >= 1"

@@ -6,8 +6,10 @@ import contextlib
 import io
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyiceberg.exceptions import CommitFailedException
 
 from icemor._compat.pyiceberg import check_arrow_schema_compatible
@@ -36,8 +38,6 @@ def add_files(table: PyIcebergTable, files: Sequence[Path | str]) -> int:
         InvalidArgumentError: A missing or unreadable file, a schema that does not fit the table,
             a file given twice or already in the table, a file spanning several partitions.
     """
-    import pyarrow.parquet as pq
-
     if not files:
         return 0
     uris = []
@@ -106,8 +106,6 @@ def _uri(f: Path | str) -> tuple[str, Path | None]:
     if "://" in text and not text.startswith("file:"):
         return text, None  # an object-store URI, read through the table's FileIO
     if text.startswith("file:"):
-        from urllib.parse import unquote, urlparse
-
         local = Path(unquote(urlparse(text).path))
     else:
         local = Path(text).expanduser().resolve()

@@ -14,13 +14,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pyiceberg import expressions
 from pyiceberg.exceptions import ResolveError, ValidationError
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table as PyIcebergTable
 from pyiceberg.types import DoubleType, FloatType, NestedField, PrimitiveType
 
 from icemor.commit.schema import commit_schema_update
+from icemor.engines.local import count_rows
 from icemor.exceptions import IcemorError, InvalidArgumentError, first_line
+from icemor.ops.units import write_job
+from icemor.planning.scan_job import prepare_scan
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -233,12 +237,6 @@ def _required_step(name: str) -> _Step:
 
 def _null_count(metadata: TableMetadata, io: FileIO, name: str) -> int:
     """Live rows of the current snapshot whose column ``name`` is NULL (0 when it is unknown)."""
-    from pyiceberg import expressions
-
-    from icemor.engines.local import count_rows
-    from icemor.ops.units import write_job
-    from icemor.planning.scan_job import prepare_scan
-
     if name not in {f.name for f in metadata.schema().fields} or metadata.current_snapshot() is None:
         return 0  # unknown: pyiceberg's update names it
     is_null: Any = expressions.IsNull  # pydantic: mypy cannot see its (term) constructor

@@ -21,6 +21,7 @@ import pyarrow as pa
 from pyiceberg.exceptions import CommitFailedException
 
 from icemor.commit.append import commit_append
+from icemor.commit.data_file_struct import to_data_file
 from icemor.commit.door import first_line, may_have_committed
 from icemor.engines import ExternalFiles, ExternalRows
 from icemor.exceptions import (
@@ -137,8 +138,6 @@ def _append_external(
     note: Callable[[str], None] | None,
 ) -> int:
     """:func:`append_data` of rows another engine writes: its files committed here, as one snapshot."""
-    from icemor.commit.data_file_struct import to_data_file
-
     name = ".".join(table.name())
     convert = TableRows(table.metadata.schema(), table=name)
     written = data.write(table, convert)  # removes what it wrote if it fails

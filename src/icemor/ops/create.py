@@ -6,12 +6,18 @@ import contextlib
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
+from pyiceberg.io.pyarrow import UnsupportedPyArrowTypeException, schema_to_pyarrow
+from pyiceberg.schema import Schema, assign_fresh_schema_ids
 
 from icemor._compat.pyiceberg import arrow_schema_to_iceberg_without_ids
 from icemor.commit.create import create_table as commit_create_table
 from icemor.exceptions import InvalidArgumentError, first_line
+from icemor.ops.alter import with_identifier_fields
 from icemor.ops.append import downcast_ns_timestamps
 from icemor.ops.inputs import new_table_schema
 from icemor.spec.identifiers import LOCATION_PROPERTIES, check_table_identifier, location_within
@@ -22,7 +28,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from pyiceberg.catalog import Catalog
-    from pyiceberg.schema import Schema
     from pyiceberg.table import Table as PyIcebergTable
 
 __all__ = ["create_table"]
@@ -80,20 +85,13 @@ def create_table(
             another table's, or the table exists already; nothing is created then (a namespace
             created for it is removed again).
     """
-    import pyarrow.parquet as pq
-    from pyiceberg.exceptions import TableAlreadyExistsError
-    from pyiceberg.schema import assign_fresh_schema_ids
-
     parts = check_table_identifier(identifier)
     if format_version not in SUPPORTED_FORMAT_VERSIONS:
         msg = f"--format-version must be 2 or 3, got {format_version}"
         raise InvalidArgumentError(msg)
-    from pyiceberg.schema import Schema as IcebergSchema
-
-    from icemor.ops.alter import with_identifier_fields
 
     nanos: list[str] = []
-    if isinstance(schema_from, IcebergSchema):
+    if isinstance(schema_from, Schema):
         _check_names(schema_from, identifier, what or "the schema")
         schema = assign_fresh_schema_ids(schema_from)
     else:
@@ -164,8 +162,6 @@ def create_table(
 
 def _check_names(schema: Schema, identifier: str, what: str) -> None:
     """Refuse the empty names and names equal ignoring case of a pyiceberg schema, at any depth."""
-    from pyiceberg.io.pyarrow import schema_to_pyarrow
-
     try:
         new_table_schema(schema_to_pyarrow(schema, include_field_ids=False), what=what)
     except InvalidArgumentError as e:
@@ -176,9 +172,6 @@ def _check_names(schema: Schema, identifier: str, what: str) -> None:
 def _iceberg_schema(arrow_schema: pa.Schema, identifier: str) -> Schema:
     """The Iceberg schema (fresh ids) of an Arrow schema, with a one-line error naming the column
     for a type Iceberg has no counterpart of (``time32``, ``date64``, ...)."""
-    from pyiceberg.io.pyarrow import UnsupportedPyArrowTypeException
-    from pyiceberg.schema import assign_fresh_schema_ids
-
     try:
         return assign_fresh_schema_ids(
             arrow_schema_to_iceberg_without_ids(arrow_schema, downcast_ns_timestamp_to_us=False)
@@ -239,8 +232,6 @@ class _NewDirectories:
 
 
 def _local_path(location: str) -> Path | None:
-    from urllib.parse import unquote, urlparse
-
     parsed = urlparse(location)
     if parsed.scheme == "file":
         return Path(unquote(parsed.path))
@@ -251,8 +242,6 @@ def _local_path(location: str) -> Path | None:
 
 def _create_namespace(catalog: Catalog, namespace: str) -> bool:
     """Create ``namespace`` unless it exists; True when this call created it."""
-    from pyiceberg.exceptions import NamespaceAlreadyExistsError
-
     try:
         catalog.create_namespace(namespace)
     except NamespaceAlreadyExistsError:

@@ -27,6 +27,7 @@ from pyiceberg.table.snapshots import Operation
 
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
+from icemor.engines.local import count_rows, read_batches
 from icemor.ops.units import (
     Positions,
     check_writable,
@@ -35,6 +36,7 @@ from icemor.ops.units import (
     run_units,
     write_job,
 )
+from icemor.planning.manifest_reader import live_delete_files
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
 
@@ -169,8 +171,10 @@ def _delete_on_spark(
 ) -> DeleteMetrics:
     """A SQL condition on Spark: the scan finds the positions, executor tasks write their deletes
     (sorted by data file and position); the positions never come to the driver."""
-    from icemor.engines.spark import scan_to_dataframe
-    from icemor.ops.rowlevel import RowLevelResult, write_and_commit_on_spark
+    from icemor.engines.spark import scan_to_dataframe  # noqa: PLC0415 - optional: pyspark
+
+    # ops.rowlevel imports DuckDB, which a plain delete does not need (tests/test_import.py)
+    from icemor.ops.rowlevel import RowLevelResult, write_and_commit_on_spark  # noqa: PLC0415 - cost: duckdb ~100 ms
 
     outcome: list[DeleteMetrics] = []
     job.whole_files = True  # the write runs in the scan's tasks (clustered=True below)
@@ -196,8 +200,6 @@ def _delete_on_spark(
 
 def _sql_positions(job: ScanJob) -> dict[str, npt.NDArray[np.int64]]:
     """Sorted positions per data file of the live rows matching the job's SQL condition (local)."""
-    from icemor.engines.local import read_batches
-
     positions = Positions()
     for batch in read_batches(job):
         positions.add(batch.column("_file"), batch.column("_pos"))
@@ -206,9 +208,6 @@ def _sql_positions(job: ScanJob) -> dict[str, npt.NDArray[np.int64]]:
 
 def _delete_everything(table: PyIcebergTable, job: ScanJob, started: float) -> DeleteMetrics:
     """No condition: one snapshot that removes every data and delete file (no row is read)."""
-    from icemor.engines.local import count_rows
-    from icemor.planning.manifest_reader import live_delete_files
-
     assert job.snapshot is not None
     deleted = count_rows(job)
     data = {p.data_file.path for p in job.planned}

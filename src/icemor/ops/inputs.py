@@ -11,7 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyiceberg.schema import Schema
 
 from icemor.dependencies import is_pandas_dataframe, is_polars_dataframe, is_polars_lazyframe
 from icemor.exceptions import InvalidArgumentError, first_line
@@ -19,8 +24,6 @@ from icemor.exceptions import InvalidArgumentError, first_line
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
-    import pyarrow.parquet as pq
-    from pyiceberg.schema import Schema
 
 __all__ = [
     "InputRows",
@@ -67,8 +70,6 @@ def check_distinct_names(names: Iterable[str], *, what: str) -> None:
 
 def open_parquet(path: Path) -> pq.ParquetFile:
     """Open a local Parquet file, with one-line errors for a missing, directory or bad file."""
-    import pyarrow.parquet as pq
-
     if not path.exists():
         msg = f"no such file: {path}"
         raise InvalidArgumentError(msg)
@@ -176,9 +177,7 @@ def schema_of(rows: Any, *, what: str) -> tuple[pa.Schema | Schema, Any]:
         InvalidArgumentError: An input of another kind, or a column of Arrow's null type (all
             NULL: its type is unknown).
     """
-    from pyiceberg.schema import Schema as IcebergSchema
-
-    if isinstance(rows, IcebergSchema | pa.Schema):
+    if isinstance(rows, Schema | pa.Schema):
         return rows, None
     if _is_polars(rows):
         rows = _from_polars(rows)
@@ -389,8 +388,6 @@ class TableRows:
     """
 
     def __init__(self, schema: Schema, *, table: str, strict: bool = True) -> None:
-        from pyiceberg.io.pyarrow import schema_to_pyarrow
-
         self.schema = schema
         self.table = table
         self.strict = strict
@@ -534,8 +531,6 @@ class _OutOfRange(_Mismatch):
 
 def _floor_to_micros(arr: pa.Array, target: pa.DataType) -> tuple[pa.Array, int]:
     """``timestamp[ns]`` values as ``target`` microseconds, rounded down; and how many lost digits."""
-    import numpy as np
-
     nanos = arr.cast(pa.int64())
     valid = np.asarray(nanos.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     values = np.asarray(nanos.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
@@ -555,8 +550,6 @@ class _Overflow(Exception):
 
 def _check_unsigned_fits(arr: pa.Array, target: pa.DataType) -> None:
     """Raise :class:`_Overflow` when an unsigned value of ``arr`` exceeds ``target``'s maximum."""
-    import pyarrow.compute as pc
-
     limit = (1 << (target.bit_width - 1)) - 1
     over = pc.fill_null(pc.greater(arr, pa.scalar(limit, arr.type)), False)
     count = pc.sum(over).as_py() or 0

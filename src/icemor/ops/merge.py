@@ -33,6 +33,7 @@ import pyiceberg.expressions as _expressions
 from pyiceberg.expressions import AlwaysTrue, And
 
 from icemor.dependencies import is_spark_dataframe
+from icemor.engines.local import read_batches
 from icemor.exceptions import InvalidArgumentError
 from icemor.expr.condition import parse_condition
 from icemor.expr.duck import empty_table, session
@@ -492,7 +493,7 @@ def merge_rows(
     check_writable(table, mode_property=P.MERGE_MODE)
     frame: DataFrame | None = None
     if is_spark_dataframe(source):
-        from icemor.engines.spark.changes import arrow_schema  # noqa: PLC0415, RUF100 - pyspark is optional
+        from icemor.engines.spark.changes import arrow_schema  # noqa: PLC0415 - optional: pyspark
 
         # never collected: the SQL is typed against an empty table of its schema
         frame, source = source, arrow_schema(source).empty_table()
@@ -565,8 +566,6 @@ def merge_rows(
 def _matched_locally(plan: MergePlan) -> Generator[pa.RecordBatch, None, None]:
     """The matched pairs with their clause and new row: a DuckDB hash join of the source against
     the streamed local scan."""
-    from icemor.engines.local import read_batches
-
     job = plan.job
     target = pa.RecordBatchReader.from_batches(job.arrow_schema, read_batches(job))
     s = session()
@@ -587,7 +586,7 @@ def _merge_on_spark(
     """One Spark plan joins the source with the target scan read on the executors; executor tasks
     write the position deletes and the new rows (:func:`write_and_commit_on_spark`). ``frame`` is
     the source (None: ``plan.source`` made a DataFrame)."""
-    from icemor.engines.spark.sql import arrow_to_dataframe, sql_dataframe
+    from icemor.engines.spark.sql import arrow_to_dataframe, sql_dataframe  # noqa: PLC0415 - optional: pyspark
 
     if frame is None:
         frame = arrow_to_dataframe(spark, plan.source.drop_columns(["__src_row"]))

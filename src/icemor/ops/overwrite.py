@@ -24,9 +24,11 @@ from icemor.commit.door import may_have_committed
 from icemor.commit.files import delete_quietly
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
+from icemor.engines.local import count_rows, read_batches
 from icemor.ops.append import ExternalRows, write_rows
 from icemor.ops.inputs import TableRows
 from icemor.ops.units import Positions, check_writable, delete_units, run_units, write_job
+from icemor.planning.manifest_reader import live_delete_files
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
 
@@ -186,13 +188,9 @@ class _Removal:
 
 def _removal(table: PyIcebergTable, job: ScanJob, where: object, run: Runner) -> _Removal:
     """The delete files to add and the files to remove for the rows ``job`` matches (as DELETE)."""
-    from icemor.engines.local import count_rows
-
     if job.snapshot is None:
         return _Removal(0, [], set(), 0, set())
     if where is None:
-        from icemor.planning.manifest_reader import live_delete_files
-
         data = {p.data_file.path for p in job.planned}
         deletes = {d.path for d in live_delete_files(table.io, job.snapshot)}
         return _Removal(count_rows(job), [], data | deletes, len(data), set())
@@ -216,8 +214,6 @@ def _removal(table: PyIcebergTable, job: ScanJob, where: object, run: Runner) ->
 
 def _sql_positions(job: ScanJob) -> dict[str, npt.NDArray[np.int64]]:
     """Sorted positions per data file of the live rows matching the job's SQL condition."""
-    from icemor.engines.local import read_batches
-
     positions = Positions()
     for batch in read_batches(job):
         positions.add(batch.column("_file"), batch.column("_pos"))

@@ -372,7 +372,7 @@ def write_and_commit_on_spark(
         InvalidArgumentError: From the tasks (``unique``, a NULL in a required column).
         CommitConflictError: A concurrent commit conflicts; nothing is committed.
     """
-    from icemor.engines.spark.write import Staging, files_seen_twice, write_changes
+    from icemor.engines.spark.write import Staging, files_seen_twice, write_changes  # noqa: PLC0415 - optional: pyspark
 
     _isolation(table, isolation_property)  # a bad property refuses before anything is written
     live = job.live_files()

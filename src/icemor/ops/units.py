@@ -32,9 +32,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.typedef import Record
 
+from icemor.commit.data_file_struct import from_data_file
 from icemor.exceptions import IcemorError, InvalidArgumentError, UnsupportedFeatureError
+from icemor.io.data_writer import TableDataWriter, with_row_id
 from icemor.io.deletes import deleted_positions, remember_written, sorted_unique, union_sorted
 from icemor.io.puffin import write_deletion_vectors
 from icemor.io.reader import count_task, files_only, read_task
@@ -55,7 +58,6 @@ if TYPE_CHECKING:
     from pyiceberg.table.snapshots import Snapshot
 
     from icemor.engines import Runner
-    from icemor.io.data_writer import TableDataWriter
     from icemor.io.reader import ReadOptions
     from icemor.planning.scan_job import ScanJob
     from icemor.spec.files import WrittenFile
@@ -528,8 +530,6 @@ class _ChangeTask:
     """The state of one task: the open data file's positions, pending units, buffered new rows."""
 
     def __init__(self, io: FileIO, change: ChangeWrite, attempt: str) -> None:
-        from pyiceberg.io.pyarrow import schema_to_pyarrow
-
         self.io, self.change, self.attempt = io, change, attempt
         schema = change.metadata.schema()
         self.arrow_schema = schema_to_pyarrow(schema, include_field_ids=False)
@@ -612,7 +612,6 @@ class _ChangeTask:
             if rows.column(name).null_count:
                 msg = f"column {name!r} is required (NOT NULL) but a new value of it is NULL"
                 raise InvalidArgumentError(msg)
-        from icemor.io.data_writer import TableDataWriter, with_row_id
 
         # v3: the changes carry the target rows' _row_id, which updated rows keep
         lineage = "_row_id" in rows.schema.names and self.change.metadata.format_version >= 3
@@ -626,7 +625,6 @@ class _ChangeTask:
     def _flush_rows(self) -> None:
         if self.writer is None:
             return
-        from icemor.commit.data_file_struct import from_data_file
 
         spec_id = self.change.metadata.default_spec_id
         self.data += [from_data_file(f, spec_id) for f in self.writer.close()]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from icemor.engines.local import read_batches
 from icemor.exceptions import InvalidArgumentError
 from icemor.expr.condition import parse_condition
 from icemor.expr.duck import session
@@ -31,6 +32,7 @@ from icemor.ops.rowlevel import (
     commit_row_changes,
     resolve_column,
     typed,
+    write_and_commit_on_spark,
 )
 from icemor.ops.units import Positions, check_writable, write_job
 from icemor.planning.scan_job import prepare_scan
@@ -211,8 +213,7 @@ def _update_on_spark(
     table: PyIcebergTable, plan: UpdatePlan, spark: SparkSession, started: float
 ) -> UpdateMetrics:
     """Spark SQL finds the changed rows; executor tasks write the deletes and new rows."""
-    from icemor.engines.spark.sql import sql_dataframe
-    from icemor.ops.rowlevel import write_and_commit_on_spark
+    from icemor.engines.spark.sql import sql_dataframe  # noqa: PLC0415 - optional: pyspark
 
     plan.job.whole_files = True  # the write runs in the scan's tasks (clustered=True below)
     with sql_dataframe(
@@ -239,8 +240,6 @@ def _update_on_spark(
 
 def local_changed_rows(plan: UpdatePlan) -> Generator[pa.RecordBatch, None, None]:
     """DuckDB over the streamed local scan."""
-    from icemor.engines.local import read_batches
-
     job = plan.job
     target = pa.RecordBatchReader.from_batches(job.arrow_schema, read_batches(job))
     s = session()

@@ -41,6 +41,7 @@ from icemor.io.changes import (
 )
 from icemor.planning.manifest_reader import read_manifest_list
 from icemor.planning.planner import plan_files
+from icemor.planning.scan_job import prepare_scan
 from icemor.spec.describe import iso_time
 
 if TYPE_CHECKING:
@@ -320,8 +321,6 @@ def prepare_changes(
         InvalidArgumentError: Bad bounds, filter or column; an unknown key column.
         NoSuchSnapshotError: An unknown snapshot, or a range reaching into expired history.
     """
-    from icemor.planning.scan_job import prepare_scan
-
     snapshots = snapshot_range(
         metadata,
         io,
@@ -416,7 +415,7 @@ def snapshot_changes(
 def _where(table: pa.Table, condition: str) -> pa.Table:
     if not table.num_rows:
         return table
-    from icemor.expr.duck import filter_batches
+    from icemor.expr.duck import filter_batches  # noqa: PLC0415 - cost: duckdb ~100 ms
 
     batches = list(filter_batches(iter(table.to_batches()), condition, table.schema.names))
     return pa.Table.from_batches(batches, schema=table.schema)
