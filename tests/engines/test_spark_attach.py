@@ -10,6 +10,7 @@ the rows Java reads from both and the table state (snapshot operations, file cou
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -373,3 +374,34 @@ def test_snapshot_procedures_like_java(oracle: IcebergJava, attached: SparkSessi
         attached.sql(f"INSERT INTO ice.{ns}.ours.branch_b1 VALUES (8000, 'z', 2.0, 'even')")
     row = attached.sql(f"CALL ice.system.fast_forward('{ns}.ours', 'b1', 'main')").collect()[0]
     assert row[0] == "b1"
+
+
+def _readme_pipeline() -> str:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Quickstart: a PySpark pipeline") :]
+    start = section.index("```python\n") + len("```python\n")
+    code = section[start : section.index("\n```", start)]
+    assert "icemor.spark.attach(spark)" in code
+    return code
+
+
+def test_readme_pipeline_runs_verbatim(oracle: IcebergJava, catalog: SqlCatalog) -> None:
+    """The README's PySpark block, unchanged, after its prerequisite (a prices table) exists;
+    then Iceberg Java reads what it wrote."""
+    spark = oracle.spark
+    if catalog.table_exists("shop.orders"):
+        oracle.sql("DROP TABLE icemor.shop.orders PURGE")
+    oracle.create_table("shop.prices", "sku STRING, price DOUBLE")
+    oracle.sql("INSERT INTO icemor.shop.prices VALUES ('a', 3.0), ('b', 20.0)")
+    try:
+        exec(compile(_readme_pipeline(), "README.md", "exec"), {})
+    finally:
+        icemor.spark.detach(spark)
+    # (1, a, 2) -> qty 3, total 9.0; (2, b, 1) -> qty 2, total 40.0; nothing has qty > 10
+    rows = sorted(
+        tuple(r)
+        for r in oracle.sql("SELECT id, sku, qty, total, CAST(day AS STRING) FROM icemor.shop.orders")
+    )
+    assert rows == [(1, "a", 3, 9.0, "2024-05-01"), (2, "b", 2, 40.0, "2024-05-02")]
+    kinds = Counter(int(r[0]) for r in oracle.sql("SELECT content FROM icemor.shop.orders.files"))
+    assert kinds[0] > 0

@@ -149,7 +149,7 @@ class Attached:
             return self.sql(text) if handled is None else handled
         refs = [(r, self._target(r)) for r in statement.references()]
         ours = [(r, t) for r, t in refs if t is not None]
-        if not ours and not self._names_attached(statement):
+        if not ours and not self._names_attached(statement) and not self._creates_here(statement):
             return self.sql(text)
         missing = [r for r, t in refs if t is None and r.parts[0].lower() == self.name.lower()]
         if missing and not (kind in ("create", "drop") and missing[0] is refs[0][0]):
@@ -284,12 +284,13 @@ class Attached:
         table = schema.this if isinstance(schema, exp.Schema) else schema
         ref = next((r for r, _ in ours if _is_node(r, table)), None)
         parts = tuple(p.name for p in table.parts) if isinstance(table, exp.Table) else ()
-        if kind != "TABLE" or (ref is None and not (parts and parts[0].lower() == self.name.lower())):
+        named_here = bool(parts) and parts[0].lower() == self.name.lower()
+        if kind != "TABLE" or (ref is None and not named_here and not self._creates_here(statement)):
             return self._select(statement, ours)  # a Spark table or view, maybe reading icemor's
         if tree.args.get("replace"):
             msg = "CREATE OR REPLACE / REPLACE TABLE of an icemor table is not supported yet"
             raise InvalidArgumentError(msg)
-        identifier = ".".join(parts[1:] if parts[0].lower() == self.name.lower() else parts)
+        identifier = ".".join(parts[1:] if named_here and len(parts) >= 3 else parts)
         if ref is not None and not tree.args.get("exists"):
             msg = f"Table {identifier} already exists"
             raise InvalidArgumentError(msg)
@@ -478,6 +479,19 @@ class Attached:
         return self._empty()
 
     # ---- names -----------------------------------------------------------------------------
+
+    def _creates_here(self, statement: ParsedStatement) -> bool:
+        """``CREATE TABLE ns.t … USING iceberg|icemor``: a bare two-part name is the attached
+        catalog's (as if it were the current one) when the table is an Iceberg table; another
+        provider (parquet, delta, …) is Spark's own."""
+        tree = statement.tree
+        if statement.kind != "create" or str(tree.args.get("kind") or "").upper() != "TABLE":
+            return False
+        table = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
+        props = tree.args.get("properties")
+        formats = [p for p in props.expressions if isinstance(p, exp.FileFormatProperty)] if props else []
+        iceberg = bool(formats) and all(p.name.lower() in ("iceberg", "icemor") for p in formats)
+        return isinstance(table, exp.Table) and len(table.parts) == 2 and iceberg
 
     def _names_attached(self, statement: ParsedStatement) -> bool:
         return any(r.parts[0].lower() == self.name.lower() for r in statement.references())
