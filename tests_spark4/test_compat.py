@@ -7,7 +7,6 @@ one fails here, by name.
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -18,6 +17,7 @@ from icemor.engines.spark import _compat as compat
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
     from pyspark.sql import SparkSession
 

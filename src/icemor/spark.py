@@ -13,7 +13,10 @@ pyspark, calling its functions does.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
+
+from icemor.exceptions import InvalidArgumentError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -64,11 +67,11 @@ def session(
     ``ship``: then :func:`ship` icemor to the executors (a cluster whose executors lack it).
     ``conf={"spark.pyspark.python": ...}`` sets the executors' interpreter (a packed environment's).
     """
-    from icemor.engines.spark import session as _session
+    from icemor.engines.spark import session as _session  # noqa: PLC0415 - optional: pyspark
 
     spark = _session(master=master, conf=conf, app_name=app_name, quiet=quiet, driver_memory=driver_memory)
     if ship:
-        from icemor.engines.spark.ship import ship as _ship
+        from icemor.engines.spark.ship import ship as _ship  # noqa: PLC0415 - optional: pyspark
 
         _ship(spark)
     return spark
@@ -111,7 +114,7 @@ def ship(
         UnsupportedFeatureError: A Spark Connect session; a distribution whose files are not
             recorded; executors that still cannot import icemor (the message names why).
     """
-    from icemor.engines.spark.ship import ship as _ship
+    from icemor.engines.spark.ship import ship as _ship  # noqa: PLC0415 - optional: pyspark
 
     return _ship(spark, cache_dir=cache_dir, exclude=exclude, check=check)
 
@@ -123,7 +126,7 @@ def pack(*, cache_dir: str | Path | None = None, exclude: Sequence[str] = ()) ->
     spark.executorEnv.PYTHONPATH=./icemor-env app.py``, or a Spark Connect server started with
     the same options (docs/spark.md, "Running on a cluster").
     """
-    from icemor.engines.spark.ship import build_archive
+    from icemor.engines.spark.ship import build_archive  # noqa: PLC0415 - optional: pyspark
 
     return build_archive(cache_dir=cache_dir, exclude=exclude)
 
@@ -219,7 +222,7 @@ def sql(
         NoSuchTableError: The target is not in the catalog.
         CommitConflictError: A concurrent commit conflicts; nothing is committed.
     """
-    from icemor.engines.spark.errors import spark_errors
+    from icemor.engines.spark.errors import spark_errors  # noqa: PLC0415 - optional: pyspark
 
     with spark_errors():  # a task's icemor error (a duplicate MERGE key...) as its one line
         return _sql(spark, text, catalog)
@@ -228,8 +231,8 @@ def sql(
 def _sql(
     spark: SparkSession, text: str, catalog: Catalog | str | None
 ) -> MergeMetrics | UpdateMetrics | DeleteMetrics:
-    from icemor.expr.dml import Delete, Update, parse_statement
-    from icemor.table import Table
+    from icemor.expr.dml import Delete, Update, parse_statement  # noqa: PLC0415 - cost: sqlglot ~0.7 s
+    from icemor.table import Table  # noqa: PLC0415 - cost: ~0.1 s
 
     statement = parse_statement(text)
     table = Table.load(statement.target, catalog=catalog)
@@ -260,8 +263,6 @@ def _sql(
 def _source(spark: SparkSession, table: str | None, query: str | None) -> DataFrame:
     """The MERGE source as a DataFrame; Spark's refusal of it (an unknown view, a query that does
     not parse or resolve) as one line. Its schema is resolved here, on Connect sessions too."""
-    from icemor.exceptions import InvalidArgumentError
-
     what = f"the MERGE source {table}" if table is not None else "the MERGE source query"
     try:
         df = spark.table(table) if table is not None else spark.sql(query or "")
@@ -306,13 +307,10 @@ def write(df: DataFrame, table: str, *, mode: str = "append", **options: Any) ->
             the table (named); nothing is committed and no file is left.
         NoSuchTableError: No such table.
     """
-    import logging
-
-    from icemor.engines.spark.errors import spark_errors
-    from icemor.engines.spark.table_writes import MODES, dataframe_rows, removal_runner, write_options
-    from icemor.exceptions import InvalidArgumentError
-    from icemor.ops.append import append_data
-    from icemor.ops.overwrite import overwrite_rows
+    from icemor.engines.spark.errors import spark_errors  # noqa: PLC0415 - optional: pyspark
+    from icemor.engines.spark.table_writes import MODES, dataframe_rows, removal_runner, write_options  # noqa: PLC0415 - optional: pyspark
+    from icemor.ops.append import append_data  # noqa: PLC0415 - cost: ~1 s
+    from icemor.ops.overwrite import overwrite_rows  # noqa: PLC0415 - cost: ~1 s
 
     chosen = str(mode).strip().lower()
     if chosen not in MODES:
@@ -353,15 +351,15 @@ def read(spark: SparkSession, table: str | None = None, **options: Any) -> DataF
         NoSuchTableError: The table does not exist.
         NoSuchSnapshotError: The snapshot, time, branch or tag does not exist.
     """
-    from icemor.engines.spark.errors import spark_errors
+    from icemor.engines.spark.errors import spark_errors  # noqa: PLC0415 - optional: pyspark
 
     with spark_errors():  # a file of the table missing: icemor's error (see scan_to_dataframe)
         return _read(spark, table, options)
 
 
 def _read(spark: SparkSession, table: str | None, options: dict[str, Any]) -> DataFrame:
-    from icemor.engines.spark import scan_to_dataframe
-    from icemor.engines.spark.datasource import (
+    from icemor.engines.spark import scan_to_dataframe  # noqa: PLC0415 - optional: pyspark
+    from icemor.engines.spark.datasource import (  # noqa: PLC0415 - optional: pyspark
         change_request,
         is_change_feed,
         ordered_names,
@@ -369,10 +367,9 @@ def _read(spark: SparkSession, table: str | None, options: dict[str, Any]) -> Da
         plan_scan,
         read_request,
     )
-    from icemor.engines.spark.feed import changes_to_dataframe
-    from icemor.exceptions import InvalidArgumentError
-    from icemor.io.changes import CHANGE_COLUMNS
-    from icemor.table import Table, to_epoch_ms
+    from icemor.engines.spark.feed import changes_to_dataframe  # noqa: PLC0415 - optional: pyspark
+    from icemor.io.changes import CHANGE_COLUMNS  # noqa: PLC0415 - cost: ~1 s
+    from icemor.table import Table, to_epoch_ms  # noqa: PLC0415 - cost: ~0.1 s
 
     strategy = "auto"
     rest = {}
@@ -415,7 +412,7 @@ def errors() -> AbstractContextManager[None]:
         with icemor.spark.errors():
             query.awaitTermination()    # e.g. InvalidArgumentError: unknown op 'Q' in column 'op' ...
     """
-    from icemor.engines.spark.errors import spark_errors
+    from icemor.engines.spark.errors import spark_errors  # noqa: PLC0415 - optional: pyspark
 
     return spark_errors()
 
@@ -440,7 +437,7 @@ def register(spark: SparkSession, *, fast_reads: bool = True) -> None:
         UnsupportedFeatureError: PySpark 3.5 (or 4.0, 4.1): no Python data sources; use
             :func:`read` and :func:`cdc_sink`.
     """
-    from icemor.engines.spark.datasource import register as _register
+    from icemor.engines.spark.datasource import register as _register  # noqa: PLC0415 - optional: pyspark
 
     _register(spark, _data_source_services(), front=_front_read if fast_reads else None)
 
@@ -448,11 +445,11 @@ def register(spark: SparkSession, *, fast_reads: bool = True) -> None:
 def _data_source_services() -> Services:
     """What the data source needs from above the engine: module-level functions and classes of
     the facade and the operations, pickled by reference (Spark's Python workers import them)."""
-    from icemor.engines.spark.datasource import Services
-    from icemor.ops.append import append_data
-    from icemor.ops.inputs import TableRows
-    from icemor.ops.overwrite import check_overwrite, overwrite_rows
-    from icemor.table import to_epoch_ms
+    from icemor.engines.spark.datasource import Services  # noqa: PLC0415 - optional: pyspark
+    from icemor.ops.append import append_data  # noqa: PLC0415 - cost: ~1 s
+    from icemor.ops.inputs import TableRows  # noqa: PLC0415 - cost: ~0.7 s
+    from icemor.ops.overwrite import check_overwrite, overwrite_rows  # noqa: PLC0415 - cost: ~1 s
+    from icemor.table import to_epoch_ms  # noqa: PLC0415 - cost: ~0.1 s
 
     return Services(
         load_table=_load_table,
@@ -472,7 +469,7 @@ def _front_read(spark: SparkSession, table: str | None, options: dict[str, Any])
 
 def _load_table(identifier: str, catalog: str | None) -> PyIcebergTable:
     """The data source's way to a table (Spark's Python workers call it, by reference)."""
-    from icemor.table import Table
+    from icemor.table import Table  # noqa: PLC0415 - cost: ~0.1 s
 
     return Table.load(identifier, catalog=catalog).pyiceberg
 
@@ -480,7 +477,7 @@ def _load_table(identifier: str, catalog: str | None) -> PyIcebergTable:
 def _apply_changes(identifier: str, catalog: str | None, rows: pa.Table, **options: Any) -> ChangeMetrics:
     """The streaming sink's commit: one batch as ``Table.apply_changes`` applies it (its input rules;
     it builds the batch's :class:`icemor.ops.cdc.ChangeOptions` from ``options``, its keywords)."""
-    from icemor.table import Table
+    from icemor.table import Table  # noqa: PLC0415 - cost: ~0.1 s
 
     return Table.load(identifier, catalog=catalog).apply_changes(rows, **options)
 
@@ -514,8 +511,8 @@ def attach(spark: SparkSession, *, name: str = "icemor", catalog: str | None = N
         name: The catalog name statements use (``icemor.shop.orders``).
         catalog: icemor's catalog, by name (as :func:`read`'s; default the embedded one).
     """
-    from icemor.engines.spark.front import attach as _attach
-    from icemor.spark_catalog import services
+    from icemor.engines.spark.front import attach as _attach  # noqa: PLC0415 - optional: pyspark
+    from icemor.spark_catalog import services  # noqa: PLC0415 - optional: pyspark
 
     _attach(spark, name, services(catalog, read_table=read, write_table=write, run_dml=sql))
 
@@ -526,6 +523,6 @@ def detach(spark: SparkSession) -> bool:
     Returns:
         True if the session was attached.
     """
-    from icemor.engines.spark.front import detach as _detach
+    from icemor.engines.spark.front import detach as _detach  # noqa: PLC0415 - optional: pyspark
 
     return _detach(spark)

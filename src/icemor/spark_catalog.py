@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import icemor
 from icemor.catalog import list_tables, load_catalog
 from icemor.engines.spark.front import FrontServices, small_frame
 from icemor.engines.spark.table_writes import new_table_schema_of
@@ -81,8 +82,6 @@ def services(
         properties: Mapping[str, str],
         if_not_exists: bool,
     ) -> object:
-        import icemor
-
         if if_not_exists and the_catalog().table_exists(name):
             return None
         props = dict(properties)

@@ -16,6 +16,7 @@ This is the only package that imports pyspark.
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 from functools import partial
 from pathlib import Path
@@ -23,8 +24,16 @@ from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
 
-# first: without PySpark (an optional extra) this raises the one-line UnsupportedFeatureError
-from icemor.engines.spark import _compat  # noqa: F401
+# first, before pyspark's imports: without PySpark (an optional extra) this raises the one-line
+# UnsupportedFeatureError
+from icemor.engines.spark import _compat
+
+# isort: split
+from pyspark.errors import AnalysisException, ParseException
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType, BooleanType, StructField, StructType
+
 from icemor.engines.spark.errors import spark_errors
 from icemor.engines.spark.session_kind import analyzed, is_connect, map_tasks, parallelism
 from icemor.engines.spark.types import spark_schema
@@ -47,8 +56,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from pyiceberg.io import FileIO
-    from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql import DataFrame
 
     from icemor.engines import Runner
     from icemor.planning.scan_job import ScanJob
@@ -101,8 +109,6 @@ def session(
             quarter of the machine's memory between 1 and 8 GiB. Applies when this call starts
             the JVM (a running JVM's heap cannot change).
     """
-    from pyspark.sql import SparkSession
-
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -144,9 +150,7 @@ def session(
 
 def _arrow_schema(schema: StructType) -> pa.Schema:
     """The Arrow schema Spark expects back from mapInArrow (timestamps are UTC instants)."""
-    from icemor.engines.spark._compat import arrow_schema_of
-
-    return arrow_schema_of(schema)
+    return _compat.arrow_schema_of(schema)
 
 
 STRATEGIES = ("auto", "native", "python")
@@ -175,9 +179,6 @@ def scan_to_dataframe(job: ScanJob, spark: SparkSession, *, strategy: str = "aut
         df = _scan_dataframe(job, spark, strategy)
     if job.residual is None:
         return df
-    from pyspark.errors import AnalysisException, ParseException
-    from pyspark.sql import functions as F
-
     try:  # the row filter outside pyiceberg's language, as Spark SQL
         return analyzed(df.filter(F.expr(job.residual)).select(*(job.output_names or df.columns)))
     except (AnalysisException, ParseException) as e:
@@ -186,7 +187,9 @@ def scan_to_dataframe(job: ScanJob, spark: SparkSession, *, strategy: str = "aut
 
 
 def _scan_dataframe(job: ScanJob, spark: SparkSession, strategy: str) -> DataFrame:
-    from icemor.engines.spark.native import native_dataframe, native_ineligibility
+    # not at the top: every Python worker that unpickles a function of this package imports it
+    # (the task-row workers of map_tasks too, which read nothing): icemor.io's readers cost ~1 s
+    from icemor.engines.spark.native import native_dataframe, native_ineligibility  # noqa: PLC0415 - cost: ~1 s a worker
 
     if strategy not in STRATEGIES:
         msg = f"unknown Spark strategy {strategy!r}: use one of {', '.join(STRATEGIES)}"
@@ -237,8 +240,6 @@ def _python_dataframe(job: ScanJob, spark: SparkSession, planned: list[PlannedFi
     if not schema.fields:
         # Spark loses the row count of zero-column Arrow batches (a count() of them was 0): the
         # executors carry a null column, dropped here
-        from pyspark.sql.types import BooleanType, StructField, StructType
-
         padded = StructType([StructField(ROWS_COLUMN, BooleanType())])
         df = map_tasks(spark, blobs, partial(read_partition, target=_arrow_schema(padded)), padded)
         return df.drop(ROWS_COLUMN)
@@ -250,9 +251,7 @@ def collect_arrow(df: DataFrame) -> pa.Table:
     to_arrow = getattr(df, "toArrow", None)
     if to_arrow is not None:
         return cast("pa.Table", to_arrow())
-    from icemor.engines.spark._compat import collect_arrow_batches
-
-    batches = collect_arrow_batches(df)
+    batches = _compat.collect_arrow_batches(df)
     if not batches:
         return _arrow_schema(df.schema).empty_table()
     return pa.Table.from_batches(batches)
@@ -330,8 +329,6 @@ def runner(
     spec = io_spec(io, location)
 
     def run(fn: Callable[[FileIO, Any], Any], items: Sequence[Any]) -> list[Any]:
-        import pickle
-
         if not items:
             return []
         if progress is not None:
@@ -339,8 +336,6 @@ def runner(
         blobs = [item_blob(spec, fn, item) for item in items]
         with spark_errors():
             if is_connect(spark):
-                from pyspark.sql.types import BinaryType, StructField, StructType
-
                 schema = StructType([StructField("result", BinaryType())])
                 results = [r["result"] for r in map_tasks(spark, blobs, run_items, schema).collect()]
             else:

@@ -22,9 +22,15 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql import functions as F
 
+from icemor.engines.spark import _arrow_schema
+from icemor.engines.spark.native import listing_skips, parquet_reader, spark_file_path
 from icemor.engines.spark.session_kind import parallelism
 from icemor.engines.spark.worker import file_io, io_spec
+from icemor.engines.spark.write import Staging, job_group, settle, staged_io, whole_input
+from icemor.exceptions import InvalidArgumentError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
@@ -32,15 +38,11 @@ if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyspark.sql import DataFrame, SparkSession
 
-    from icemor.engines.spark.write import Staging
-
 __all__ = ["arrow_schema", "read_parquet_in_order", "run_per_key", "staged_parquet"]
 
 
 def arrow_schema(df: DataFrame) -> pa.Schema:
     """The Arrow schema of the batches Spark hands to Python for ``df`` (timestamps in UTC)."""
-    from icemor.engines.spark import _arrow_schema
-
     return _arrow_schema(df.schema)
 
 
@@ -53,9 +55,6 @@ def read_parquet_in_order(spark: SparkSession, paths: Sequence[str]) -> DataFram
     Raises:
         InvalidArgumentError: A file named as Spark's listing skips it (it would read as empty).
     """
-    from icemor.engines.spark.native import listing_skips, parquet_reader
-    from icemor.exceptions import InvalidArgumentError
-
     for p in paths:
         if listing_skips(p):
             msg = f"{p}: Spark skips files named like this (hidden or temporary); rename it"
@@ -88,10 +87,6 @@ def staged_parquet(
         InvalidArgumentError: A file named as Spark's listing skips it (as
             :func:`read_parquet_in_order`, so both ways of handing changes to Spark agree).
     """
-    from icemor.engines.spark.native import listing_skips, spark_file_path
-    from icemor.engines.spark.write import Staging
-    from icemor.exceptions import InvalidArgumentError
-
     for p in paths:
         if listing_skips(p):
             msg = f"{p}: Spark skips files named like this (hidden or temporary); rename it"
@@ -145,10 +140,6 @@ def run_per_key(
         partitions: The number of tasks; default the session's default parallelism. One task
             takes the DataFrame's partitions unshuffled (``coalesce(1)``): for small batches.
     """
-    from pyspark.sql import functions as F
-
-    from icemor.engines.spark.write import job_group, settle, staged_io, whole_input
-
     spark = df.sparkSession
     if sequence_column is not None:
         df = df.withColumn(sequence_column, F.monotonically_increasing_id())
@@ -160,8 +151,6 @@ def run_per_key(
     prefix = staging.prefix
 
     def work(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
         # the whole input or a failure: never the batches before a cut taken for all of them
         held = [b for b in whole_input(batches) if b.num_rows]
         if not held:

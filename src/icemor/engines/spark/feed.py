@@ -16,6 +16,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as st
 
 from icemor.engines.spark import _arrow_schema
 from icemor.engines.spark.session_kind import map_tasks
@@ -91,9 +94,6 @@ def _rows_as(
 
 def changes_to_dataframe(job: ChangeJob, spark: SparkSession) -> DataFrame:
     """The change feed as a DataFrame computed on the executors (rows as the local engine's)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as st
-
     io = job.io
     spec = io_spec(io, job.metadata.location)
     full = job.full_options
@@ -136,16 +136,11 @@ def changes_to_dataframe(job: ChangeJob, spark: SparkSession) -> DataFrame:
 
 
 def _is_insert() -> Column:
-    from pyspark.sql import functions as F
-
     return F.col(CHANGE_TYPE).isin(INSERT, UPDATE_AFTER)
 
 
 def _cancel_carryovers(df: DataFrame, columns: list[str]) -> DataFrame:
     """Drop equal (delete, insert) pairs of one snapshot, as a multiset."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     group = [CHANGE_ORDINAL, *columns]
     n = F.row_number().over(Window.partitionBy(*group, CHANGE_TYPE).orderBy(F.lit(1)))
     inserts = F.sum(F.when(_is_insert(), 1).otherwise(0)).over(Window.partitionBy(*group))
@@ -160,9 +155,6 @@ def _cancel_carryovers(df: DataFrame, columns: list[str]) -> DataFrame:
 
 def _net(df: DataFrame, columns: list[str]) -> DataFrame:
     """Per distinct row, its balance over the range: the last inserts or the first deletes remain."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     balance = F.sum(F.when(_is_insert(), 1).otherwise(-1)).over(Window.partitionBy(*columns))
     side = Window.partitionBy(*columns, _is_insert())
     newest = F.row_number().over(side.orderBy(F.col(CHANGE_ORDINAL).desc()))
@@ -182,9 +174,6 @@ def _net(df: DataFrame, columns: list[str]) -> DataFrame:
 
 def _pair_updates(df: DataFrame, scope: list[Any], key: list[str]) -> DataFrame:
     """A key's one delete and one insert within ``scope`` become update_before / update_after."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     w = Window.partitionBy(*scope, *key)
     inserts = F.sum(F.when(_is_insert(), 1).otherwise(0)).over(w)
     deletes = F.sum(F.when(_is_insert(), 0).otherwise(1)).over(w)

@@ -31,8 +31,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from pyspark.sql import functions as F
+from pyspark.sql.readwriter import DataFrameReader
 from sqlglot import exp
 
+from icemor.engines.spark._compat import spark_schema_of
 from icemor.engines.spark.session_kind import is_connect
 from icemor.exceptions import InvalidArgumentError, NoSuchTableError
 from icemor.expr.ddl import alter_action, extension_action
@@ -244,8 +247,6 @@ class Attached:
                     f"the table takes {len(named)} ({', '.join(named)})"
                 )
                 raise InvalidArgumentError(msg)
-            from pyspark.sql import functions as F
-
             # by position, cast to the table's types as Spark's INSERT stores them
             given = [
                 F.col(quote_identifier(c)).cast(types[n]).alias(n)
@@ -635,8 +636,6 @@ def _form(statement: ParsedStatement) -> str:
 def small_frame(spark: SparkSession, table: pa.Table) -> DataFrame:
     """A metadata table (small, on the driver) as a DataFrame, maps and structs included: as
     Python rows, since PySpark 3.5's Arrow path from pandas refuses map columns."""
-    from icemor.engines.spark._compat import spark_schema_of
-
     # an unpartitioned table's ``partition`` is an empty struct, which Spark cannot hold (Java's
     # metadata tables leave the column out)
     empty = [f.name for f in table.schema if pa.types.is_struct(f.type) and f.type.num_fields == 0]
@@ -739,11 +738,9 @@ _READERS: list[tuple[type, Callable[..., Any], Callable[..., Any], Callable[...,
 
 
 def _reader_classes() -> list[type]:
-    from pyspark.sql.readwriter import DataFrameReader
-
     classes: list[type] = [DataFrameReader]
     try:
-        from pyspark.sql.connect.readwriter import DataFrameReader as ConnectReader
+        from pyspark.sql.connect.readwriter import DataFrameReader as ConnectReader  # noqa: PLC0415 - optional: Connect's libraries
 
         classes.append(ConnectReader)
     except ImportError:  # no Connect client libraries

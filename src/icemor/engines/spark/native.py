@@ -68,7 +68,7 @@ from pyiceberg.expressions import (
     Not,
     Or,
 )
-from pyiceberg.expressions.visitors import bind
+from pyiceberg.expressions.visitors import bind, extract_field_ids
 from pyiceberg.schema import index_by_id
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import (
@@ -83,6 +83,9 @@ from pyiceberg.types import (
     StringType,
     UUIDType,
 )
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as st
 
 from icemor.engines.spark._compat import ROW_INDEX_COLUMN
 from icemor.engines.spark.session_kind import (
@@ -93,7 +96,8 @@ from icemor.engines.spark.session_kind import (
     parallelism,
 )
 from icemor.engines.spark.types import spark_type
-from icemor.engines.spark.worker import io_spec
+from icemor.engines.spark.worker import file_io, io_spec
+from icemor.io import deletes as io_deletes
 from icemor.spec.files import FileContent
 
 if TYPE_CHECKING:
@@ -101,7 +105,7 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
     from pyiceberg.expressions import BooleanExpression
-    from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
+    from pyspark.sql import DataFrameReader, SparkSession
     from pyspark.sql.types import StructType
 
     from icemor.planning.scan_job import ScanJob
@@ -291,9 +295,6 @@ def _build(
     *,
     bitmaps_only: bool,
 ) -> DataFrame | None:
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as st
-
     opts = job.options
     where = None
     if bound is not None:
@@ -400,8 +401,6 @@ def _path_mapping(spark: SparkSession, rows: list[tuple[str | None, str]]) -> Da
     them (measured: 0.1-0.25 s of a 1.3-1.5 s Spark DELETE of 1 M rows). Paths go hex-encoded:
     no quoting.
     """
-    from pyspark.sql import functions as F
-
     if len(rows) > _LITERAL_FILES:
         return spark.createDataFrame(rows, f"{_FP} string, _file string")
 
@@ -419,8 +418,6 @@ def _key(fid: int) -> str:
 
 def _equality_keys(spark: SparkSession, ids: tuple[int, ...], paths: list[str], types: Any) -> DataFrame:
     """Distinct delete keys of equality delete files, read by field id; cached per file set."""
-    from pyspark.sql import types as st
-
     key_schema = st.StructType(
         [st.StructField(_key(fid), spark_type(types[fid]), True, {"parquet.field.id": fid}) for fid in ids]
     )
@@ -438,8 +435,6 @@ def _position_deletes(p: PlannedFile) -> tuple[Any, ...]:
 def _unless_null(pos: Column, value: Column, ordinal: Column | None = None) -> Column:
     """``value``, or a query error where ``pos`` (or the file's ``ordinal``) is null: a Spark that
     stopped filling either column fails the query instead of returning deleted rows."""
-    from pyspark.sql import functions as F
-
     missing = pos.isNull() if ordinal is None else pos.isNull() | ordinal.isNull()
     error = F.raise_error(F.lit(f"icemor: Spark did not fill {_ROW_INDEX} or {_ORDINAL} (row positions)"))
     return F.when(missing, error.cast("bigint")).otherwise(value.cast("bigint"))
@@ -447,8 +442,6 @@ def _unless_null(pos: Column, value: Column, ordinal: Column | None = None) -> C
 
 def _row_index() -> Column:
     """Each row's position in its data file, as Spark's Parquet reader generates it (never null)."""
-    from pyspark.sql import functions as F
-
     return _unless_null(F.col(_ROW_INDEX), F.col(_ROW_INDEX))
 
 
@@ -458,8 +451,6 @@ def _live(bits: Column, ordinal: Column, *, linked: bool) -> Column:
     ``bits`` (array<array<bigint>>) holds the 64-bit words of each file's bitmap; ``ordinal``
     picks the row's: the links' ordinal column, or ``_metadata.file_size`` through the slots.
     """
-    from pyspark.sql import functions as F
-
     pos = F.col(_ROW_INDEX)
     # get() is null out of range: rows past their file's bitmap stay (a null position or link
     # ordinal fails; the check sits in the fallback, so a row with a bit pays nothing for it)
@@ -577,8 +568,6 @@ def _bitmaps(job: ScanJob, spark: SparkSession, planned: list[PlannedFile]) -> _
     its ordinal where the files can be read through links (:func:`_link_files`); otherwise its
     size (``_metadata.file_size``), so the sizes must differ in their low bits.
     """
-    from pyspark.sql import functions as F
-
     work = [(p, deletes) for p in planned if (deletes := _position_deletes(p))]
     if not work or jvm_handles(spark) is None:  # Spark Connect, PySpark 4: no plan literals
         return None
@@ -588,11 +577,9 @@ def _bitmaps(job: ScanJob, spark: SparkSession, planned: list[PlannedFile]) -> _
     deletes_key = tuple((p.data_file.path, tuple(d.path for d in deletes)) for p, deletes in work)
 
     def words_of() -> list[npt.NDArray[np.int64]]:
-        from icemor.io.deletes import deleted_positions
-
         words = []
         for p, deletes in work:
-            positions = deleted_positions(job.io, p.data_file.path, deletes)
+            positions = io_deletes.deleted_positions(job.io, p.data_file.path, deletes)
             rows = max(p.data_file.record_count, int(positions[-1]) + 1 if len(positions) else 0)
             flags = np.zeros(-(-rows // 64) * 64, np.bool_)
             flags[positions] = True
@@ -643,8 +630,6 @@ def _array_literals(
     the literals compact in the task binary and prints as a short name in plans. Its words
     are read in the JVM's native order, so that must be little-endian like the bitmaps.
     """
-    from pyspark.sql import Column
-
     handles = jvm_handles(spark)
     if handles is None:
         return None
@@ -705,8 +690,6 @@ def _positions_df(job: ScanJob, spark: SparkSession, planned: list[PlannedFile])
 
 
 def _decode_job(job: ScanJob, spark: SparkSession, work: list[Any]) -> DataFrame:
-    from pyspark.sql import types as st
-
     spec = io_spec(job.io, job.metadata.location)
     blobs = [pickle.dumps((spec, sp, path, deletes)) for sp, path, deletes in work]
     schema = st.StructType([st.StructField(_FP, st.StringType()), st.StructField(_POS, st.LongType())])
@@ -725,8 +708,6 @@ def _cached(spark: SparkSession, key: tuple[Any, ...], build: Callable[[], _T]) 
     query of the session, as the per-process delete cache does for the local engine.
     DataFrames are persisted while cached.
     """
-    from pyspark.sql import DataFrame
-
     full = (*cache_scope(spark), *key)
     if full in _CACHE:
         _CACHE.move_to_end(full)
@@ -762,13 +743,10 @@ def _reused(
 
 
 def _decode_positions(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    from icemor.engines.spark.worker import file_io
-    from icemor.io.deletes import deleted_positions
-
     for batch in batches:
         for blob in batch.column(0).to_pylist():
             (io_props, location), spark_path, path, deletes = pickle.loads(blob)
-            positions = deleted_positions(file_io(io_props, location), path, deletes)
+            positions = io_deletes.deleted_positions(file_io(io_props, location), path, deletes)
             paths = pa.DictionaryArray.from_arrays(
                 pa.array(np.zeros(len(positions), np.int32)), pa.array([spark_path])
             )
@@ -778,14 +756,10 @@ def _decode_positions(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBa
 
 
 def _bound_ids(expr: BooleanExpression) -> set[int]:
-    from pyiceberg.expressions.visitors import extract_field_ids
-
     return extract_field_ids(expr)
 
 
 def _literal(value: Any, ftype: Any) -> Column | None:
-    from pyspark.sql import functions as F
-
     if isinstance(ftype, DateType):
         return F.expr(f"date_from_unix_date({int(value)})")
     if isinstance(ftype, DecimalType):
@@ -800,8 +774,6 @@ def _to_column(expr: BooleanExpression, col: Any, types: Any) -> Column | None:
     it locally): a NULL fails every positive predicate and passes its negation, and a NaN fails
     every comparison, where Spark SQL would give NULL, or TRUE for NaN > x.
     """
-    from pyspark.sql import functions as F
-
     if isinstance(expr, AlwaysTrue):
         return F.lit(True)
     if isinstance(expr, AlwaysFalse):

@@ -26,14 +26,18 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType, StructField, StructType
+
 from icemor.dependencies import is_spark_connect_session
+from icemor.engines.spark import _compat
+from icemor.engines.spark.worker import freeze_survivors
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
 
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
 
 __all__ = [
     "analyzed",
@@ -84,8 +88,6 @@ def parallelism(spark: SparkSession) -> int:
         known = _PROBED.get(key)
     if known is not None:
         return known
-    from pyspark.sql import functions as F
-
     # Range rows lie in order across its partitions: the last row is in the last partition
     last = spark.range(_PROBE_ROWS).where(F.col("id") == _PROBE_ROWS - 1).select(F.spark_partition_id())
     found = max(1, int(last.first()[0]) + 1)  # type: ignore[index]
@@ -114,8 +116,6 @@ def map_tasks(
     as large: a local relation (``createDataFrame``) would be sized by its few rows, and Spark
     would then broadcast whole tables joined with a scan built on it.
     """
-    from pyspark.sql.types import BinaryType, StructField, StructType
-
     n = max(1, min(partitions or len(blobs), len(blobs)))
     if not is_connect(spark):
         task_schema = StructType([StructField(TASK_COLUMN, BinaryType(), nullable=False)])
@@ -128,12 +128,12 @@ def map_tasks(
             return fn(iter(batches))
 
         return spark.createDataFrame(rdd, task_schema).mapInArrow(run, schema)
-    from icemor.engines.spark._compat import arrow_schema_of
-    from icemor.engines.spark.task_source import NAME, TASKS_OPTION, encode_tasks
+    # PySpark 4's data source API: pyspark.sql.datasource is not in 3.5
+    from icemor.engines.spark.task_source import NAME, TASKS_OPTION, encode_tasks  # noqa: PLC0415 - optional: PySpark 4
 
     _register_task_source(spark)
     groups = [blobs[i * len(blobs) // n : (i + 1) * len(blobs) // n] for i in range(n)]
-    option = encode_tasks(groups, fn, arrow_schema_of(schema))
+    option = encode_tasks(groups, fn, _compat.arrow_schema_of(schema))
     return spark.read.format(NAME).schema(schema).option(TASKS_OPTION, option).load()
 
 
@@ -141,10 +141,7 @@ def spare_then(rows: Iterable[Any]) -> Iterable[Any]:
     """(Executors) spare this Python worker's later tasks PySpark's archive rescans and, as
     :func:`.worker.freeze_survivors` does, the full collection of the modules imported for it
     (PySpark collects after every task: 90% of these workers' time); ``rows`` as they are."""
-    from icemor.engines.spark._compat import spare_zip_rescans
-    from icemor.engines.spark.worker import freeze_survivors
-
-    spare_zip_rescans()
+    _compat.spare_zip_rescans()
     freeze_survivors(collect=False)  # (PySpark collected the previous task's garbage)
     return rows
 
@@ -155,7 +152,7 @@ def _register_task_source(spark: SparkSession) -> None:
     with _LOCK:
         if key in _REGISTERED:
             return
-    from icemor.engines.spark.task_source import TaskSource
+    from icemor.engines.spark.task_source import TaskSource  # noqa: PLC0415 - optional: PySpark 4
 
     spark.dataSource.register(TaskSource)  # type: ignore[attr-defined,unused-ignore]
     with _LOCK:
@@ -175,9 +172,7 @@ def jvm_handles(spark: SparkSession) -> tuple[Any, Any] | None:
     literals with them (PySpark 3.5); None on Spark Connect and where the version allows none."""
     if is_connect(spark):
         return None
-    from icemor.engines.spark._compat import jvm_and_gateway
-
-    handles: tuple[Any, Any] | None = jvm_and_gateway(spark)
+    handles: tuple[Any, Any] | None = _compat.jvm_and_gateway(spark)
     return handles
 
 

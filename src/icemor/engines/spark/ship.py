@@ -21,6 +21,7 @@ asks the executors to import icemor and turns a failure into one line.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import platform
 import re
@@ -32,6 +33,9 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType
 
 from icemor.engines.spark.session_kind import is_connect, parallelism
 from icemor.exceptions import UnsupportedFeatureError
@@ -328,17 +332,10 @@ def check_executors(
         UnsupportedFeatureError: An executor cannot import one of them; the message names the
             error, the executor's Python and platform, and what to do.
     """
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType
-
     modules = EXECUTOR_MODULES
 
     # Nested, so cloudpickle sends it by value: it runs where icemor cannot be imported.
     def probe(_: int) -> str:
-        import importlib
-        import platform
-        import sys
-
         for name in modules:
             try:
                 importlib.import_module(name)

@@ -17,9 +17,12 @@ import uuid
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+import pandas as pd  # type: ignore[import-untyped]
 import pyarrow as pa
+from pyspark.errors import AnalysisException, ParseException
 
 from icemor.engines.spark import scan_to_dataframe
+from icemor.engines.spark._compat import spark_schema_of
 from icemor.exceptions import InvalidArgumentError
 from icemor.expr.sql import quote_identifier
 
@@ -55,8 +58,6 @@ def sql_dataframe(
     Raises:
         InvalidArgumentError: Spark's analyzer or parser refuses the statement (its first line).
     """
-    from pyspark.errors import AnalysisException, ParseException
-
     suffix = uuid.uuid4().hex[:12]
     inputs = [*(scans or {}), *(tables or {}), *(frames or {})]
     if len(set(inputs)) != len(inputs):
@@ -97,10 +98,6 @@ def _from_arrow(spark: SparkSession, table: pa.Table) -> DataFrame:
     Floats go through pandas' nullable dtypes too: in a plain float64 column pandas cannot
     tell NaN from NULL, and PySpark sends every NaN as NULL.
     """
-    import pandas as pd  # type: ignore[import-untyped]
-
-    from icemor.engines.spark._compat import spark_schema_of
-
     schema = spark_schema_of(table.schema)
     frame = table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(),
                                           pa.bool_(): pd.BooleanDtype(), pa.float64(): pd.Float64Dtype(),

@@ -36,12 +36,23 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyiceberg.transforms import (
+    DayTransform,
+    HourTransform,
+    IdentityTransform,
+    MonthTransform,
+    TruncateTransform,
+    YearTransform,
+)
+from pyiceberg.types import IntegerType, LongType, StringType
+from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
 from icemor.commit.data_file_struct import from_data_file
 from icemor.commit.door import first_line
 from icemor.engines import ExternalRows
 from icemor.engines.local import runner as local_runner
+from icemor.engines.spark import runner as spark_runner
 from icemor.engines.spark.errors import icemor_error, worker_errors
 from icemor.engines.spark.worker import IOSpec, file_io, io_spec
 from icemor.engines.spark.write import KILL_GRACE_SECONDS, Staging, StagingIO, job_group, settle, whole_input
@@ -488,17 +499,6 @@ def _distributed(df: DataFrame, metadata: TableMetadata) -> DataFrame:
 
 def _partition_expr(transform: Any, name: str, field_type: Any) -> Column | None:
     """A Spark expression equal for the rows of one partition value of ``transform(name)``."""
-    from pyiceberg.transforms import (
-        DayTransform,
-        HourTransform,
-        IdentityTransform,
-        MonthTransform,
-        TruncateTransform,
-        YearTransform,
-    )
-    from pyiceberg.types import IntegerType, LongType, StringType
-    from pyspark.sql import functions as F
-
     col = F.col(f"`{name.replace('`', '``')}`")
     if isinstance(transform, IdentityTransform):
         return col
@@ -519,9 +519,7 @@ def _partition_expr(transform: Any, name: str, field_type: Any) -> Column | None
 def removal_runner(df: DataFrame, table: PyIcebergTable) -> Runner:
     """The runner of an overwrite's per-file delete work: ``df``'s session's executors (classic
     or Connect)."""
-    from icemor.engines.spark import runner
-
-    return runner(df.sparkSession, table.io, table.metadata.location)
+    return spark_runner(df.sparkSession, table.io, table.metadata.location)
 
 
 # ------------------------------------------------------------------------------------- options

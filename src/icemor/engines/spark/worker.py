@@ -6,15 +6,21 @@ Python worker keeps one FileIO per such key (workers are reused, so it lives acr
 
 from __future__ import annotations
 
+import gc
 import pickle
 import sys
 from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from pyiceberg.io import load_file_io
+
+from icemor.engines.spark import _compat
+from icemor.io.uuids import to_text_batch
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
     from typing import Any
 
-    import pyarrow as pa
     from pyiceberg.io import FileIO
 
     from icemor.io.reader import ReadOptions
@@ -50,14 +56,10 @@ def file_io(properties: tuple[tuple[str, str], ...], location: str) -> FileIO:
     Every icemor task on a Python worker starts here, so this is also where the worker stops
     re-reading PySpark's archives before each later task (:func:`spare_zip_rescans`).
     """
-    from icemor.engines.spark._compat import spare_zip_rescans
-
-    spare_zip_rescans()
+    _compat.spare_zip_rescans()
     key = (properties, location)
     io = _IO_CACHE.get(key)
     if io is None:
-        from pyiceberg.io import load_file_io
-
         io = _IO_CACHE[key] = load_file_io(dict(properties), location)
     return io
 
@@ -73,10 +75,9 @@ ROWS_COLUMN = "_icemor_rows"
 
 def read_partition(batches: Iterator[pa.RecordBatch], target: pa.Schema) -> Iterator[pa.RecordBatch]:
     """Unpickle each task row and stream its batches in the Spark Arrow schema ``target``."""
-    import pyarrow as pa
-
-    from icemor.io.reader import read_run
-    from icemor.io.uuids import to_text_batch
+    # not at the top: every Python worker that unpickles a function of this package imports it
+    # (the task-row workers of map_tasks too, which read nothing)
+    from icemor.io.reader import read_run  # noqa: PLC0415 - cost: ~1 s a worker
 
     for batch in batches:
         for blob in batch.column(0).to_pylist():
@@ -117,8 +118,6 @@ def freeze_survivors(*, collect: bool = True) -> None:
     Args:
         collect: Collect the young generations first (False when PySpark just did).
     """
-    import gc
-
     peak = _peak_memory()
     _TASKS_SINCE_FULL[0] += 1
     due = peak > 2 * _PEAK_AT_FULL[0] + MEMORY_SLACK if peak else _TASKS_SINCE_FULL[0] >= TASKS_PER_FULL
@@ -137,7 +136,7 @@ def freeze_survivors(*, collect: bool = True) -> None:
 def _peak_memory() -> int:
     """This process's peak resident memory in bytes; 0 where the platform does not tell it."""
     try:
-        import resource
+        import resource  # noqa: PLC0415 - optional: POSIX only
     except ImportError:  # (Windows)
         return 0
     peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
@@ -146,8 +145,6 @@ def _peak_memory() -> int:
 
 def run_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Run each pickled ``(io spec, fn, item)`` row as ``fn(io, item)``; yield the pickled results."""
-    import pyarrow as pa
-
     for batch in batches:
         for blob in batch.column(0).to_pylist():
             (props, location), fn, item = pickle.loads(blob)

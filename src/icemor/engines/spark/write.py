@@ -47,7 +47,11 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 from pyiceberg.io import FileIO
+from pyiceberg.io.pyarrow import PyArrowFileIO
+from pyspark import TaskContext
+from pyspark.sql import functions as F
 
 from icemor import exceptions
 from icemor.engines.spark._compat import worker_input_stream
@@ -127,8 +131,6 @@ def staged_io(io: FileIO, staging: str) -> tuple[FileIO, StagingIO]:
     reads; a key-index sidecar's careful local write, :mod:`icemor.io.key_index`) still does.
     Any other FileIO is the recorder itself.
     """
-    from pyiceberg.io.pyarrow import PyArrowFileIO
-
     recorder = StagingIO(io, staging)
     if type(io) is not PyArrowFileIO:
         return recorder, recorder
@@ -151,9 +153,6 @@ class Staging:
     def _listing(self) -> tuple[Any, list[str], str] | None:
         """The pyarrow filesystem, the markers' paths there, and the prefix URIs need; None when
         the FileIO cannot list (not pyiceberg's PyArrowFileIO)."""
-        import pyarrow.fs as pafs
-        from pyiceberg.io.pyarrow import PyArrowFileIO
-
         if not self.prefix or not isinstance(self.io, PyArrowFileIO):
             return None
         scheme, netloc, path = PyArrowFileIO.parse_location(self.prefix)
@@ -193,7 +192,6 @@ class Staging:
                 pass
             except OSError:
                 failed.append(path)
-        from pyiceberg.io.pyarrow import PyArrowFileIO
 
         _, _, root = PyArrowFileIO.parse_location(self.prefix)
         with contextlib.suppress(OSError):
@@ -207,9 +205,6 @@ def _sidecars_beside(io: FileIO, paths: Iterable[str]) -> set[str]:
     A local sidecar is written beside its data file without the FileIO (a temporary file
     renamed, :mod:`icemor.io.key_index`), so no marker announces it: it is found by its name.
     """
-    import pyarrow.fs as pafs
-    from pyiceberg.io.pyarrow import PyArrowFileIO
-
     by_directory: dict[str, set[str]] = {}
     for p in paths:
         if data_path_of(p) is None:
@@ -244,8 +239,6 @@ def data_path(location: str, properties: Mapping[str, str]) -> str:
 
 
 def _can_list(io: FileIO) -> bool:
-    from pyiceberg.io.pyarrow import PyArrowFileIO
-
     return isinstance(io, PyArrowFileIO)
 
 
@@ -282,8 +275,6 @@ def write_changes(
     Raises:
         IcemorError: A task raised one (the same type and message); Spark's error otherwise.
     """
-    from pyspark.sql import functions as F
-
     spark = df.sparkSession
     n = parallelism(spark)
     spec = io_spec(io, location)
@@ -298,8 +289,6 @@ def write_changes(
         ordered = df.repartition(n, key).sortWithinPartitions("_file", "_pos")
 
     def work(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
         it = iter(whole_input(batches))
         first = next((b for b in it if b.num_rows), None)
         if first is None:

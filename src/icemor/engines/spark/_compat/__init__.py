@@ -21,6 +21,10 @@ exists and behaves, so a PySpark release that moves one fails there, by name.
 
 from __future__ import annotations
 
+import inspect
+import sys
+import types
+import zipimport
 from typing import TYPE_CHECKING, Any
 
 from icemor.exceptions import UnsupportedFeatureError
@@ -35,7 +39,6 @@ except ModuleNotFoundError as e:  # PySpark is optional: say what to install, in
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
-    from types import ModuleType
 
 __all__ = [
     "BORROWED",
@@ -52,7 +55,7 @@ __all__ = [
 ]
 
 
-def version_module(version: str) -> ModuleType:
+def version_module(version: str) -> types.ModuleType:
     """The compat module for PySpark ``version`` (``"3.5.9"``, ``"4.3.0"``).
 
     Raises:
@@ -63,11 +66,11 @@ def version_module(version: str) -> ModuleType:
     except ValueError:
         major, minor = 0, 0
     if (major, minor) == (3, 5):
-        from icemor.engines.spark._compat import spark35
+        from icemor.engines.spark._compat import spark35  # noqa: PLC0415 - optional: the running PySpark's only
 
         return spark35
     if major == 4:
-        from icemor.engines.spark._compat import spark4
+        from icemor.engines.spark._compat import spark4  # noqa: PLC0415 - optional: the running PySpark's only
 
         return spark4
     msg = f"icemor's Spark engine needs PySpark 3.5 or 4.x, not {version}: pip install 'icemor[spark]'"
@@ -102,9 +105,6 @@ def spare_zip_rescans() -> int:
     Returns:
         How many importers were changed by this call.
     """
-    import sys
-    import zipimport
-
     spared = 0
     for finder in list(sys.path_importer_cache.values()):
         if not isinstance(finder, zipimport.zipimporter) or "invalidate_caches" in vars(finder):
@@ -126,9 +126,6 @@ def worker_input_stream(batches: Iterable[Any]) -> Any:
     ``load_stream``'s local ``stream``, a few steps at most. ``tests/_compat/test_pyspark.py`` and
     ``tests_spark4/test_compat.py`` find it inside a real task.
     """
-    import inspect
-    import types
-
     todo: list[Any] = [batches]
     for _ in range(8):
         if not todo:

@@ -19,6 +19,7 @@ release that moves one fails there, by name.
 
 from __future__ import annotations
 
+import importlib
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -48,8 +49,6 @@ _ORIGINAL: dict[type, property] = {}
 
 
 def _session_classes() -> list[type]:
-    import importlib
-
     found = []
     for module in SESSION_CLASSES:
         try:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
@@ -62,8 +64,6 @@ def arrow_schema_of(schema: StructType) -> pa.Schema:
 
     Why: PySpark's own conversion lives in ``pyspark.sql.pandas.types``, not public API.
     """
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     return to_arrow_schema(schema, timezone="UTC")  # type: ignore[call-arg,unused-ignore]
 
 
@@ -74,6 +74,4 @@ def spark_schema_of(schema: pa.Schema) -> StructType:
     ``pyspark.sql.pandas.types``, not public API; 3.5's mapping (zone-less timestamps as
     ``TIMESTAMP``) keeps both versions alike.
     """
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     return from_arrow_schema(schema, prefer_timestamp_ntz=False)
