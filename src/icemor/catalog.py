@@ -10,6 +10,8 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pyiceberg import exceptions as pe
+
 from icemor.exceptions import (
     CorruptFileError,
     IcemorError,
@@ -57,7 +59,7 @@ def load_catalog(name: str | None = None, **properties: str) -> Catalog:
     ``PYICEBERG_CATALOG__<NAME>__<KEY>`` environment variables.
     """
     if name is None or (name == DEFAULT_CATALOG_NAME and not _configured(name)):
-        from pyiceberg.catalog.sql import SqlCatalog
+        from pyiceberg.catalog.sql import SqlCatalog  # noqa: PLC0415 - cost: pyiceberg.catalog.sql ~1.4 s
 
         home = icemor_home()
         (home / "warehouse").mkdir(parents=True, exist_ok=True)
@@ -85,7 +87,7 @@ def load_catalog(name: str | None = None, **properties: str) -> Catalog:
                 old.engine.dispose()
         return catalog
 
-    from pyiceberg.catalog import load_catalog as _pyiceberg_load_catalog
+    from pyiceberg.catalog import load_catalog as _pyiceberg_load_catalog  # noqa: PLC0415 - cost: pyiceberg.catalog ~0.9 s
 
     register_secrets(properties)
     _redact_request_logs()
@@ -137,8 +139,6 @@ def catalog_error(
     default the configured one). Raised while the catalog loads, or later by any call the CLI
     makes to it. No credential is in the message (:func:`icemor.exceptions.redact`).
     """
-    from pyiceberg import exceptions as pe
-
     which = f"catalog {name!r}" if name else "the catalog"
     if _is_database_error(error):
         where = uri or _catalog_uri(name)
@@ -168,7 +168,7 @@ def catalog_error(
         msg = f"{which} failed the request: {first_line(error)}"
         return InvalidArgumentError(msg)
     try:
-        import requests
+        import requests  # noqa: PLC0415 - cost: requests ~140 ms
     except ImportError:  # pragma: no cover - pyiceberg requires it
         return None
     if isinstance(error, requests.exceptions.ConnectionError | requests.exceptions.Timeout):
@@ -193,9 +193,9 @@ def _connection_reason(error: BaseException) -> str:
 def _is_database_error(error: BaseException) -> bool:
     """Whether ``error`` is a SQL catalog's database refusing to open or to answer (SQLAlchemy's
     ``OperationalError``/``DatabaseError``, a malformed URL's ``ArgumentError``, sqlite3's)."""
-    import sqlite3
+    import sqlite3  # noqa: PLC0415 - cost: sqlite3 ~2 ms on import icemor.table
 
-    from sqlalchemy import exc
+    from sqlalchemy import exc  # noqa: PLC0415 - cost: sqlalchemy ~330 ms
 
     return isinstance(error, exc.DBAPIError | exc.ArgumentError | sqlite3.Error)
 
@@ -211,7 +211,7 @@ def _catalog_uri(name: str | None) -> str | None:
 def _configuration(name: str) -> dict[str, object]:
     """Catalog ``name``'s configuration (``.pyiceberg.yaml``, ``PYICEBERG_CATALOG__*``), as
     pyiceberg reads it; empty when it cannot be read."""
-    from pyiceberg.utils.config import Config
+    from pyiceberg.utils.config import Config  # noqa: PLC0415 - cost: pyiceberg.utils.config ~300 ms
 
     try:
         return dict(Config().get_catalog_config(name) or {})
@@ -243,7 +243,7 @@ def _configured(name: str) -> bool:
     prefix = f"PYICEBERG_CATALOG__{name.upper()}__"
     if any(k.startswith(prefix) for k in os.environ):
         return True
-    from pyiceberg.utils.config import Config
+    from pyiceberg.utils.config import Config  # noqa: PLC0415 - cost: pyiceberg.utils.config ~300 ms
 
     return name in (Config().config.get("catalog") or {})
 
@@ -269,14 +269,12 @@ def list_tables(catalog: Catalog, namespace: str | None = None) -> list[str]:
     Raises:
         InvalidArgumentError: The namespace does not exist.
     """
-    from pyiceberg.exceptions import NoSuchNamespaceError
-
     namespaces = [namespace] if namespace is not None else list_namespaces(catalog)
     out = []
     for ns in namespaces:
         try:
             out += [".".join(t) for t in catalog.list_tables(ns)]
-        except NoSuchNamespaceError as e:
+        except pe.NoSuchNamespaceError as e:
             msg = f"namespace {ns!r} does not exist in catalog {catalog.name!r}"
             raise InvalidArgumentError(msg) from e
     return sorted(out)
@@ -288,12 +286,12 @@ def metadata_location(catalog: Catalog, identifier: str) -> str | None:
     Names the file when it cannot be parsed. Known for SQL catalogs (the embedded one
     included); None for others, whose ``load_table`` offers no way to ask.
     """
-    from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+    from pyiceberg.catalog.sql import IcebergTables, SqlCatalog  # noqa: PLC0415 - cost: pyiceberg.catalog.sql ~1.4 s
 
     if not isinstance(catalog, SqlCatalog):
         return None
-    from sqlalchemy import select
-    from sqlalchemy.orm import Session
+    from sqlalchemy import select  # noqa: PLC0415 - cost: sqlalchemy ~330 ms
+    from sqlalchemy.orm import Session  # noqa: PLC0415 - cost: sqlalchemy ~330 ms
 
     try:
         namespace = catalog.namespace_to_string(catalog.namespace_from(identifier))
@@ -327,14 +325,12 @@ def table_locations(catalog: Catalog, *, strict: bool) -> dict[str, tuple[str, .
         CorruptFileError: ``strict`` and a table's metadata cannot be parsed.
         UnsupportedFeatureError: The catalog cannot list its namespaces or tables.
     """
-    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
-
     identifiers = []
     try:
         for ns in list_namespaces(catalog):
             try:
                 identifiers += catalog.list_tables(ns)
-            except NoSuchNamespaceError:
+            except pe.NoSuchNamespaceError:
                 continue  # dropped meanwhile
     except NotImplementedError as e:  # pyiceberg's NoopCatalog (a StaticTable's)
         msg = f"catalog {catalog.name!r} cannot list its tables: {e or type(e).__name__}"
@@ -344,7 +340,7 @@ def table_locations(catalog: Catalog, *, strict: bool) -> dict[str, tuple[str, .
         name = ".".join(identifier)
         try:
             table = catalog.load_table(identifier)
-        except NoSuchTableError:
+        except pe.NoSuchTableError:
             continue  # dropped meanwhile
         except Exception as e:
             if not strict:

@@ -9,6 +9,10 @@ import re
 import traceback
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from pyiceberg.exceptions import NoSuchNamespaceError
+from pyiceberg.exceptions import NoSuchTableError as _PyIcebergNoSuchTable
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
@@ -113,9 +117,6 @@ def os_reason(error: OSError) -> str:
 @contextmanager
 def table_lookup_errors(identifier: str, catalog_name: str) -> Iterator[None]:
     """Map the catalog's errors for a table that is missing or misnamed to one clear error each."""
-    from pyiceberg.exceptions import NoSuchNamespaceError
-    from pyiceberg.exceptions import NoSuchTableError as _PyIcebergNoSuchTable
-
     try:
         yield
     except (_PyIcebergNoSuchTable, NoSuchNamespaceError) as e:
@@ -178,8 +179,6 @@ def register_secrets(properties: Mapping[str, object]) -> None:
 
 
 def _secrets_of(items: Iterable[tuple[str, object]]) -> set[str]:
-    from urllib.parse import urlsplit
-
     found: set[str] = set()
     for key, value in items:
         if not isinstance(value, str):

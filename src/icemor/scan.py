@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from icemor.engines import local as local_engine
+
 if TYPE_CHECKING:
     import duckdb
     import pandas as pd  # type: ignore[import-untyped]
@@ -39,7 +41,7 @@ class _Exports:
     def to_polars(self) -> pl.DataFrame:
         """All rows as a polars DataFrame, built from the Arrow batch stream (polars is imported
         only here)."""
-        import polars as pl
+        import polars as pl  # noqa: PLC0415 - optional: polars
 
         frame = pl.from_arrow(self.to_arrow_batch_reader())
         assert isinstance(frame, pl.DataFrame)  # a reader gives a frame, not a series
@@ -114,25 +116,19 @@ class Scan(_Exports):
 
     def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
         """Stream the rows; memory is bounded by the delete sets plus a few batches."""
-        from icemor.engines.local import read_batches
-
-        return pa.RecordBatchReader.from_batches(self.arrow_schema, read_batches(self.job))
+        return pa.RecordBatchReader.from_batches(self.arrow_schema, local_engine.read_batches(self.job))
 
     def to_arrow(self) -> pa.Table:
         """All rows as one Arrow table."""
-        from icemor.engines.local import read_batches
-
-        return pa.Table.from_batches(list(read_batches(self.job)), schema=self.arrow_schema)
+        return pa.Table.from_batches(list(local_engine.read_batches(self.job)), schema=self.arrow_schema)
 
     def count(self) -> int:
         """Number of live rows, without reading data where position deletes alone apply."""
-        from icemor.engines.local import count_rows
-
-        return count_rows(self.job)
+        return local_engine.count_rows(self.job)
 
     def to_spark(self, spark: SparkSession, *, strategy: str = "auto") -> DataFrame:
         """The scan as a PySpark DataFrame read on the executors (see :meth:`icemor.table.Table.to_spark`)."""
-        from icemor.engines.spark import scan_to_dataframe
+        from icemor.engines.spark import scan_to_dataframe  # noqa: PLC0415 - optional: pyspark
 
         return scan_to_dataframe(self.job, spark, strategy=strategy)
 
@@ -153,11 +149,11 @@ class ChangeScan(_Exports):
 
     def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
         """Stream the changes snapshot by snapshot (one snapshot's changes are held at a time)."""
-        from icemor.engines.local import map_ordered
-        from icemor.planning.changes import change_batches
+        # imported by Table.changes already; at the top it would cost every Table.scan() ~10 ms
+        from icemor.planning.changes import change_batches  # noqa: PLC0415 - cost: ~10 ms for Table.scan()
 
         return pa.RecordBatchReader.from_batches(
-            self.arrow_schema, change_batches(self.job, lambda fn, items: map_ordered(items, fn))
+            self.arrow_schema, change_batches(self.job, lambda fn, items: local_engine.map_ordered(items, fn))
         )
 
     def to_arrow(self) -> pa.Table:
@@ -171,6 +167,6 @@ class ChangeScan(_Exports):
     def to_spark(self, spark: SparkSession) -> DataFrame:
         """The changes as a PySpark DataFrame: rows read on the executors, carry-overs, update pairs
         and ``net`` in Spark SQL; the same rows as :meth:`to_arrow` (table columns nullable)."""
-        from icemor.engines.spark.feed import changes_to_dataframe
+        from icemor.engines.spark.feed import changes_to_dataframe  # noqa: PLC0415 - optional: pyspark
 
         return changes_to_dataframe(self.job, spark)

@@ -63,10 +63,10 @@ def runner(
         progress: Called with (items done, items) as the work proceeds.
     """
     if spark is None:
-        from icemor.engines.local import runner as local_runner  # noqa: PLC0415 - cost
+        from icemor.engines.local import runner as local_runner  # noqa: PLC0415 - cost: ~1 s on import icemor.table
 
         return local_runner(table.io, progress=progress)
-    from icemor.engines.spark import runner as spark_runner  # noqa: PLC0415 - pyspark is optional
+    from icemor.engines.spark import runner as spark_runner  # noqa: PLC0415 - optional: pyspark
 
     return spark_runner(spark, table.io, table.metadata.location, progress=progress)
 
@@ -77,6 +77,6 @@ def spark_errors(spark: object, location: str) -> AbstractContextManager[None]:
     error, its one line (:mod:`icemor.engines.spark.errors`)."""
     if spark is None:
         return nullcontext()
-    from icemor.engines.spark.errors import spark_errors as translated  # noqa: PLC0415 - pyspark is optional
+    from icemor.engines.spark.errors import spark_errors as translated  # noqa: PLC0415 - optional: pyspark
 
     return translated(location=location)

@@ -21,14 +21,16 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from icemor.catalog import icemor_home, load_catalog, table_locations
+from icemor.cli.report_html import write_html
 from icemor.exceptions import IcemorError
+from icemor.ops.create import create_table
+from icemor.table import Table
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from pyiceberg.catalog import Catalog
-
-    from icemor.table import Table
 
 __all__ = ["DEMO_TABLE", "ROWS", "run_demo"]
 
@@ -78,13 +80,11 @@ def run_demo(*, echo: Callable[[str], None] = print, engine: str = "spark", rows
     Raises:
         DemoCheckError: A read disagreed with the model.
     """
-    from icemor.catalog import icemor_home, load_catalog
-
     clock = _Clock(echo)
     spark: Any = None
     if engine == "spark":
         with clock.step("starting Spark local[*]"):
-            from icemor.engines.spark import session
+            from icemor.engines.spark import session  # noqa: PLC0415 - optional: pyspark
 
             spark = session(master="local[*]")
 
@@ -129,10 +129,6 @@ class _Clock:
 
 def _bulk_load(clock: _Clock, catalog: Catalog, tmp: Path, rows: int) -> tuple[Table, _Model]:
     """``demo.events`` created and loaded with ``rows`` rows from ``_FILES`` Parquet files in ``tmp``."""
-    from icemor.catalog import table_locations
-    from icemor.ops.create import create_table
-    from icemor.table import Table
-
     ids = np.arange(rows, dtype=np.int64)
     model = _Model(ids, ids % 1000)
     with clock.step(f"bulk load: {rows:,} rows in {_FILES} Parquet files"):
@@ -253,8 +249,6 @@ class _Pipeline:
 
         with self.clock.step("inspect again, as HTML"):
             after = self.table.inspect()
-            from icemor.cli.report_html import write_html
-
             write_html(after, html)
         self.echo(
             f"         health score after: {after.table.score} / 100 "

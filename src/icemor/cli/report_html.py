@@ -35,7 +35,7 @@ _MAX_PARTITIONS = 40
 
 def _figure(width: float = 7.0, height: float = 3.2) -> Any:
     try:
-        from matplotlib.figure import Figure
+        from matplotlib.figure import Figure  # noqa: PLC0415 - optional: matplotlib
     except ImportError:
         msg = "--html needs matplotlib: pip install 'icemor[report]'"
         raise UnsupportedFeatureError(msg) from None
@@ -43,7 +43,7 @@ def _figure(width: float = 7.0, height: float = 3.2) -> Any:
 
 
 def _svg(fig: Any) -> str:
-    import matplotlib as mpl
+    import matplotlib as mpl  # noqa: PLC0415 - optional: matplotlib
 
     buf = io.StringIO()
     # the same report gives the same page (ids in the SVG are otherwise random)

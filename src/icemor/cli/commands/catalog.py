@@ -10,6 +10,7 @@ import typer
 
 from icemor.cli.app import JsonOpt, TableArg, fail, note, open_catalog, open_table, parse_pairs
 from icemor.exceptions import InvalidArgumentError
+from icemor.ops.drop import drop_table as _drop
 
 __all__ = ["alter", "create_table", "drop_table", "namespaces", "tables", "upgrade"]
 
@@ -42,8 +43,8 @@ def create_table(
     ] = None,
 ) -> None:
     """Create a table whose schema is taken from a Parquet file."""
-    from icemor.catalog import table_locations
-    from icemor.ops.create import create_table as _create
+    from icemor.catalog import table_locations  # noqa: PLC0415 - cost: icemor.catalog ~7 ms at CLI start-up
+    from icemor.ops.create import create_table as _create  # noqa: PLC0415 - cost: ~1 s at CLI start-up
 
     props = parse_pairs(prop, "--property")
     catalog = open_catalog()
@@ -101,7 +102,7 @@ def alter(
 ) -> None:
     """Evolve the schema in one metadata commit: add optional columns, rename, widen types, make
     columns required, set the identifier fields. Data files are not rewritten."""
-    from icemor.ops.alter import SchemaChange
+    from icemor.ops.alter import SchemaChange  # noqa: PLC0415 - cost: ~1 s at CLI start-up
 
     change = SchemaChange(open_table(table))  # what Table.update_schema() returns
     steps = 0
@@ -128,8 +129,8 @@ def alter(
 
 def namespaces(as_json: JsonOpt = False) -> None:
     """List the catalog's namespaces (nested ones dotted), one a line."""
-    from icemor.catalog import list_namespaces
-    from icemor.cli.output import print_names
+    from icemor.catalog import list_namespaces  # noqa: PLC0415 - cost: icemor.catalog ~7 ms at CLI start-up
+    from icemor.cli.output import print_names  # noqa: PLC0415 - cost: pyarrow ~150 ms at CLI start-up
 
     print_names(list_namespaces(open_catalog()), as_json=as_json)
 
@@ -141,8 +142,8 @@ def tables(
     as_json: JsonOpt = False,
 ) -> None:
     """List tables as namespace.table, one a line."""
-    from icemor.catalog import list_tables
-    from icemor.cli.output import print_names
+    from icemor.catalog import list_tables  # noqa: PLC0415 - cost: icemor.catalog ~7 ms at CLI start-up
+    from icemor.cli.output import print_names  # noqa: PLC0415 - cost: pyarrow ~150 ms at CLI start-up
 
     print_names(list_tables(open_catalog(), namespace), as_json=as_json)
 
@@ -172,7 +173,5 @@ def drop_table(
     ] = False,
 ) -> None:
     """Remove a table from the catalog; its files stay unless --purge is given."""
-    from icemor.ops.drop import drop_table as _drop
-
     _drop(open_catalog(), table, purge=purge)
     typer.echo(f"dropped {table}" + (" and deleted its files" if purge else " (its files are kept)"))

@@ -19,6 +19,6 @@ def demo(
 ) -> None:
     """Run the merge-on-read pipeline in the embedded catalog, timed: bulk load, DELETE, UPDATE,
     MERGE, three CDC batches (every read checked), inspect, optimize, inspect as HTML, check."""
-    from icemor.cli.demo import run_demo
+    from icemor.cli.demo import run_demo  # noqa: PLC0415 - cost: numpy, pyarrow ~250 ms at CLI start-up
 
     run_demo(echo=typer.echo, engine=engine.value, rows=rows)

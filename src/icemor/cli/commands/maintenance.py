@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -199,8 +200,6 @@ def _remove_orphans(t: Table, cutoff: int | None, *, dry_run: bool) -> None:
 
 
 def _print_orphans(o: OrphanMetrics, *, dry_run: bool) -> None:
-    from datetime import UTC, datetime
-
     would = "would " if dry_run else ""
     since = datetime.fromtimestamp(o.older_than_ms / 1000, UTC).isoformat(timespec="seconds")
     typer.echo(

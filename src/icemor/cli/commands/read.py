@@ -21,6 +21,7 @@ from icemor.cli.app import (
     open_table,
     spark_session,
 )
+from icemor.cli.progress import counting_rows, rows_bar
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -114,7 +115,7 @@ def _emit(
     title: str,
 ) -> None:
     """Rows to ``output`` (``-``: stdout as ``fmt_name``), or as a table on the terminal."""
-    from icemor.cli.output import print_table, stream_batches, write_batches
+    from icemor.cli.output import print_table, stream_batches, write_batches  # noqa: PLC0415 - cost: pyarrow ~150 ms at CLI start-up
 
     if output is not None and str(output) == "-":
         assert fmt_name is not None
@@ -125,8 +126,6 @@ def _emit(
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
     elif output is not None:
-        from icemor.cli.progress import counting_rows, rows_bar
-
         with rows_bar("writing", None) as advance:
             counted = counting_rows(batches, advance)
             n = write_batches(counted, schema, output, limit=limit, fmt=fmt_name, overwrite=overwrite)
@@ -138,7 +137,7 @@ def _emit(
 def _spark_batches(scan: Scan) -> Iterator[pa.RecordBatch]:
     """The scan on Spark, streamed a partition at a time, in the scan's own Arrow schema (Spark
     makes every column nullable: a Parquet writer of the table's schema refuses that)."""
-    from icemor.engines.spark import iter_arrow
+    from icemor.engines.spark import iter_arrow  # noqa: PLC0415 - optional: pyspark
 
     yield from iter_arrow(scan.to_spark(spark_session()), schema=scan.arrow_schema)
 
@@ -223,7 +222,7 @@ def files(
     jsonl: _JsonlOpt = False,
 ) -> None:
     """List data files with the delete files that apply to them: the scan plan."""
-    from icemor.cli.output import print_plan
+    from icemor.cli.output import print_plan  # noqa: PLC0415 - cost: pyarrow ~150 ms at CLI start-up
 
     planned = _scan(table, where, None, snapshot_id, as_of_timestamp, ref).plan_files()
     print_plan(planned, as_json=as_json, jsonl=jsonl)
@@ -302,7 +301,7 @@ def changes(
         key=keys,
     )
     if cli_options().engine == Engine.spark:
-        from icemor.engines.spark import iter_arrow
+        from icemor.engines.spark import iter_arrow  # noqa: PLC0415 - optional: pyspark
 
         # a partition at a time; Spark makes the table's columns nullable: back to the feed's schema
         batches: Any = iter_arrow(feed.to_spark(spark_session()), schema=feed.arrow_schema)
@@ -314,7 +313,7 @@ def changes(
 def describe(table: TableArg, as_json: JsonOpt = False) -> None:
     """Show a table: schema with field ids, partition specs, sort order, properties, format
     version, current snapshot, refs and location."""
-    from icemor.cli.output import print_description
+    from icemor.cli.output import print_description  # noqa: PLC0415 - cost: pyarrow ~150 ms at CLI start-up
 
     print_description(open_table(table).describe(), as_json=as_json)
 
@@ -326,7 +325,7 @@ def snapshots(
 ) -> None:
     """List every snapshot: id (for --snapshot-id), parent, time (ms for --as-of-timestamp),
     operation, row/data-file/delete-file counts, and the branches and tags at it."""
-    from icemor.cli.output import print_snapshots
+    from icemor.cli.output import print_snapshots  # noqa: PLC0415 - cost: pyarrow ~150 ms at CLI start-up
 
     print_snapshots(open_table(table).snapshots(), title=f"{table}: snapshots", as_json=as_json, jsonl=jsonl)
 
@@ -338,6 +337,6 @@ def history(
 ) -> None:
     """List each change of the current snapshot, oldest first: time, snapshot id, parent,
     operation, whether it is an ancestor of the current snapshot, and refs."""
-    from icemor.cli.output import print_history
+    from icemor.cli.output import print_history  # noqa: PLC0415 - cost: pyarrow ~150 ms at CLI start-up
 
     print_history(open_table(table).history(), title=f"{table}: history", as_json=as_json, jsonl=jsonl)

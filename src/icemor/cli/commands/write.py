@@ -38,8 +38,8 @@ def append(
 def _parquet_rows(files: Sequence[Path]) -> int:
     """The rows of ``files`` by their Parquet footers (a file that cannot be read counts 0:
     append_files reports it)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # noqa: PLC0415 - cost: pyarrow ~150 ms at CLI start-up
+    import pyarrow.parquet as pq  # noqa: PLC0415 - cost: pyarrow ~150 ms at CLI start-up
 
     total = 0
     for f in files:
@@ -137,8 +137,7 @@ def apply_changes(
 ) -> None:
     """Apply a batch of CDC change rows in one commit: new data files, and the old rows of updated
     and deleted keys deleted by equality deletes on the key, or by position (--deletes position)."""
-    # icemor.ops.cdc loads pyiceberg's pyarrow IO: ~1 s more for every command (measured)
-    from icemor.ops.cdc import ChangeOptions  # noqa: PLC0415 - cost
+    from icemor.ops.cdc import ChangeOptions  # noqa: PLC0415 - cost: pyiceberg's pyarrow IO ~1 s at CLI start-up
 
     # the flags checked before any file is read or staged (one line each)
     options = ChangeOptions(
@@ -155,7 +154,7 @@ def apply_changes(
             fail(f"no such file: {f}" if not f.exists() else f"{f} is not a file")
     t = open_table(table)
     if cli_options().engine == Engine.spark:
-        from icemor.engines.spark.changes import staged_parquet  # noqa: PLC0415 - pyspark is optional
+        from icemor.engines.spark.changes import staged_parquet  # noqa: PLC0415 - optional: pyspark
 
         # executors on other hosts cannot read the driver's files: staged in the warehouse
         paths = [str(f.resolve()) for f in changes]
