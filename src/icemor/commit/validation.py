@@ -39,7 +39,7 @@ from icemor.spec.files import DataFileRef, FileContent
 from icemor.spec.rules import file_path_bounds_contain, file_path_bounds_scope
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
     from collections.abc import Set as AbstractSet
 
     from pyiceberg.expressions import BooleanExpression
@@ -164,6 +164,7 @@ def validate(metadata: TableMetadata, io: FileIO, v: Validation) -> None:
     start = metadata.snapshot_by_id(v.start_snapshot_id) if v.start_snapshot_id is not None else None
     starting_sequence_number = start.sequence_number if start is not None and start.sequence_number else 0
     rewritten = {p: _data_file(p, v, starting_sequence_number) for p in v.no_new_deletes_for}
+    removed = {p: f for p, f in rewritten.items() if p in v.removed_data_files}
     for snap in snapshots:
         op = snap.summary.operation if snap.summary is not None else None
         data = _entries(io, snap, ManifestContent.DATA)
@@ -174,8 +175,7 @@ def validate(metadata: TableMetadata, io: FileIO, v: Validation) -> None:
             deletes = [_AddedDelete.of(e, snap) for e in _entries(io, snap, ManifestContent.DELETES)]
             new = [d for d in deletes if d is not None]
             specs = metadata.specs()
-            removed = {p: f for p, f in rewritten.items() if p in v.removed_data_files}
-            kept = {p: f for p, f in rewritten.items() if p not in v.removed_data_files}
+            kept = {p: f for p, f in rewritten.items() if p not in removed}
             validate_no_new_deletes_for_data_files(
                 snap, new, removed, specs, ignore_equality_deletes=v.ignore_equality_deletes
             )
@@ -188,7 +188,6 @@ def validate(metadata: TableMetadata, io: FileIO, v: Validation) -> None:
                 for e in _entries(io, snap, ManifestContent.DELETES)
                 if (d := _AddedDelete.of(e, snap, status=ManifestEntryStatus.DELETED)) is not None
             ]
-            removed = {p: f for p, f in rewritten.items() if p in v.removed_data_files}
             validate_no_removed_equality_deletes(
                 snap, gone, removed, metadata.specs(), starting_sequence_number
             )
@@ -306,16 +305,20 @@ def validate_no_removed_equality_deletes(
     Raises:
         CommitConflictError: Such a delete was removed.
     """
-    for d in removed_deletes:
-        if d.content != FileContent.EQUALITY_DELETES or d.data_sequence_number <= starting_sequence_number:
-            continue
-        hit = next((f for f in data_files.values() if may_apply(d, f, specs)), None)
-        if hit is not None:
-            msg = (
-                f"concurrent snapshot {snap.snapshot_id} removed equality delete file {d.path}, which "
-                f"applies to data file {hit.path} that this operation rewrites (its rows would come back)"
-            )
-            raise CommitConflictError(msg)
+    later = (
+        d
+        for d in removed_deletes
+        if d.content == FileContent.EQUALITY_DELETES and d.data_sequence_number > starting_sequence_number
+    )
+    _refuse_applying(
+        later,
+        data_files,
+        specs,
+        lambda d, hit: (
+            f"concurrent snapshot {snap.snapshot_id} removed equality delete file {d.path}, which "
+            f"applies to data file {hit.path} that this operation rewrites (its rows would come back)"
+        ),
+    )
 
 
 def _check_new_deletes(
@@ -326,18 +329,35 @@ def _check_new_deletes(
     ignore_equality_deletes: bool,
     what: str,
 ) -> None:
-    if not data_files:
-        return
+    counted = (
+        d for d in deletes if not (ignore_equality_deletes and d.content == FileContent.EQUALITY_DELETES)
+    )
+    _refuse_applying(
+        counted,
+        data_files,
+        specs,
+        lambda d, hit: (
+            f"concurrent snapshot {snap.snapshot_id} added delete file {d.path} "
+            f"for data file {hit.path}, which this operation {what}"
+        ),
+    )
+
+
+def _refuse_applying(
+    deletes: Iterable[_AddedDelete],
+    data_files: Mapping[str, _DataFile],
+    specs: Mapping[int, PartitionSpec],
+    message: Callable[[_AddedDelete, _DataFile], str],
+) -> None:
+    """Refuse the commit when one of ``deletes`` may apply to one of ``data_files`` (:func:`may_apply`).
+
+    Raises:
+        CommitConflictError: With ``message`` of the first such delete and data file.
+    """
     for d in deletes:
-        if ignore_equality_deletes and d.content == FileContent.EQUALITY_DELETES:
-            continue
         hit = next((f for f in data_files.values() if may_apply(d, f, specs)), None)
         if hit is not None:
-            msg = (
-                f"concurrent snapshot {snap.snapshot_id} added delete file {d.path} "
-                f"for data file {hit.path}, which this operation {what}"
-            )
-            raise CommitConflictError(msg)
+            raise CommitConflictError(message(d, hit))
 
 
 @dataclass(frozen=True)

@@ -1,23 +1,36 @@
-"""What the rewriting maintenance actions share: the table check, and units of work that never lose files.
+"""What the rewriting maintenance actions share: the table check, units of work that never lose
+files, and the partial-progress loop that commits their groups.
 
 A unit of work runs on a local thread or a Spark executor and writes files. If one unit fails
 while others succeed, a runner that raises would drop the successful units' results, and with
 them the only record of the files they wrote. So each unit runs guarded: an error is returned,
 not raised (after the unit removed what it wrote itself), the driver sees every result,
 removes the files of the successful units and raises the first error.
+
+With partial progress (Java's ``partial-progress.*``), the groups of a rewrite are committed one
+by one (:func:`commit_groups`); a group a commit since touched is planned again on the head, and
+one that keeps conflicting is given up while the others stand.
 """
 
 from __future__ import annotations
 
 import pickle
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+import random
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pyiceberg.typedef import Record
 
 from icemor.commit.files import delete_quietly
 from icemor.commit.validation import Validation, validate
-from icemor.exceptions import CommitConflictError, IcemorError, InvalidArgumentError, UnsupportedFeatureError
+from icemor.exceptions import (
+    CommitConflictError,
+    CommitFailedError,
+    IcemorError,
+    InvalidArgumentError,
+    UnsupportedFeatureError,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -25,19 +38,31 @@ if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.table import Table as PyIcebergTable
     from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.table.snapshots import Snapshot
 
     from icemor.engines import Runner
+    from icemor.planning.scan_job import ScanJob
     from icemor.spec.files import DataFileRef
+    from icemor.spec.tasks import PlannedFile
 
 __all__ = [
+    "GroupCommits",
+    "PlannedGroup",
+    "ScanBatch",
+    "backoff",
+    "check_progress_options",
     "check_rewritable",
+    "commit_groups",
     "partition_directory",
     "raise_if_none_committed",
     "run_guarded",
+    "spread",
     "touched_since",
 ]
 
 R = TypeVar("R")
+T = TypeVar("T")
+C = TypeVar("C")
 
 
 def check_rewritable(table: PyIcebergTable) -> None:
@@ -150,3 +175,130 @@ def raise_if_none_committed(failed: Sequence[str], done: Sequence[object]) -> No
     if failed and not done:
         msg = failed[0] if len(failed) == 1 else f"{failed[0]} (and {len(failed) - 1} more commits)"
         raise CommitConflictError(msg)
+
+
+def check_progress_options(max_commits: int, max_group_attempts: int) -> None:
+    """Refuse partial-progress options below one.
+
+    Raises:
+        InvalidArgumentError: Either is below 1.
+    """
+    if max_commits < 1 or max_group_attempts < 1:
+        msg = "partial_progress_max_commits and max_group_attempts must be >= 1"
+        raise InvalidArgumentError(msg)
+
+
+def spread(items: Sequence[T], max_commits: int) -> list[Sequence[T]]:
+    """``items`` spread evenly over at most ``max_commits`` commits, in order (as Java's
+    ``RewriteDataFilesCommitManager``); no commit when there are no items."""
+    per_commit = max(1, -(-len(items) // max_commits))
+    return [items[i : i + per_commit] for i in range(0, len(items), per_commit)]
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait before attempt ``attempt + 1`` of a group: 0.1 s doubling to 2 s, jittered
+    (writers that collided once should not collide again in step)."""
+    delay: float = min(2.0, 0.1 * 2.0**attempt)
+    return delay * random.uniform(0.5, 1.0)
+
+
+class PlannedGroup(Protocol):
+    """A group of one commit as planned: the snapshot it was planned on and the data files it rewrites."""
+
+    @property
+    def snapshot_id(self) -> int: ...
+
+    @property
+    def data_files(self) -> Mapping[str, DataFileRef]: ...
+
+
+G = TypeVar("G", bound=PlannedGroup)
+
+
+@dataclass(frozen=True)
+class ScanBatch(Generic[T]):
+    """The work of one commit, ``items``, as planned by ``job`` over ``data_files``."""
+
+    job: ScanJob
+    items: Sequence[T]
+    data_files: Mapping[str, DataFileRef]
+
+    @classmethod
+    def of(cls, job: ScanJob, items: Sequence[T], planned: Iterable[PlannedFile]) -> ScanBatch[T]:
+        return cls(job, items, {p.data_file.path: p.data_file for p in planned})
+
+    @property
+    def snapshot_id(self) -> int:
+        assert self.job.snapshot is not None
+        return self.job.snapshot.snapshot_id
+
+
+@dataclass
+class GroupCommits(Generic[C]):
+    """What the group commits of a partial-progress run did, so far."""
+
+    done: list[C] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    """Why each commit that kept conflicting was given up."""
+    stopped: int = 0
+    """Commits not attempted because ``stop`` asked to end."""
+
+
+def commit_groups(
+    table: PyIcebergTable,
+    groups: Sequence[G],
+    *,
+    replan: Callable[[int, G, Snapshot], G | None],
+    commit: Callable[[int, G, GroupCommits[C]], C],
+    max_group_attempts: int,
+    stop: Callable[[], bool] | None,
+    ignore_equality_deletes: bool = False,
+) -> GroupCommits[C]:
+    """Commit ``groups`` one by one, each validated from the snapshot it was planned on.
+
+    Before each attempt, when the head moved on: after a conflict, or when a commit since touched
+    the group's data files (:func:`touched_since`), ``replan(n, group, head)`` plans group ``n``
+    (as first planned) again on the head, rather than rewrite into a conflict; None: nothing left
+    to do for it. A group whose ``commit`` keeps failing (a conflict, or every swap lost to other
+    writers) is given up after ``max_group_attempts`` attempts, with a backoff between; ``stop``
+    is asked before each group.
+
+    Raises:
+        CommitConflictError: Every commit made failed (:func:`raise_if_none_committed`).
+    """
+    out: GroupCommits[C] = GroupCommits()
+    for n, planned in enumerate(groups):
+        if stop is not None and stop():
+            out.stopped = len(groups) - n
+            break
+        group = planned
+        for attempt in range(max_group_attempts):
+            head = table.refresh().metadata.current_snapshot()
+            if (
+                head is not None
+                and head.snapshot_id != group.snapshot_id
+                and (
+                    attempt
+                    or touched_since(
+                        table.metadata,
+                        table.io,
+                        group.snapshot_id,
+                        group.data_files,
+                        ignore_equality_deletes=ignore_equality_deletes,
+                    )
+                )
+            ):
+                again = replan(n, planned, head)
+                if again is None:
+                    break
+                group = again
+            try:
+                out.done.append(commit(n, group, out))
+                break
+            except (CommitConflictError, CommitFailedError) as e:
+                if attempt + 1 == max_group_attempts:
+                    out.failed.append(str(e))
+                    break
+                time.sleep(backoff(attempt))
+    raise_if_none_committed(out.failed, out.done)
+    return out

@@ -44,12 +44,11 @@ planned again on the head. A commit that keeps conflicting is given up; the othe
 
 from __future__ import annotations
 
-import random
 import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import pyarrow as pa
 from pyiceberg.schema import Schema, sanitize_column_names
@@ -60,17 +59,19 @@ from icemor.commit.data_file_struct import from_data_file
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
 from icemor.engines.local import stream
-from icemor.exceptions import CommitConflictError, CommitFailedError, InvalidArgumentError
+from icemor.exceptions import InvalidArgumentError
 from icemor.io.data_writer import DataFileTarget, TableDataWriter, write_data_files_in_order
 from icemor.io.deletes import deleted_positions
 from icemor.io.reader import files_only, read_task
 from icemor.io.writers import remove_written
 from icemor.maintenance._units import (
+    ScanBatch,
+    check_progress_options,
     check_rewritable,
+    commit_groups,
     partition_directory,
-    raise_if_none_committed,
     run_guarded,
-    touched_since,
+    spread,
 )
 from icemor.ops.units import write_job
 from icemor.planning.manifest_reader import live_delete_files
@@ -87,6 +88,7 @@ if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.table import Table as PyIcebergTable
     from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.table.snapshots import Snapshot
 
     from icemor.engines import Runner
     from icemor.io.reader import ReadOptions
@@ -97,7 +99,6 @@ if TYPE_CHECKING:
 __all__ = [
     "DataRewriteMetrics",
     "RewriteUnit",
-    "backoff",
     "rewrite_data_files",
     "rewrite_data_unit",
     "write_streamed",
@@ -410,18 +411,19 @@ def _rewrite_and_commit(
     )
 
 
+_Batch: TypeAlias = "ScanBatch[Sequence[PlannedFile]]"
+"""The file groups of one commit."""
+
+
+def _batch(job: ScanJob, groups: Sequence[Sequence[PlannedFile]]) -> _Batch:
+    return ScanBatch.of(job, groups, (p for g in groups for p in g))
+
+
 def _by_partition(planned: Iterable[PlannedFile]) -> list[list[PlannedFile]]:
     groups: dict[tuple[int, tuple[Any, ...]], list[PlannedFile]] = defaultdict(list)
     for p in planned:
         groups[(p.data_file.spec_id, p.data_file.partition)].append(p)
     return list(groups.values())
-
-
-def backoff(attempt: int) -> float:
-    """Seconds to wait before attempt ``attempt + 1`` of a group: 0.1 s doubling to 2 s, jittered
-    (writers that collided once should not collide again in step)."""
-    delay: float = min(2.0, 0.1 * 2.0**attempt)
-    return delay * random.uniform(0.5, 1.0)
 
 
 def rewrite_data_files(
@@ -470,9 +472,7 @@ def rewrite_data_files(
     """
     started = time.monotonic()
     _check_options(delete_ratio_threshold, delete_file_threshold, target_file_size_bytes)
-    if partial_progress_max_commits < 1 or max_group_attempts < 1:
-        msg = "partial_progress_max_commits and max_group_attempts must be >= 1"
-        raise InvalidArgumentError(msg)
+    check_progress_options(partial_progress_max_commits, max_group_attempts)
     table = table.refresh()
     check_rewritable(table)
     metadata, io = table.metadata, table.io
@@ -503,54 +503,23 @@ def rewrite_data_files(
             time.monotonic() - started, commits=1,
         )  # fmt: skip
 
-    # as Java's RewriteDataFilesCommitManager: the groups spread evenly over at most max-commits
-    per_commit = -(-len(groups) // partial_progress_max_commits)
-    batches = [groups[i : i + per_commit] for i in range(0, len(groups), per_commit)]
-    done: list[_Committed] = []
-    failed: list[str] = []
-    stopped = 0
-    for n, batch in enumerate(batches):
-        if stop is not None and stop():
-            stopped = len(batches) - n
-            break
-        paths = {p.data_file.path for g in batch for p in g}
-        batch_job, batch_groups = job, batch
-        for attempt in range(max_group_attempts):
-            head = table.refresh().metadata.current_snapshot()
-            assert batch_job.snapshot is not None
-            start_id = batch_job.snapshot.snapshot_id
-            refs = {p.data_file.path: p.data_file for g in batch_groups for p in g}
-            if (
-                head is not None
-                and head.snapshot_id != start_id
-                and (
-                    attempt
-                    or touched_since(
-                        table.metadata,
-                        io,
-                        start_id,
-                        refs,
-                        ignore_equality_deletes=sel.use_starting_sequence_number,
-                    )
-                )
-            ):
-                # after a conflict, or when a commit since (a writer's) touched the group's files:
-                # plan them again on the head, with the deletes that apply now, rather than
-                # rewrite into a conflict
-                batch_job = _job(table.metadata, io)
-                batch_groups = _by_partition(p for p in batch_job.planned if p.data_file.path in paths)
-                if not batch_groups:
-                    break  # every file of the group is gone: nothing left to do
-            try:
-                done.append(_rewrite_and_commit(table, batch_job, batch_groups, sel, run))
-                break
-            except (CommitConflictError, CommitFailedError) as e:
-                # a conflict, or every swap lost to other writers: the commit's groups alone
-                if attempt + 1 == max_group_attempts:
-                    failed.append(str(e))
-                    break
-                time.sleep(backoff(attempt))
-    raise_if_none_committed(failed, done)
+    def replan(n: int, planned: _Batch, head: Snapshot) -> _Batch | None:
+        # with the deletes that apply now; None when every file of the group is gone
+        paths = planned.data_files.keys()
+        again = _job(table.metadata, io)
+        groups = _by_partition(p for p in again.planned if p.data_file.path in paths)
+        return _batch(again, groups) if groups else None
+
+    progress = commit_groups(
+        table,
+        [_batch(job, batch) for batch in spread(groups, partial_progress_max_commits)],
+        replan=replan,
+        commit=lambda n, b, so_far: _rewrite_and_commit(table, b.job, b.items, sel, run),
+        max_group_attempts=max_group_attempts,
+        stop=stop,
+        ignore_equality_deletes=sel.use_starting_sequence_number,
+    )
+    done = progress.done
     return DataRewriteMetrics(
         data_files_rewritten=sum(c.rewritten for c in done),
         data_files_added=sum(c.added for c in done),
@@ -561,6 +530,6 @@ def rewrite_data_files(
         snapshot_id=done[-1].snapshot_id if done else None,
         seconds=time.monotonic() - started,
         commits=len(done),
-        failed_commits=tuple(failed),
-        stopped_commits=stopped,
+        failed_commits=tuple(progress.failed),
+        stopped_commits=progress.stopped,
     )

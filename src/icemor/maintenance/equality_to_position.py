@@ -31,28 +31,27 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pyiceberg.schema import Schema
 from pyiceberg.table.snapshots import Operation
 
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
-from icemor.exceptions import CommitConflictError, CommitFailedError, InvalidArgumentError
-from icemor.maintenance._units import raise_if_none_committed, touched_since
-from icemor.maintenance.data_files import backoff
+from icemor.maintenance._units import ScanBatch, check_progress_options, commit_groups, spread
 from icemor.ops.units import check_writable, delete_units, run_units, write_job
 from icemor.planning.manifest_reader import live_delete_files
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec.files import FileContent
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from pyiceberg.table import Table as PyIcebergTable
     from pyiceberg.table.snapshots import Snapshot
 
     from icemor.engines import Runner
+    from icemor.maintenance._units import GroupCommits
     from icemor.ops.units import DeleteUnit
     from icemor.planning.scan_job import ScanJob
 
@@ -92,11 +91,8 @@ def _batches(units: list[DeleteUnit], max_commits: int) -> list[list[DeleteUnit]
     by_partition: dict[tuple[int, tuple[Any, ...]], list[DeleteUnit]] = defaultdict(list)
     for u in units:
         by_partition[(u.target.spec_id, u.target.partition)].append(u)
-    groups = list(by_partition.values())
-    if not groups:
-        return [[]]  # no data file left to convert: one commit removes the equality deletes
-    per_commit = -(-len(groups) // max_commits)
-    return [[u for g in groups[i : i + per_commit] for u in g] for i in range(0, len(groups), per_commit)]
+    batches = [[u for g in commit for u in g] for commit in spread(list(by_partition.values()), max_commits)]
+    return batches or [[]]  # no data file left to convert: one commit removes the equality deletes
 
 
 def rewrite_equality_deletes(
@@ -122,9 +118,7 @@ def rewrite_equality_deletes(
             partial progress: only when no commit succeeded).
     """
     started = time.monotonic()
-    if partial_progress_max_commits < 1 or max_group_attempts < 1:
-        msg = "partial_progress_max_commits and max_group_attempts must be >= 1"
-        raise InvalidArgumentError(msg)
+    check_progress_options(partial_progress_max_commits, max_group_attempts)
     table = table.refresh()
     check_writable(table)
     # the positions it writes come from the table's files, never the local verdict store
@@ -139,50 +133,37 @@ def rewrite_equality_deletes(
     if not equality:
         return replace(nothing, seconds=time.monotonic() - started)
     units = _units(table, job)
-    batches = _batches(units, partial_progress_max_commits if partial_progress_enabled else 1)
-    attempts = max_group_attempts if partial_progress_enabled else 1
-    done: list[_Committed] = []
-    failed: list[str] = []
-    stopped = 0
-    for n, batch in enumerate(batches):
-        if partial_progress_enabled and stop is not None and stop():
-            stopped = len(batches) - n
-            break
-        last = n == len(batches) - 1
-        paths = {p.data_file.path for u in batch for p in u.files}
-        batch_job, batch_units = job, batch
-        for attempt in range(attempts):
-            head = table.refresh().metadata.current_snapshot()
-            assert batch_job.snapshot is not None
-            start_id = batch_job.snapshot.snapshot_id
-            refs = {p.data_file.path: p.data_file for u in batch_units for p in u.files}
-            if (
-                partial_progress_enabled
-                and head is not None
-                and head.snapshot_id != start_id
-                and (attempt or touched_since(table.metadata, table.io, start_id, refs))
-            ):
-                # after a conflict, or when a commit since touched the group's files: planned
-                # again on the head, with the deletes that apply to them now
-                batch_job = write_job(prepare_scan(table.metadata, table.io, selected_fields=("_pos",)))
-                batch_units = _units(table, batch_job, only=paths)
-                if not batch_units:
-                    break
-            # the equality deletes go with the last group, once every group is converted
-            remove = equality if last and not failed and not stopped else set()
-            try:
-                done.append(
-                    _commit(table, batch_job, batch_units, run, start=snapshot, done=done, equality=remove)
-                )
-                break
-            except (CommitConflictError, CommitFailedError) as e:
-                if attempt + 1 == attempts:
-                    if not partial_progress_enabled:
-                        raise
-                    failed.append(str(e))
-                    break
-                time.sleep(backoff(attempt))
-    raise_if_none_committed(failed, done)
+    if not partial_progress_enabled:
+        c = _commit(
+            table, _batch(job, _batches(units, 1)[0]), run, start=snapshot, done=[], equality=equality
+        )
+        return ConversionMetrics(
+            c.converted, c.positions, c.added, c.equality_removed, c.position_removed, c.data_removed,
+            c.snapshot_id, time.monotonic() - started, commits=1,
+        )  # fmt: skip
+
+    def replan(n: int, planned: _Batch, head: Snapshot) -> _Batch | None:
+        # on the head, with the deletes that apply to them now
+        again = write_job(prepare_scan(table.metadata, table.io, selected_fields=("_pos",)))
+        batch_units = _units(table, again, only=set(planned.data_files))
+        return _batch(again, batch_units) if batch_units else None
+
+    batches = _batches(units, partial_progress_max_commits)
+
+    def commit(n: int, batch: _Batch, so_far: GroupCommits[_Committed]) -> _Committed:
+        # the equality deletes go with the last group, once every group is converted
+        remove = equality if n == len(batches) - 1 and not so_far.failed else set()
+        return _commit(table, batch, run, start=snapshot, done=so_far.done, equality=remove)
+
+    progress = commit_groups(
+        table,
+        [_batch(job, batch) for batch in batches],
+        replan=replan,
+        commit=commit,
+        max_group_attempts=max_group_attempts,
+        stop=stop,
+    )
+    done = progress.done
     return ConversionMetrics(
         data_files_converted=sum(c.converted for c in done),
         positions_written=sum(c.positions for c in done),
@@ -193,8 +174,8 @@ def rewrite_equality_deletes(
         snapshot_id=done[-1].snapshot_id if done else None,
         seconds=time.monotonic() - started,
         commits=len(done),
-        failed_commits=tuple(failed),
-        stopped_commits=stopped,
+        failed_commits=tuple(progress.failed),
+        stopped_commits=progress.stopped,
     )
 
 
@@ -221,17 +202,24 @@ class _Committed:
     referenced: frozenset[str]
 
 
+_Batch: TypeAlias = "ScanBatch[DeleteUnit]"
+"""The units of one commit."""
+
+
+def _batch(job: ScanJob, units: Sequence[DeleteUnit]) -> _Batch:
+    return ScanBatch.of(job, units, (p for u in units for p in u.files))
+
+
 def _commit(
     table: PyIcebergTable,
-    job: ScanJob,
-    units: list[DeleteUnit],
+    batch: _Batch,
     run: Runner,
     *,
     start: Snapshot,
     done: list[_Committed],
     equality: set[str],
 ) -> _Committed:
-    """Convert ``units`` (planned by ``job``) and commit their position deletes, with ``equality``
+    """Convert the batch's units and commit their position deletes, with ``equality``
     removed.
 
     A group's commit validates from the snapshot it was planned on. Removing the equality
@@ -239,7 +227,7 @@ def _commit(
     (this one's or an earlier commit's) was removed by another commit: a rewrite of such a file
     that began before its conversion may have carried rows the equality deletes still remove.
     """
-    assert job.snapshot is not None
+    units, snapshot_id = batch.items, batch.snapshot_id
     results = run_units(table, units, run)
     written = [w for r in results for w in r.written]
     removed_data = sum(r.removed_data_files for r in results)
@@ -249,13 +237,13 @@ def _commit(
         w.path: _sequence_number(u) for u, r in zip(units, results, strict=True) for w in r.written
     }
     validation = Validation(
-        start_snapshot_id=job.snapshot.snapshot_id,
+        start_snapshot_id=snapshot_id,
         serializable=False,  # rows do not change: new data cannot conflict
         referenced_data_files=set(referenced),
         removed_data_files=removed_other,
     )
     also = []
-    if equality and (done or job.snapshot.snapshot_id != start.snapshot_id):
+    if equality and (done or snapshot_id != start.snapshot_id):
         # (the groups' own commits remove no converted file: they only add deletes for them)
         converted = set(referenced).union(*(c.referenced for c in done))
         also.append(Validation(start.snapshot_id, serializable=False, referenced_data_files=converted))

@@ -39,18 +39,17 @@ from pyiceberg.types import LongType
 
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
-from icemor.exceptions import CommitConflictError, CommitFailedError, InvalidArgumentError
 from icemor.io.deletes import deleted_positions
 from icemor.io.puffin import write_deletion_vectors
 from icemor.io.writers import DeleteFileTarget, remove_written, write_position_deletes
 from icemor.maintenance._units import (
+    check_progress_options,
     check_rewritable,
+    commit_groups,
     partition_directory,
-    raise_if_none_committed,
     run_guarded,
-    touched_since,
+    spread,
 )
-from icemor.maintenance.data_files import backoff
 from icemor.planning.manifest_reader import read_manifest_entries, read_manifest_list
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
@@ -63,6 +62,7 @@ if TYPE_CHECKING:
 
     from pyiceberg.io import FileIO
     from pyiceberg.table import Table as PyIcebergTable
+    from pyiceberg.table.snapshots import Snapshot
 
     from icemor.engines import Runner
     from icemor.planning.manifest_reader import ManifestFileEntry
@@ -211,6 +211,11 @@ class _Plan:
     old_dvs: frozenset[str]
     dangling: tuple[str, ...]
     positions_before: int
+
+    @property
+    def data_files(self) -> dict[str, DataFileRef]:
+        """The data files whose positions the plan writes again."""
+        return {pair[0].path: pair[0] for u in self.units for o in u.outputs for pair in o.data_files}
 
 
 def _plan(table: PyIcebergTable, *, only: set[str] | None = None) -> _Plan | None:
@@ -388,9 +393,7 @@ def rewrite_position_deletes(
             progress: only when no commit succeeded).
     """
     started = time.monotonic()
-    if partial_progress_max_commits < 1 or max_group_attempts < 1:
-        msg = "partial_progress_max_commits and max_group_attempts must be >= 1"
-        raise InvalidArgumentError(msg)
+    check_progress_options(partial_progress_max_commits, max_group_attempts)
     table = table.refresh()
     check_rewritable(table)
     plan = _plan(table)
@@ -402,45 +405,27 @@ def rewrite_position_deletes(
             c.rewritten, c.dangling, c.added, plan.positions_before, c.positions, c.data_removed,
             c.snapshot_id, time.monotonic() - started, commits=1,
         )  # fmt: skip
-    n_units = len(plan.units)
-    per_commit = max(1, -(-n_units // partial_progress_max_commits))
-    indexes = [list(range(i, min(i + per_commit, n_units))) for i in range(0, n_units, per_commit)] or [[]]
-    done: list[_Committed] = []
-    failed: list[str] = []
-    stopped = 0
-    for n, index in enumerate(indexes):
-        if stop is not None and stop():
-            stopped = len(indexes) - n
-            break
-        batch = _batch(plan, index, dangling=n == 0)
-        paths = {pair[0].path for u in batch.units for o in u.outputs for pair in o.data_files}
-        for attempt in range(max_group_attempts):
-            head = table.refresh().metadata.current_snapshot()
-            refs = {pair[0].path: pair[0] for u in batch.units for o in u.outputs for pair in o.data_files}
-            if (
-                head is not None
-                and head.snapshot_id != batch.snapshot_id
-                and (attempt or touched_since(table.metadata, table.io, batch.snapshot_id, refs))
-            ):
-                # after a conflict, or a commit since touched the group's data files: planned again
-                again = _plan(table, only=paths) if paths else None
-                dangling = plan.dangling if n == 0 else ()
-                if again is None and not dangling:
-                    break  # nothing left to compact in this group
-                batch = (
-                    replace(again, dangling=dangling)
-                    if again is not None
-                    else _Plan(head.snapshot_id, (), (), frozenset(), frozenset(), dangling, 0)
-                )
-            try:
-                done.append(_commit(table, batch, run))
-                break
-            except (CommitConflictError, CommitFailedError) as e:
-                if attempt + 1 == max_group_attempts:
-                    failed.append(str(e))
-                    break
-                time.sleep(backoff(attempt))
-    raise_if_none_committed(failed, done)
+
+    def replan(n: int, planned: _Plan, head: Snapshot) -> _Plan | None:
+        paths = planned.data_files.keys()
+        again = _plan(table, only=set(paths)) if paths else None
+        dangling = plan.dangling if n == 0 else ()  # the dangling files go with the first commit
+        if again is None and not dangling:
+            return None  # nothing left to compact in this group
+        if again is None:
+            return _Plan(head.snapshot_id, (), (), frozenset(), frozenset(), dangling, 0)
+        return replace(again, dangling=dangling)
+
+    indexes = spread(range(len(plan.units)), partial_progress_max_commits) or [range(0)]
+    progress = commit_groups(
+        table,
+        [_batch(plan, list(index), dangling=n == 0) for n, index in enumerate(indexes)],
+        replan=replan,
+        commit=lambda n, batch, so_far: _commit(table, batch, run),
+        max_group_attempts=max_group_attempts,
+        stop=stop,
+    )
+    done = progress.done
     return PositionDeleteMetrics(
         delete_files_rewritten=sum(c.rewritten for c in done),
         dangling_delete_files_removed=sum(c.dangling for c in done),
@@ -451,8 +436,8 @@ def rewrite_position_deletes(
         snapshot_id=done[-1].snapshot_id if done else None,
         seconds=time.monotonic() - started,
         commits=len(done),
-        failed_commits=tuple(failed),
-        stopped_commits=stopped,
+        failed_commits=tuple(progress.failed),
+        stopped_commits=progress.stopped,
     )
 
 
