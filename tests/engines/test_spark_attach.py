@@ -405,3 +405,24 @@ def test_readme_pipeline_runs_verbatim(oracle: IcebergJava, catalog: SqlCatalog)
     assert rows == [(1, "a", 3, 9.0, "2024-05-01"), (2, "b", 2, 40.0, "2024-05-02")]
     kinds = Counter(int(r[0]) for r in oracle.sql("SELECT content FROM icemor.shop.orders.files"))
     assert kinds[0] > 0
+
+
+def test_write_to(oracle: IcebergJava, attached: SparkSession, catalog: SqlCatalog) -> None:
+    ns = "att_wt"
+    _make(oracle, f"{ns}.java")
+    _make(oracle, f"{ns}.ours")
+    source = attached.sql(f"SELECT {ROW} FROM range(5000, 5010)")
+    source.writeTo(oracle.qualified(f"{ns}.java")).append()
+    source.writeTo(f"{ns}.ours").append()
+    expected = _rows(attached, f"SELECT * FROM {oracle.qualified(f'{ns}.java')}")
+    assert _rows(attached, f"SELECT * FROM {oracle.qualified(f'{ns}.ours')}") == expected
+    source.writeTo(f"ice.{ns}.made").partitionedBy("p").tableProperty("format-version", "3").create()
+    assert catalog.load_table(f"{ns}.made").format_version == 3
+    assert str(oracle.java_table(f"{ns}.made").spec().fields().get(0).name()) == "p"
+    assert _rows(attached, f"SELECT * FROM {oracle.qualified(f'{ns}.made')}") == _rows(
+        attached, f"SELECT {ROW} FROM range(5000, 5010)"
+    )
+    with pytest.raises(InvalidArgumentError, match="already exists"):
+        source.writeTo(f"ice.{ns}.made").create()
+    with pytest.raises(InvalidArgumentError, match="overwritePartitions"):
+        source.writeTo(f"{ns}.ours").overwritePartitions()

@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql import functions as F
-from pyspark.sql.readwriter import DataFrameReader
 from sqlglot import exp
 
+from icemor.engines.spark import front_patches as patches
 from icemor.engines.spark._compat import spark_schema_of
 from icemor.engines.spark.session_kind import is_connect
 from icemor.exceptions import InvalidArgumentError, NoSuchTableError
@@ -190,6 +190,27 @@ class Attached:
             msg = f"read options are for a table, not the metadata table {name}"
             raise InvalidArgumentError(msg)
         return self._frame(target, given)
+
+    def stored(self, df: DataFrame, identifier: str) -> DataFrame:
+        """``df``'s columns cast by name to the table's types, as Spark's V2 writes store them."""
+        types = dict(self.services.columns(identifier))
+        return df.select(*(_stored(F.col(quote_identifier(c)), types.get(c), c) for c in df.columns))
+
+    def writer_target(self, name: str) -> tuple[str, bool] | None:
+        """``df.writeTo(name)``: the icemor table (``namespace.table``, and whether it exists),
+        or None when the name is Spark's."""
+        parts = _name_parts(name)
+        if parts is None or len(parts) < 2:
+            return None
+        target = self._resolve(parts)
+        if target is not None:
+            if target.metadata is not None or target.options:
+                msg = f"df.writeTo({name}): a metadata table, a branch or a tag is not writable"
+                raise InvalidArgumentError(msg)
+            return target.identifier, True
+        if len(parts) == 3 and parts[0].lower() == self.name.lower():
+            return ".".join(parts[1:]), False
+        return None
 
     # ---- statement kinds ---------------------------------------------------------------------
 
@@ -711,7 +732,7 @@ def attach(spark: SparkSession, name: str, services: FrontServices) -> Attached:
         spark.sql = front.run  # type: ignore[method-assign,assignment]
         spark.table = front.read_table  # type: ignore[method-assign,assignment]
         _ATTACHED[id(spark)] = front
-        _patch_readers()
+        patches.patch(attached)
     return front
 
 
@@ -725,58 +746,10 @@ def detach(spark: SparkSession) -> bool:
         for view in front.views:
             front.spark.catalog.dropTempView(view)
         if not _ATTACHED:
-            _unpatch_readers()
+            patches.unpatch()
     return True
 
 
 def _restore(front: Attached) -> None:
     for attr in ("sql", "table"):
         front.spark.__dict__.pop(attr, None)
-
-
-_READERS: list[tuple[type, Callable[..., Any], Callable[..., Any], Callable[..., Any]]] = []
-
-
-def _reader_classes() -> list[type]:
-    classes: list[type] = [DataFrameReader]
-    try:
-        from pyspark.sql.connect.readwriter import DataFrameReader as ConnectReader  # noqa: PLC0415 - optional: Connect's libraries
-
-        classes.append(ConnectReader)
-    except ImportError:  # no Connect client libraries
-        pass
-    return classes
-
-
-def _patch_readers() -> None:
-    """``spark.read.option(...).table(name)``: the reader notes its options and asks the
-    session's attachment first. Patched on the classes once, undone when no session is attached."""
-    if _READERS:
-        return
-    for cls in _reader_classes():
-        table, option, options = cls.table, cls.option, cls.options  # type: ignore[attr-defined]
-
-        def noted_option(self: Any, key: str, value: Any, _option: Any = option) -> Any:
-            self.__dict__.setdefault("_icemor_options", {})[key] = value
-            return _option(self, key, value)
-
-        def noted_options(self: Any, _options: Any = options, **kw: Any) -> Any:
-            self.__dict__.setdefault("_icemor_options", {}).update(kw)
-            return _options(self, **kw)
-
-        def routed_table(self: Any, name: str, _table: Any = table) -> Any:
-            # the classic reader holds its session as _spark, the Connect one as _client
-            session: Any = getattr(self, "_spark", None) or getattr(self, "_client", None)
-            front = attached(session)
-            if front is None:
-                return _table(self, name)
-            return front.read_table(name, self.__dict__.get("_icemor_options"))
-
-        cls.option, cls.options, cls.table = noted_option, noted_options, routed_table  # type: ignore[attr-defined]
-        _READERS.append((cls, table, option, options))
-
-
-def _unpatch_readers() -> None:
-    while _READERS:
-        cls, table, option, options = _READERS.pop()
-        cls.table, cls.option, cls.options = table, option, options  # type: ignore[attr-defined]
