@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.oracle
 
 SEED = int(os.environ.get("ICEMOR_ATTACH_SEED") or secrets.randbelow(2**31))
-STATEMENTS_PER_CONFIG = 80
+STATEMENTS_PER_CONFIG = 75  # x 2 configurations: the 150 statements #47 asks of make test
 COLUMNS = "id BIGINT, k STRING, qty DOUBLE, p STRING"
 ROW = "id, concat('k', id % 4) AS k, id * 0.5 AS qty, IF(id % 2 = 0, 'even', 'odd') AS p"
 DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "spark.md")
@@ -162,7 +162,7 @@ def attached(oracle: IcebergJava) -> Iterator[SparkSession]:
         icemor.spark.detach(oracle.spark)
 
 
-@pytest.mark.timeout(1200)  # 80 statements, each run twice and checked through Java
+@pytest.mark.timeout(1200)  # 75 statements, each run twice and checked through Java
 @pytest.mark.parametrize(("version", "partitioned_by"), [(2, "p"), (3, None)])
 def test_generated_statements_agree_with_java(
     oracle: IcebergJava, attached: SparkSession, version: int, partitioned_by: str | None
