@@ -204,8 +204,10 @@ def test_spark_statements_untouched_and_refusals(oracle: IcebergJava, attached: 
     assert [tuple(r) for r in attached.sql("SELECT id FROM att_v").collect()] == [(1,)]
     assert [tuple(r) for r in attached.table("att_v").collect()] == [(1,)]
     before = oracle.snapshot_ids(f"{ns}.t")
-    with pytest.raises(InvalidArgumentError, match="ALTER TABLE"):
-        attached.sql(f"ALTER TABLE ice.{ns}.t ADD COLUMNS (x INT)")
+    with pytest.raises(InvalidArgumentError, match="not supported"):
+        attached.sql(f"ALTER TABLE ice.{ns}.t ALTER COLUMN k COMMENT 'c'")
+    with pytest.raises(InvalidArgumentError, match="REPLACE TABLE"):
+        attached.sql(f"CREATE OR REPLACE TABLE ice.{ns}.t USING iceberg AS SELECT 1 AS id")
     with pytest.raises(NoSuchTableError, match="nope"):
         attached.sql("SELECT * FROM ice.nope.nothing")
     assert oracle.snapshot_ids(f"{ns}.t") == before
