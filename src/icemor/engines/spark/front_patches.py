@@ -18,12 +18,14 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrame
 
-    from icemor.engines.spark.front import Attached
 
 __all__ = ["patch", "unpatch"]
 
+# ``attached(session)`` gives the session's icemor.engines.spark.front.Attached (typed Any here:
+# that module imports this one)
 
-def patch(attached: Callable[[Any], Attached | None]) -> None:
+
+def patch(attached: Callable[[Any], Any]) -> None:
     """Patch the classes (once), asking ``attached(session)`` for a session's attachment."""
     _patch_readers(attached)
     _patch_writers(attached)
@@ -49,7 +51,7 @@ def _reader_classes() -> list[type]:
     return classes
 
 
-def _patch_readers(attached: Callable[[Any], Attached | None]) -> None:
+def _patch_readers(attached: Callable[[Any], Any]) -> None:
     """``spark.read.option(...).table(name)``: the reader notes its options and asks the
     session's attachment first. Patched on the classes once, undone when no session is attached."""
     if _READERS:
@@ -86,7 +88,7 @@ def _unpatch_readers() -> None:
 _WRITERS: list[tuple[type, dict[str, Any]]] = []
 
 
-def _patch_writers(attached: Callable[[Any], Attached | None]) -> None:
+def _patch_writers(attached: Callable[[Any], Any]) -> None:
     """``df.writeTo(name)`` of a classic session: for an icemor table, the writer notes its
     ``partitionedBy`` / ``tableProperty`` and icemor writes on ``append``, ``overwritePartitions``
     and ``create``. Patched on the class once, undone when no session is attached."""
@@ -129,7 +131,7 @@ def _patch_writers(attached: Callable[[Any], Attached | None]) -> None:
             if name == "tableProperty":
                 state["props"][args[0]] = args[1]
                 return self
-            front: Attached = state["front"]
+            front: Any = state["front"]
             if name == "append":
                 front.services.write(front.stored(self._df, state["table"]), state["table"], "append", None)
                 return None
