@@ -10,12 +10,14 @@ the rows Java reads from both and the table state (snapshot operations, file cou
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 import icemor.spark
+from icemor.engines.spark.front import attached as attached_front
 from icemor.exceptions import InvalidArgumentError, NoSuchTableError
 
 if TYPE_CHECKING:
@@ -81,6 +83,42 @@ def test_select_reads_like_java(oracle: IcebergJava, attached: SparkSession, ver
             assert ours == _rows(attached, shape.format(t=java)), shape
             assert ours  # not vacuous: the statements return rows
     assert attached.table(f"{ns}.t").count() == attached.table(java).count() == 300 - 43
+
+
+def test_select_reads_only_the_columns_it_names(
+    oracle: IcebergJava, attached: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark cannot prune columns through icemor's reads of equality-deleted files, so the front
+    asks for the columns a statement names; a statement that may use any column gets them all."""
+    ns = "att_prune"
+    _make(oracle, f"{ns}.t")
+    java = oracle.qualified(f"{ns}.t")
+    oracle.sql(f"DELETE FROM {java} WHERE k = 'k1'")
+    front = attached_front(attached)
+    assert front is not None
+    asked: list[object] = []
+    read = front.services.read
+
+    def spy(spark: SparkSession, name: str, options: Any) -> Any:
+        asked.append(options.get("columns"))
+        return read(spark, name, options)
+
+    monkeypatch.setattr(front, "services", replace(front.services, read=spy))
+    for shape, columns in (
+        ("SELECT count(*), sum(qty) FROM {t}", ["qty"]),
+        ("SELECT count(*) FROM {t} WHERE true", ["id"]),  # any one column
+        ("SELECT x.k, max(x.qty) FROM {t} x WHERE x.id > 20 GROUP BY x.k", ["id", "k", "qty"]),
+        ("SELECT a.id FROM {t} a JOIN {t} b USING (p) WHERE a.id < 5", ["id", "p"]),
+        ("SELECT * FROM {t} WHERE id < 9", None),
+        ("SELECT t.* FROM {t} t", None),
+        ("SELECT * FROM {t} NATURAL JOIN range(3)", None),
+        ("SELECT id, qty, k, p FROM {t}", None),  # every column: nothing to prune
+    ):
+        asked.clear()
+        ours = _rows(attached, shape.format(t=f"{ns}.t"))
+        assert ours == _rows(attached, shape.format(t=java)), shape
+        assert ours, shape
+        assert asked and all(a == columns for a in asked), (shape, asked)
 
 
 def test_time_travel_branches_tags_and_read_options(oracle: IcebergJava, attached: SparkSession) -> None:

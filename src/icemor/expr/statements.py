@@ -24,7 +24,15 @@ from icemor.expr.sql import check_size
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-__all__ = ["ParsedStatement", "TableReference", "command_words", "dotted", "parse_any", "spliced"]
+__all__ = [
+    "ParsedStatement",
+    "TableReference",
+    "command_words",
+    "dotted",
+    "parse_any",
+    "referenced_names",
+    "spliced",
+]
 
 
 @dataclass(frozen=True)
@@ -168,6 +176,23 @@ def spliced(text: str, edits: Sequence[tuple[int, int, str]]) -> str:
     for start, end, new in sorted(edits, reverse=True):
         out = out[:start] + new + out[end:]
     return out
+
+
+def referenced_names(tree: exp.Expr) -> frozenset[str] | None:
+    """Every name (lower case) the statement may use for a column, or None when it may use any.
+
+    A superset: each identifier counts (tables, aliases and lambda variables too), so a read of
+    the statement's tables may keep only the columns named here. None where columns are used
+    without being named: a star other than ``count(*)``, a ``NATURAL`` join, a ``PIVOT`` (which
+    groups by the columns it does not name).
+    """
+    if any(not isinstance(star.parent, exp.Count) for star in tree.find_all(exp.Star)):
+        return None
+    if any(str(j.args.get("method") or "").upper() == "NATURAL" for j in tree.find_all(exp.Join)):
+        return None
+    if next(tree.find_all(exp.Pivot), None) is not None:
+        return None
+    return frozenset(i.name.lower() for i in tree.find_all(exp.Identifier))
 
 
 def _references(tree: exp.Expr) -> Iterator[TableReference]:

@@ -27,7 +27,7 @@ import fnmatch
 import itertools
 import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -46,6 +46,7 @@ from icemor.expr.statements import (
     command_words,
     dotted,
     parse_any,
+    referenced_names,
     spliced,
 )
 
@@ -217,7 +218,7 @@ class Attached:
     def _select(
         self, statement: ParsedStatement, ours: Sequence[tuple[TableReference, _Target]]
     ) -> DataFrame:
-        with self._views(ours) as edits:
+        with self._views(ours, statement) as edits:
             return self._spark_sql(spliced(statement.text, edits))
 
     def _insert(
@@ -259,7 +260,7 @@ class Attached:
                 )
                 raise InvalidArgumentError(msg)
             where = " AND ".join(f"{quote_identifier(c)} = {v}" for c, v in fixed.items()) or None
-        with self._views(inner) as edits:
+        with self._views(inner, statement) as edits:
             body = spliced(statement.text, edits)[span[0] : span[1] + _shift(edits, span)]
             df = self._spark_sql(body)
             if len(df.columns) != len(named):
@@ -291,7 +292,7 @@ class Attached:
             raise InvalidArgumentError(msg)
         target_ref = next(r for r, t in ours if t is target)
         others = [(r, t) for r, t in ours if r is not target_ref]
-        with self._views(others) as edits:
+        with self._views(others, statement) as edits:
             name = ".".join(quote_identifier(p) for p in target.identifier.split("."))
             text = spliced(statement.text, [*edits, (target_ref.start, target_ref.end, name)])
             self.services.dml(self.spark, text)
@@ -332,7 +333,7 @@ class Attached:
             body = query.meta.get("query_span")
             text = statement.query_text() if body is None else statement.text[body[0] : body[1]]
             inner = [(r, t) for r, t in ours if r is not ref]
-            with self._views(inner) as edits:
+            with self._views(inner, statement) as edits:
                 start = body[0] if body else 0
                 end = body[1] + _shift(edits, body) if body else len(statement.text)
                 df = self._spark_sql(spliced(statement.text, edits)[start:end] if body else text or "")
@@ -567,8 +568,19 @@ class Attached:
             return self.services.metadata(self.spark, target.identifier, target.metadata)
         return self.services.read(self.spark, target.identifier, {**target.options, **(options or {})})
 
-    def _views(self, ours: Sequence[tuple[TableReference, _Target]]) -> _ViewScope:
-        return _ViewScope(self, ours)
+    def _views(
+        self, ours: Sequence[tuple[TableReference, _Target]], statement: ParsedStatement
+    ) -> _ViewScope:
+        return _ViewScope(self, ours, referenced_names(statement.tree))
+
+    def _pruned(self, target: _Target, names: frozenset[str] | None) -> _Target:
+        """``target`` read with only the columns ``names`` may mean: Spark cannot prune through
+        icemor's reads of files with equality deletes, so a narrow query must ask for less."""
+        if names is None or target.metadata is not None or target.options:
+            return target  # an older snapshot may have columns the table no longer has
+        columns = [c for c, _ in self.services.columns(target.identifier)]
+        kept = [c for c in columns if c.lower() in names] or columns[:1]  # count(*): any one column
+        return target if len(kept) == len(columns) else replace(target, options={"columns": kept})
 
     def _spark_sql(self, text: str) -> DataFrame:
         return self.sql(text)
@@ -585,9 +597,15 @@ class _ViewScope:
     each action, so its views live until ``detach``.
     """
 
-    def __init__(self, front: Attached, ours: Sequence[tuple[TableReference, _Target]]) -> None:
+    def __init__(
+        self,
+        front: Attached,
+        ours: Sequence[tuple[TableReference, _Target]],
+        names: frozenset[str] | None,
+    ) -> None:
         self.front = front
         self.ours = ours
+        self.names = names
         self.made: list[str] = []
 
     def __enter__(self) -> list[tuple[int, int, str]]:
@@ -595,7 +613,7 @@ class _ViewScope:
         suffix = uuid.uuid4().hex[:8]
         for ref, target in self.ours:
             view = f"__icemor_{next(self.front._counter)}_{suffix}"
-            self.front._frame(target).createOrReplaceTempView(view)
+            self.front._frame(self.front._pruned(target, self.names)).createOrReplaceTempView(view)
             self.made.append(view)
             alias = ref.alias is None
             edits.append(
