@@ -109,8 +109,11 @@ ENGINES = {
     "java": "Iceberg Java on Spark",
     "icemor_spark": "icemor on Spark (auto)",
     "icemor_spark_python": "icemor on Spark (Python workers)",
+    "icemor_attach": "spark.sql through icemor.spark.attach",
     "pyiceberg": "pyiceberg",
 }
+ATTACH_NAME = "ice"  # the oracle's session names Iceberg Java's catalog `icemor`
+ATTACH_VS_READ = 1.1  # spark.sql through attach against icemor.spark.read (auto), issue #47
 
 
 # ------------------------------------------------------------------------------------------ expectations
@@ -945,6 +948,21 @@ def bench_spark(bench: Bench, spark: SparkSession) -> None:
         for engine, strategy in (("icemor_spark", "auto"), ("icemor_spark_python", "python"))
         if bench.wants(engine)
     ]
+    attached = reason is None and bench.wants("icemor_attach")
+    if attached:
+        import icemor.spark
+
+        icemor.spark.attach(spark, name=ATTACH_NAME)
+    try:
+        _spark_groups(bench, spark, strategies, reason)
+    finally:
+        if attached:
+            icemor.spark.detach(spark)
+
+
+def _spark_groups(
+    bench: Bench, spark: SparkSession, strategies: list[tuple[str, str]], reason: str | None
+) -> None:
     # Iceberg Java and icemor on the same table and query are timed in alternation (run_group)
     for name in bench.variants:
         for query in QUERIES:
@@ -973,9 +991,35 @@ def bench_spark(bench: Bench, spark: SparkSession) -> None:
                         on_error=lambda exc: f"n/a ({one_line(exc, 60)})",
                     )
                 )
+            if bench.wants("icemor_attach"):
+                if reason is not None:
+                    bench.na("icemor_attach", query, name, f"n/a ({reason})")
+                else:
+                    attached = f"{ATTACH_NAME}.{NAMESPACE}.{name}"
+                    views["icemor_attach"] = attached  # the exact check reads it through attach too
+                    specs.append(
+                        Spec(
+                            "icemor_attach",
+                            query,
+                            name,
+                            _attach_query(spark, SPARK_SQL[query].format(table=attached)),
+                            spark_facts(query),
+                            exact_qty=False,
+                            on_error=lambda exc: f"n/a ({one_line(exc, 60)})",
+                        )
+                    )
             for cell in bench.run_group(specs, spark=spark):
                 if cell.engine in views and cell.median is not None and query == "wide" and not cell.wrong:
                     _exact_check(bench, spark, cell, views[cell.engine])
+
+
+def _attach_query(spark: SparkSession, sql: str) -> Callable[[], Any]:
+    """``spark.sql(sql)`` on the session attached by :func:`bench_spark` (as a user writes it)."""
+
+    def run() -> Any:
+        return spark.sql(sql).collect()[0]
+
+    return run
 
 
 def _icemor_on_spark(
@@ -1135,6 +1179,10 @@ def targets(bench: Bench) -> list[Target]:
         for query in QUERIES:
             label = f"icemor on Spark ≤ {limit}× Iceberg Java, {query} {name}"
             out.append(versus(bench, label, ("icemor_spark", query, name), ("java", query, name), limit))
+            if bench.get("icemor_attach", query, name) is not None:
+                label = f"spark.sql through attach ≤ {ATTACH_VS_READ}× icemor.spark.read, {query} {name}"
+                cell, ref = ("icemor_attach", query, name), ("icemor_spark", query, name)
+                out.append(versus(bench, label, cell, ref, ATTACH_VS_READ))
     return out
 
 
@@ -1360,7 +1408,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-SPARK_ENGINES = ("java", "icemor_spark", "icemor_spark_python")
+SPARK_ENGINES = ("java", "icemor_spark", "icemor_spark_python", "icemor_attach")
 
 
 def names_of(allowed: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:

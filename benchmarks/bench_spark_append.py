@@ -7,8 +7,10 @@ Run as ``.venv/bin/python benchmarks/bench_spark_append.py [--rows N] [--runs R]
    generated once and kept on disk (``persist(DISK_ONLY)``), so both writers read the same
    cached rows. Each run appends it to a new empty table: Iceberg Java's
    ``df.writeTo(t).append()`` and ``icemor.spark.write(df, t)`` (the function form of
-   ``df.write.format("icemor")``), alternating, one warm-up each, the median of ``--runs``
-   printed. Every result is checked through Iceberg Java (count, sum(id)) before its time counts.
+   ``df.write.format("icemor")``), and ``INSERT INTO t SELECT * FROM source`` by Iceberg Java
+   and through ``icemor.spark.attach`` (target: <= 1.0x Java's), in rotating order, one warm-up
+   each, the median of ``--runs`` printed. Every result is checked through Iceberg Java (count,
+   sum(id)) before its time counts.
 2. **Driver memory** (PySpark 3.5): in a fresh process each (icemor's own ``local[2]`` session),
    ``icemor.spark.write`` of a 1 M and a 10 M-row ``spark.range`` DataFrame; the child prints its
    driver Python process's peak RSS (``ru_maxrss``). Only file metadata reaches the driver, so
@@ -40,6 +42,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_DIR = REPO_ROOT / "bench-data" / "spark-append"
 SPARK4_PYTHON = REPO_ROOT / ".venv-spark4" / "bin" / "python"
 NAMESPACE = "bench_append"
+ATTACH_NAME = "ice"
+# df.writeTo(t).append() and icemor.spark.write; INSERT INTO … SELECT by Java and through attach
+WRITERS = ("java", "icemor", "java_insert", "attach_insert")
 ROWS = 10_000_000
 MEMORY_ROWS = (1_000_000, 10_000_000)
 # the rows of the driver-memory children: no note column (generation would dominate)
@@ -78,7 +83,10 @@ def bench_against_java(home: Path, rows: int, runs: int) -> dict[str, Any]:
     source = spark.sql(SELECT_ROWS.format(rows=rows)).persist(StorageLevel.DISK_ONLY)
     source.count()
     print(f"generated and cached {rows:,} rows in {time.perf_counter() - t0:.1f} s", flush=True)
-    times: dict[str, list[float]] = {"java": [], "icemor": []}
+    view = "bench_append_source"
+    source.createOrReplaceTempView(view)
+    icemor.spark.attach(spark, name=ATTACH_NAME)  # Java's catalog is `icemor` in this session
+    times: dict[str, list[float]] = {who: [] for who in WRITERS}
     counter = 0
 
     def fresh() -> str:
@@ -92,9 +100,12 @@ def bench_against_java(home: Path, rows: int, runs: int) -> dict[str, Any]:
     writers = {
         "java": lambda name: source.writeTo(java.qualified(name)).append(),
         "icemor": lambda name: icemor.spark.write(source, name),
+        "java_insert": lambda name: spark.sql(f"INSERT INTO {java.qualified(name)} SELECT * FROM {view}"),
+        "attach_insert": lambda name: spark.sql(f"INSERT INTO {ATTACH_NAME}.{name} SELECT * FROM {view}"),
     }
     for i in range(runs + 1):  # the first round is the warm-up
-        order = ("java", "icemor") if i % 2 == 0 else ("icemor", "java")
+        shift = i % len(WRITERS)  # each writer takes each place in the order in turn
+        order = WRITERS[shift:] + WRITERS[:shift]
         for who in order:
             name = fresh()
             t0 = time.perf_counter()
@@ -114,15 +125,14 @@ def bench_against_java(home: Path, rows: int, runs: int) -> dict[str, Any]:
             for r in java.sql(f"SELECT record_count, file_size_in_bytes FROM {java.qualified(name)}.files")
         ]
         java.sql(f"DROP TABLE {java.qualified(name)} PURGE")
+    icemor.spark.detach(spark)
     source.unpersist()
     machine = machine_info(spark.version)
     java.stop()
     return {
         "rows": rows,
-        "java_s": statistics.median(times["java"]),
-        "icemor_s": statistics.median(times["icemor"]),
-        "java_runs": times["java"],
-        "icemor_runs": times["icemor"],
+        **{f"{who}_s": statistics.median(times[who]) for who in WRITERS},
+        **{f"{who}_runs": times[who] for who in WRITERS},
         "files": files,
         "machine": machine,
     }
@@ -266,6 +276,17 @@ def main(argv: list[str] | None = None) -> int:
         report.add(f"append of {r['rows']:,} rows: Iceberg Java writeTo().append()", r["java_s"])
         icemor_write = f"append of {r['rows']:,} rows: icemor.spark.write"
         report.against(icemor_write, r["icemor_s"], r["java_s"], "Iceberg Java", limit=1.0)
+        insert = f"INSERT INTO … SELECT of {r['rows']:,} rows"
+        ratio = r["attach_insert_s"] / r["java_insert_s"]
+        lines.append(
+            f"{insert}: Iceberg Java {r['java_insert_s']:.1f} s, through icemor.spark.attach "
+            f"{r['attach_insert_s']:.1f} s = {ratio:.2f}x Java (target <= 1.0x) "
+            f"{'OK' if ratio <= 1.0 else 'OVER'}"
+        )
+        report.add(f"{insert}: Iceberg Java", r["java_insert_s"])
+        report.against(
+            f"{insert}: through attach", r["attach_insert_s"], r["java_insert_s"], "Iceberg Java", limit=1.0
+        )
         for who, files in r["files"].items():
             sizes = sorted(s for _, s in files)
             rows_in = sum(n for n, _ in files)
