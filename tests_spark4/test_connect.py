@@ -81,7 +81,8 @@ def test_connect_session_runs_every_path_as_a_classic_session(spark: SparkSessio
     assert connect["metrics"] == classic["metrics"]
     assert connect["feed"] == classic["feed"]
     assert connect["refused"] == classic["refused"]
-    for kind in ("t", "stream"):
+    assert connect["attach"] == classic["attach"]
+    for kind in ("t", "stream", "sqlt"):
         assert connect["rows"][f"connect.{kind}"] == classic["rows"][f"classic.{kind}"], kind
     # the Connect client's progress handler reported the job's 8 tasks, then that it ended
     progress = connect["progress"]

@@ -281,6 +281,11 @@ def run(spark: SparkSession, ns: str, out: Path) -> dict[str, Any]:
     result["rows"][name] = sorted(list(r) for r in model.values())
     scenarios.save_expected(out, name, model)
 
+    result["attach"], attach_model = _attach_sql(spark, ns)
+    result["rows"][f"{ns}.sqlt"] = sorted(list(r) for r in attach_model.values())
+    scenarios.save_expected(out, f"{ns}.sqlt", attach_model)
+    lap("Spark SQL through attach")
+
     stream_name = f"{ns}.stream"
     result["rows"][stream_name], result["metrics"]["stream_again"] = _stream(
         spark, stream_name, out / f"{ns}-stream"
@@ -289,6 +294,57 @@ def run(spark: SparkSession, ns: str, out: Path) -> dict[str, Any]:
     lap("streaming CDC sink")
     assert icemor.load_table(name).scan().count() == len(model)
     return result
+
+
+def _attach_sql(spark: SparkSession, ns: str) -> tuple[dict[str, Any], dict[int, Row]]:
+    """Iceberg's Spark SQL on an icemor table after ``attach``: DDL, INSERT, DELETE, UPDATE with a
+    partition move, MERGE, reads, time travel and metadata tables, each step against the model."""
+    import icemor.spark
+
+    name = f"{ns}.sqlt"
+    icemor.spark.attach(spark)
+    try:
+        spark.sql(
+            f"CREATE TABLE {name} (id BIGINT, part STRING, qty BIGINT, note STRING) USING iceberg "
+            "PARTITIONED BY (part) TBLPROPERTIES ('format-version' = '3')"
+        )
+        spark.sql(f"INSERT INTO {name} SELECT id, concat('p', id % 2), id, 'sql' FROM range(0, 60)")
+        model: dict[int, Row] = {i: (i, f"p{i % 2}", i, "sql") for i in range(60)}
+        scenarios.check(name, model, "INSERT INTO through attach")
+        spark.sql(f"DELETE FROM icemor.{name} WHERE id % 7 = 1")
+        model = {k: r for k, r in model.items() if k % 7 != 1}
+        scenarios.check(name, model, "DELETE through attach")
+        spark.sql(f"UPDATE {name} SET qty = qty * 10, part = 'p9' WHERE id < 6")
+        model.update({k: (k, "p9", r[2] * 10, r[3]) for k, r in model.items() if k < 6})
+        scenarios.check(name, model, "UPDATE through attach")
+        source: list[Row] = [(3, "p0", -3, "merged"), (500, "p1", 5, "merged")]
+        spark.createDataFrame(source, schema=scenarios.SPARK_DDL).createOrReplaceTempView(f"{ns}_att_src")
+        spark.sql(
+            f"MERGE INTO {name} t USING {ns}_att_src s ON t.id = s.id "
+            "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+        )
+        model.update({r[0]: r for r in source})
+        scenarios.check(name, model, "MERGE through attach")
+        rows = sorted(list(r) for r in spark.sql(f"SELECT * FROM {name}").collect())
+        assert rows == sorted(list(r) for r in model.values())
+
+        def rows_of(text: str) -> list[list[Any]]:
+            return [list(r) for r in spark.sql(text.format(t=name)).collect()]
+
+        history = rows_of("SELECT snapshot_id, operation FROM {t}.snapshots ORDER BY committed_at")
+        first = history[0][0]
+        reads = {
+            "by_part": sorted(rows_of("SELECT part, count(*), sum(qty) FROM {t} GROUP BY part")),
+            "table": spark.table(name).count(),
+            "first": rows_of(f"SELECT count(*) FROM {{t}} VERSION AS OF {first}")[0][0],
+            "operations": [op for _, op in history],
+            "contents": sorted(r[0] for r in rows_of("SELECT DISTINCT content FROM {t}.files")),
+        }
+        assert reads["table"] == len(model) and reads["first"] == 60, reads
+        assert reads["contents"] == [0, 1], reads  # data files and deletion vectors
+    finally:
+        assert icemor.spark.detach(spark)
+    return reads, model
 
 
 def _stream(spark: SparkSession, name: str, work: Path) -> tuple[list[list[Any]], dict[str, Any]]:
