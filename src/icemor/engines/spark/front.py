@@ -177,15 +177,22 @@ class Attached:
         msg = f"{what} on an icemor table is not supported through attach (docs/spark.md lists what runs)"
         raise InvalidArgumentError(msg)
 
-    def read_table(self, name: str, options: Mapping[str, Any] | None = None) -> DataFrame:
-        """``spark.table(name)`` / ``spark.read.options(...).table(name)``."""
+    def read_table(
+        self,
+        name: str,
+        options: Mapping[str, Any] | None = None,
+        *,
+        spark_table: Callable[[], DataFrame] | None = None,
+    ) -> DataFrame:
+        """``spark.table(name)`` / ``spark.read.options(...).table(name)``; a table that is not
+        icemor's is ``spark_table()`` (the reader's own) or else the session's ``table``."""
         parts = _name_parts(name)
         target = self._resolve(parts) if parts is not None and len(parts) >= 2 else None
         if target is None:
             if parts is not None and len(parts) >= 3 and parts[0].lower() == self.name.lower():
                 msg = f"no icemor table {'.'.join(parts[1:])} in the attached catalog {self.name}"
                 raise NoSuchTableError(msg)
-            return self.table(name)
+            return spark_table() if spark_table is not None else self.table(name)
         given = dict(options or {})
         if given and target.metadata is not None:
             msg = f"read options are for a table, not the metadata table {name}"

@@ -73,7 +73,10 @@ def _patch_readers(attached: Callable[[Any], Any]) -> None:
             front = attached(session)
             if front is None:
                 return _table(self, name)
-            return front.read_table(name, self.__dict__.get("_icemor_options"))
+            # Spark's table goes to this reader's own method: a Connect session's table() is
+            # read.table(), which would come back here
+            options = self.__dict__.get("_icemor_options")
+            return front.read_table(name, options, spark_table=lambda: _table(self, name))
 
         cls.option, cls.options, cls.table = noted_option, noted_options, routed_table  # type: ignore[attr-defined]
         _READERS.append((cls, table, option, options))
