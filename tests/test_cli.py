@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -13,7 +14,7 @@ import pytest
 from typer.main import get_command_name
 
 from icemor.cli import run
-from icemor.cli.app import app
+from icemor.cli.app import app, echo_commit, split_names
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -366,3 +367,26 @@ def test_every_json_option_prints_one_document_and_jsonl_lines(
     assert run(["snapshots", "db.t", "--json"]) == 0
     snaps = json.loads(capsys.readouterr().out)
     assert [s["operation"] for s in snaps] == ["append", "delete"]
+
+
+@pytest.mark.parametrize(
+    ("given", "names"),
+    [(None, []), ("a", ["a"]), (" a, b ,,c ", ["a", "b", "c"]), (["a,b", " c", ""], ["a", "b", "c"])],
+)
+def test_split_names_of_one_or_repeated_comma_separated_values(
+    given: str | list[str] | None, names: list[str]
+) -> None:
+    assert split_names(given) == names
+
+
+@pytest.mark.parametrize(
+    ("snapshot_id", "line"),
+    [(None, "none of db.t: nothing committed (1.235 s)"), (7, "did db.t, snapshot 7 (1.235 s)")],
+)
+def test_a_committing_command_ends_its_line_one_way(
+    snapshot_id: int | None, line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    echo_commit(
+        SimpleNamespace(snapshot_id=snapshot_id, seconds=1.23456), done="did db.t, ", nothing="none of db.t: "
+    )
+    assert capsys.readouterr().out == line + "\n"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 import typer
 
@@ -35,6 +35,8 @@ __all__ = [
     "TableArg",
     "app",
     "cli_options",
+    "echo_commit",
+    "engine_spark",
     "epoch_ms",
     "fail",
     "note",
@@ -42,6 +44,7 @@ __all__ = [
     "open_table",
     "parse_pairs",
     "spark_session",
+    "split_names",
 ]
 
 app = typer.Typer(
@@ -143,6 +146,38 @@ def note(text: str) -> None:
     typer.echo(f"icemor: note: {text}", err=True)
 
 
+def split_names(values: str | list[str] | None) -> list[str]:
+    """A comma-separated option value (or a repeatable option's values, each comma-separated) as
+    the names it holds, stripped, empty ones dropped."""
+    texts = [values] if isinstance(values, str) else values or []
+    return [name.strip() for text in texts for name in text.split(",") if name.strip()]
+
+
+class _Commit(Protocol):
+    """The metrics of a committing command (the operations' ``*Metrics``)."""
+
+    @property
+    def snapshot_id(self) -> int | None: ...
+
+    @property
+    def seconds(self) -> float: ...
+
+
+def echo_commit(m: _Commit, *, done: str, nothing: str) -> None:
+    """The line a committing command prints: ``done`` then ``snapshot ID``, or, when nothing was
+    committed, ``nothing`` then ``nothing committed``; each with the seconds taken.
+
+    Args:
+        m: The command's metrics.
+        done: The start of the line of a commit, up to its separator (``...; ``).
+        nothing: The start of the line of no commit, up to its separator (``...: ``).
+    """
+    if m.snapshot_id is None:
+        typer.echo(f"{nothing}nothing committed ({m.seconds:.3f} s)")
+    else:
+        typer.echo(f"{done}snapshot {m.snapshot_id} ({m.seconds:.3f} s)")
+
+
 def epoch_ms(text: str, option: str) -> int:
     """A time option: milliseconds since the epoch, or an ISO-8601 date or time (UTC unless zoned)."""
     return to_epoch_ms(text, what=option)
@@ -186,6 +221,15 @@ def spark_session() -> SparkSession:
     )
     _watch_spark(spark, opts)
     return spark
+
+
+def engine_spark(engine: Engine | None = None) -> SparkSession | None:
+    """The SparkSession (:func:`spark_session`) when the command runs on Spark, else None.
+
+    Args:
+        engine: The command's own ``--engine`` (default: the global ``--engine``).
+    """
+    return spark_session() if (engine or cli_options().engine) == Engine.spark else None
 
 
 def _watch_spark(spark: SparkSession, opts: Options) -> None:

@@ -17,7 +17,7 @@ import typer
 from icemor.exceptions import InvalidArgumentError, redact_properties
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Collection, Iterable, Iterator, Sequence
     from pathlib import Path
 
     from icemor.spec.describe import HistoryEntry, SnapshotInfo, TableDescription
@@ -349,14 +349,7 @@ def _n(v: int | None) -> str:
 def print_snapshots(snaps: list[SnapshotInfo], *, title: str, as_json: bool, jsonl: bool = False) -> None:
     """``icemor snapshots``: every snapshot with its summary counts and refs; ``as_json``: one
     JSON array, ``jsonl``: one JSON object a line."""
-    from rich.console import Console  # noqa: PLC0415 - cost: rich ~30 ms when no table is printed
-    from rich.table import Table  # noqa: PLC0415 - cost: rich ~30 ms when no table is printed
-
-    if as_json or jsonl:
-        print_json([dataclasses.asdict(s) for s in snaps], lines=jsonl)
-        return
-    t = Table(title=title, caption=f"{len(snaps)} snapshots; * = current")
-    for col in (
+    columns = (
         "committed at (UTC)",
         "ms",
         "snapshot id",
@@ -372,10 +365,9 @@ def print_snapshots(snaps: list[SnapshotInfo], *, title: str, as_json: bool, jso
         "data files",
         "delete files",
         "refs",
-    ):
-        t.add_column(col, no_wrap=col in ("snapshot id", "parent id", "committed at (UTC)"))
-    for s in snaps:
-        t.add_row(
+    )
+    rows = (  # built only for the table
+        (
             _when(s.timestamp_ms),
             str(s.timestamp_ms),
             str(s.snapshot_id) + (" *" if s.is_current else ""),
@@ -392,23 +384,19 @@ def print_snapshots(snaps: list[SnapshotInfo], *, title: str, as_json: bool, jso
             _n(s.total_delete_files),
             ", ".join(s.refs),
         )
-    Console(width=250).print(t)
+        for s in snaps
+    )
+    no_wrap = ("snapshot id", "parent id", "committed at (UTC)")
+    caption = f"{len(snaps)} snapshots; * = current"
+    _print_records(snaps, rows, columns, no_wrap, title=title, caption=caption, as_json=as_json, jsonl=jsonl)
 
 
 def print_history(entries: list[HistoryEntry], *, title: str, as_json: bool, jsonl: bool = False) -> None:
     """``icemor history``: each change of the current snapshot, oldest first; ``as_json``: one
     JSON array, ``jsonl``: one JSON object a line."""
-    from rich.console import Console  # noqa: PLC0415 - cost: rich ~30 ms when no table is printed
-    from rich.table import Table  # noqa: PLC0415 - cost: rich ~30 ms when no table is printed
-
-    if as_json or jsonl:
-        print_json([dataclasses.asdict(e) for e in entries], lines=jsonl)
-        return
-    t = Table(title=title, caption=f"{len(entries)} entries")
-    for col in ("made current at (UTC)", "ms", "snapshot id", "parent id", "operation", "ancestor", "refs"):
-        t.add_column(col, no_wrap=col != "refs")
-    for e in entries:
-        t.add_row(
+    columns = ("made current at (UTC)", "ms", "snapshot id", "parent id", "operation", "ancestor", "refs")
+    rows = (  # built only for the table
+        (
             _when(e.made_current_at_ms),
             str(e.made_current_at_ms),
             str(e.snapshot_id),
@@ -417,4 +405,37 @@ def print_history(entries: list[HistoryEntry], *, title: str, as_json: bool, jso
             "yes" if e.is_current_ancestor else "no (rolled back)",
             ", ".join(e.refs),
         )
+        for e in entries
+    )
+    no_wrap = columns[:-1]  # every column but refs
+    caption = f"{len(entries)} entries"
+    _print_records(
+        entries, rows, columns, no_wrap, title=title, caption=caption, as_json=as_json, jsonl=jsonl
+    )
+
+
+def _print_records(
+    records: Sequence[Any],
+    rows: Iterable[Sequence[str]],
+    columns: Sequence[str],
+    no_wrap: Collection[str],
+    *,
+    title: str,
+    caption: str,
+    as_json: bool,
+    jsonl: bool,
+) -> None:
+    """Dataclass ``records`` as JSON (``as_json``: one array, ``jsonl``: one object a line), or
+    their ``rows`` as a wide table of ``columns`` (those in ``no_wrap`` not wrapped)."""
+    from rich.console import Console  # noqa: PLC0415 - cost: rich ~30 ms when no table is printed
+    from rich.table import Table  # noqa: PLC0415 - cost: rich ~30 ms when no table is printed
+
+    if as_json or jsonl:
+        print_json([dataclasses.asdict(r) for r in records], lines=jsonl)
+        return
+    t = Table(title=title, caption=caption)
+    for col in columns:
+        t.add_column(col, no_wrap=col in no_wrap)
+    for row in rows:
+        t.add_row(*row)
     Console(width=250).print(t)

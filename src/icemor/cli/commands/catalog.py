@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from icemor.cli.app import JsonOpt, TableArg, fail, note, open_catalog, open_table, parse_pairs
+from icemor.cli.app import JsonOpt, TableArg, fail, note, open_catalog, open_table, parse_pairs, split_names
 from icemor.exceptions import InvalidArgumentError
 from icemor.ops.drop import drop_table as _drop
 
@@ -53,7 +53,7 @@ def create_table(
         table,
         schema_from=schema_from,
         partition_by=partition_by or [],
-        identifier_fields=[c.strip() for c in (identifier_fields or "").split(",") if c.strip()],
+        identifier_fields=split_names(identifier_fields),
         format_version=format_version,
         properties=props,
         tables=lambda: table_locations(catalog, strict=False),
@@ -68,10 +68,6 @@ def _pair(text: str, option: str, shape: str) -> tuple[str, str]:
         msg = f"{option} takes {shape}, got {text!r}"
         raise InvalidArgumentError(msg)
     return left.strip(), right.strip()
-
-
-def _names(values: list[str] | None) -> list[str]:
-    return [n.strip() for v in values or () for n in v.split(",") if n.strip()]
 
 
 def alter(
@@ -115,11 +111,11 @@ def alter(
     for item in widen or ():
         change.widen_column(*_pair(item, "--widen", "col:type"))
         steps += 1
-    for name in _names(require):
+    for name in split_names(require):
         change.require_column(name)
         steps += 1
     if identifier_fields is not None:
-        change.set_identifier_fields(*_names([identifier_fields]))
+        change.set_identifier_fields(*split_names(identifier_fields))
         steps += 1
     if not steps:
         fail("give at least one of --add-column, --rename, --widen, --require, --identifier-fields")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from icemor.cli.app import Engine, JsonOpt, TableArg, cli_options, open_table, spark_session
+from icemor.cli.app import Engine, JsonOpt, TableArg, engine_spark, open_table
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -157,8 +157,7 @@ def optimize(
     position, delete-file compaction; major: data-file rewrite; full when enabled), with thresholds
     from icemor.optimize.* table properties (docs/health.md). With --watch, a service: one line
     per round; SIGTERM ends it cleanly (exit 0) after the group commit under way."""
-    chosen = engine or cli_options().engine
-    spark = spark_session() if chosen == Engine.spark else None
+    spark = engine_spark(engine)
     t = open_table(table)
     if watch is None or dry_run:
         result = t.optimize(dry_run=dry_run, spark=spark, note=lambda line: typer.echo(f"  {line}"))

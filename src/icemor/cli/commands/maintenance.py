@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from icemor.cli.app import Engine, TableArg, cli_options, epoch_ms, fail, open_table, spark_session
+from icemor.cli.app import TableArg, echo_commit, engine_spark, epoch_ms, fail, open_table
 from icemor.cli.progress import work_bar
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from icemor.maintenance.data_files import DataRewriteMetrics
     from icemor.maintenance.equality_to_position import ConversionMetrics
     from icemor.maintenance.expire import ExpireMetrics
@@ -84,7 +86,7 @@ def compact(
             "go with --data-files"
         )
     t = open_table(table)
-    spark = spark_session() if cli_options().engine == Engine.spark else None
+    spark = engine_spark()
     if equality_to_position:
         _print_conversion(table, t.maintenance.rewrite_equality_deletes(spark=spark))
     elif position_deletes:
@@ -105,38 +107,34 @@ def compact(
 
 
 def _print_conversion(table: str, m: ConversionMetrics) -> None:
-    if m.snapshot_id is None:
-        typer.echo(f"{table} has no equality deletes: nothing committed ({m.seconds:.3f} s)")
-        return
-    typer.echo(
-        f"converted the equality deletes of {m.data_files_converted} data files into "
+    echo_commit(
+        m,
+        done=f"converted the equality deletes of {m.data_files_converted} data files into "
         f"{m.positions_written} positions in {m.position_delete_files_added} position delete files; "
         f"removed {m.equality_delete_files_removed} equality and {m.position_delete_files_removed} "
-        f"position delete files and {m.data_files_removed} data files; snapshot {m.snapshot_id} "
-        f"({m.seconds:.3f} s)"
+        f"position delete files and {m.data_files_removed} data files; ",
+        nothing=f"{table} has no equality deletes: ",
     )
 
 
 def _print_position_deletes(table: str, p: PositionDeleteMetrics) -> None:
-    if p.snapshot_id is None:
-        typer.echo(f"{table}: no position delete files to compact, nothing committed ({p.seconds:.3f} s)")
-        return
-    typer.echo(
-        f"merged {p.delete_files_rewritten} position delete files ({p.positions_before} rows) into "
+    echo_commit(
+        p,
+        done=f"merged {p.delete_files_rewritten} position delete files ({p.positions_before} rows) into "
         f"{p.delete_files_added} ({p.positions_written} positions); removed "
         f"{p.dangling_delete_files_removed} dangling delete files and {p.data_files_removed} data files "
-        f"with no row left; snapshot {p.snapshot_id} ({p.seconds:.3f} s)"
+        "with no row left; ",
+        nothing=f"{table}: no position delete files to compact, ",
     )
 
 
 def _print_data_files(table: str, d: DataRewriteMetrics) -> None:
-    if d.snapshot_id is None:
-        typer.echo(f"{table}: no data file needs rewriting, nothing committed ({d.seconds:.3f} s)")
-        return
-    typer.echo(
-        f"rewrote {d.data_files_rewritten} data files ({d.bytes_rewritten} bytes) into {d.data_files_added} "
-        f"({d.rows_written} rows, {d.bytes_added} bytes); removed {d.delete_files_removed} delete files; "
-        f"snapshot {d.snapshot_id} ({d.seconds:.3f} s)"
+    echo_commit(
+        d,
+        done=f"rewrote {d.data_files_rewritten} data files ({d.bytes_rewritten} bytes) into "
+        f"{d.data_files_added} ({d.rows_written} rows, {d.bytes_added} bytes); removed "
+        f"{d.delete_files_removed} delete files; ",
+        nothing=f"{table}: no data file needs rewriting, ",
     )
 
 
@@ -187,10 +185,7 @@ def _print_expired(m: ExpireMetrics, *, dry_run: bool) -> None:
         f"{m.manifests_deleted} manifests, {m.manifest_lists_deleted} manifest lists, "
         f"{m.statistics_files_deleted} statistics files ({m.seconds:.3f} s)"
     )
-    if dry_run:
-        for path in m.files:
-            typer.echo(f"  {path}")
-    _note_failed(m.failed)
+    _print_files(m.files, m.failed, dry_run=dry_run)
 
 
 def _remove_orphans(t: Table, cutoff: int | None, *, dry_run: bool) -> None:
@@ -206,16 +201,18 @@ def _print_orphans(o: OrphanMetrics, *, dry_run: bool) -> None:
         f"{would}delete {len(o.files)} orphan files ({o.bytes} bytes) last modified before {since} "
         f"({o.seconds:.3f} s)"
     )
-    if dry_run:
-        for path in o.files:
-            typer.echo(f"  {path}")
-    _note_failed(o.failed)
+    _print_files(o.files, o.failed, dry_run=dry_run)
     if o.skipped:
         others = ", ".join(f"{name} at {location}" for name, location in o.skipped)
         typer.echo(f"icemor: note: files of other tables nested with this one left alone: {others}", err=True)
 
 
-def _note_failed(failed: tuple[str, ...]) -> None:
+def _print_files(files: Sequence[str], failed: tuple[str, ...], *, dry_run: bool) -> None:
+    """After a deleting command's line: the files a dry run would delete, one a line; then a note
+    of the files that could not be deleted."""
+    if dry_run:
+        for path in files:
+            typer.echo(f"  {path}")
     if failed:
         typer.echo(
             f"icemor: note: could not delete {len(failed)} file(s), e.g. {failed[0]}; they are orphans now",

@@ -7,28 +7,19 @@ import os
 import sys
 from enum import StrEnum
 from pathlib import Path  # noqa: TC003 (typer resolves annotations at runtime)
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from icemor.cli.app import (
-    Engine,
-    JsonOpt,
-    TableArg,
-    cli_options,
-    epoch_ms,
-    fail,
-    open_table,
-    spark_session,
-)
+from icemor.cli.app import JsonOpt, TableArg, engine_spark, epoch_ms, fail, open_table, split_names
 from icemor.cli.progress import counting_rows, rows_bar
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Iterable
 
     import pyarrow as pa
 
-    from icemor.scan import Scan
+    from icemor.scan import ChangeScan, Scan
 
 __all__ = ["changes", "count", "describe", "files", "history", "scan", "snapshots"]
 
@@ -49,6 +40,17 @@ _AsOfOpt = Annotated[
     ),
 ]
 _RefOpt = Annotated[str | None, typer.Option("--ref", help="Read the head of this branch or tag.")]
+_ColumnsOpt = Annotated[str | None, typer.Option("--columns", help="Comma-separated columns (default all).")]
+_FormatOpt = Annotated[
+    OutputFormat | None,
+    typer.Option("--format", help="Format of --output (default: by the file's extension)."),
+]
+_OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help="Replace an existing --output file.")]
+
+
+def _fields(columns: str | None) -> tuple[str, ...]:
+    """``--columns`` as the fields to select (default every column)."""
+    return tuple(split_names(columns)) if columns else ("*",)
 
 
 def _scan(
@@ -63,12 +65,9 @@ def _scan(
 ) -> Scan:
     if sum(x is not None for x in (snapshot_id, as_of_timestamp, ref)) > 1:
         fail("give at most one of --snapshot-id, --as-of-timestamp and --ref")
-    fields: tuple[str, ...] = ("*",)
-    if columns:
-        fields = tuple(c.strip() for c in columns.split(",") if c.strip())
     return open_table(table).scan(
         row_filter=where,
-        selected_fields=fields,
+        selected_fields=_fields(columns),
         snapshot_id=snapshot_id,
         as_of_timestamp=epoch_ms(as_of_timestamp, "--as-of-timestamp") if as_of_timestamp else None,
         ref=ref,
@@ -134,20 +133,23 @@ def _emit(
         print_table(batches, schema, limit=limit, title=title)
 
 
-def _spark_batches(scan: Scan) -> Iterator[pa.RecordBatch]:
-    """The scan on Spark, streamed a partition at a time, in the scan's own Arrow schema (Spark
-    makes every column nullable: a Parquet writer of the table's schema refuses that)."""
+def _batches(scan: Scan | ChangeScan) -> Iterable[pa.RecordBatch]:
+    """The rows of a scan or change feed on the ``--engine``: on Spark streamed a partition at a
+    time, in the scan's own Arrow schema (Spark makes every column nullable: a Parquet writer of
+    the table's schema refuses that)."""
+    spark = engine_spark()
+    if spark is None:
+        reader: Iterable[pa.RecordBatch] = scan.to_arrow_batch_reader()
+        return reader
     from icemor.engines.spark import iter_arrow  # noqa: PLC0415 - optional: pyspark
 
-    yield from iter_arrow(scan.to_spark(spark_session()), schema=scan.arrow_schema)
+    return iter_arrow(scan.to_spark(spark), schema=scan.arrow_schema)
 
 
 def scan(
     table: TableArg,
     where: _WhereOpt = None,
-    columns: Annotated[
-        str | None, typer.Option("--columns", help="Comma-separated columns (default all).")
-    ] = None,
+    columns: _ColumnsOpt = None,
     snapshot_id: _SnapshotOpt = None,
     as_of_timestamp: _AsOfOpt = None,
     ref: _RefOpt = None,
@@ -172,13 +174,8 @@ def scan(
             "(with --format).",
         ),
     ] = None,
-    fmt: Annotated[
-        OutputFormat | None,
-        typer.Option("--format", help="Format of --output (default: by the file's extension)."),
-    ] = None,
-    overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace an existing --output file.")
-    ] = False,
+    fmt: _FormatOpt = None,
+    overwrite: _OverwriteOpt = False,
 ) -> None:
     """Read a table with every delete file applied (merge-on-read).
 
@@ -187,9 +184,7 @@ def scan(
     """
     fmt_name = _check_output(output, fmt, overwrite=overwrite)
     s = _scan(table, where, columns, snapshot_id, as_of_timestamp, ref, metadata_columns, include_deleted)
-    spark = cli_options().engine == Engine.spark
-    batches = _spark_batches(s) if spark else s.to_arrow_batch_reader()
-    _emit(batches, s.arrow_schema, output, fmt_name, limit=limit, overwrite=overwrite, title=table)
+    _emit(_batches(s), s.arrow_schema, output, fmt_name, limit=limit, overwrite=overwrite, title=table)
 
 
 _JsonlOpt = Annotated[
@@ -206,10 +201,8 @@ def count(
 ) -> None:
     """Print the number of live rows (deletes applied)."""
     s = _scan(table, where, None, snapshot_id, as_of_timestamp, ref)
-    if cli_options().engine == Engine.spark:
-        typer.echo(str(s.to_spark(spark_session()).count()))
-    else:
-        typer.echo(str(s.count()))
+    spark = engine_spark()
+    typer.echo(str(s.count() if spark is None else s.to_spark(spark).count()))
 
 
 def files(
@@ -262,9 +255,7 @@ def changes(
         ),
     ] = None,
     where: _WhereOpt = None,
-    columns: Annotated[
-        str | None, typer.Option("--columns", help="Comma-separated columns (default all).")
-    ] = None,
+    columns: _ColumnsOpt = None,
     limit: Annotated[
         int | None,
         typer.Option(
@@ -277,37 +268,24 @@ def changes(
             "--output", help="Write rows to a .parquet, .csv or .jsonl file; '-' streams to stdout."
         ),
     ] = None,
-    fmt: Annotated[
-        OutputFormat | None,
-        typer.Option("--format", help="Format of --output (default: by the file's extension)."),
-    ] = None,
-    overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace an existing --output file.")
-    ] = False,
+    fmt: _FormatOpt = None,
+    overwrite: _OverwriteOpt = False,
 ) -> None:
     """The rows inserted, deleted and updated in (--from-snapshot, --to-snapshot], every delete kind
     included, with _change_type, _change_ordinal and _commit_snapshot_id (Iceberg's changelog view)."""
     fmt_name = _check_output(output, fmt, overwrite=overwrite)
-    fields = tuple(c.strip() for c in columns.split(",") if c.strip()) if columns else ("*",)
-    keys = [k.strip() for k in key.split(",") if k.strip()] if key else None
+    keys = split_names(key) if key else None
     feed = open_table(table).changes(
         from_snapshot,
         to_snapshot,
         start_timestamp=epoch_ms(from_timestamp, "--from-timestamp") if from_timestamp else None,
         end_timestamp=epoch_ms(to_timestamp, "--to-timestamp") if to_timestamp else None,
         row_filter=where,
-        selected_fields=fields,
+        selected_fields=_fields(columns),
         net=net,
         key=keys,
     )
-    if cli_options().engine == Engine.spark:
-        from icemor.engines.spark import iter_arrow  # noqa: PLC0415 - optional: pyspark
-
-        # a partition at a time; Spark makes the table's columns nullable: back to the feed's schema
-        batches: Any = iter_arrow(feed.to_spark(spark_session()), schema=feed.arrow_schema)
-    else:
-        batches = feed.to_arrow_batch_reader()
-    _emit(batches, feed.arrow_schema, output, fmt_name, limit=limit, overwrite=overwrite, title=table)
+    _emit(_batches(feed), feed.arrow_schema, output, fmt_name, limit=limit, overwrite=overwrite, title=table)
 
 
 def describe(table: TableArg, as_json: JsonOpt = False) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from icemor.cli.app import Engine, TableArg, cli_options, fail, note, open_table, spark_session
+from icemor.cli.app import TableArg, echo_commit, engine_spark, fail, note, open_table, split_names
 from icemor.cli.progress import enabled, rows_bar, work_bar
 
 if TYPE_CHECKING:
@@ -76,16 +76,14 @@ def delete(
     if (where is None) == (not all_rows):
         fail("give exactly one of --where EXPR and --all")
     t = open_table(table)
-    spark = spark_session() if cli_options().engine == Engine.spark else None
+    spark = engine_spark()
     with work_bar("deleting", "files") as progress:
         m = t.delete(where, spark=spark, progress=progress)
-    if m.snapshot_id is None:
-        typer.echo(f"no row of {table} matches: nothing committed ({m.seconds:.3f} s)")
-        return
-    typer.echo(
-        f"deleted {m.deleted_rows} rows from {table}: {m.delete_files_added} delete files added, "
-        f"{m.data_files_removed} data files and {m.delete_files_removed} delete files removed, "
-        f"snapshot {m.snapshot_id} ({m.seconds:.3f} s)"
+    echo_commit(
+        m,
+        done=f"deleted {m.deleted_rows} rows from {table}: {m.delete_files_added} delete files added, "
+        f"{m.data_files_removed} data files and {m.delete_files_removed} delete files removed, ",
+        nothing=f"no row of {table} matches: ",
     )
 
 
@@ -141,7 +139,7 @@ def apply_changes(
 
     # the flags checked before any file is read or staged (one line each)
     options = ChangeOptions(
-        key=tuple(k.strip() for k in key.split(",") if k.strip()),
+        key=tuple(split_names(key)),
         op_column=op_column,
         order_by=order_by,
         allow_nullable_key=allow_nullable_key,
@@ -153,12 +151,13 @@ def apply_changes(
         if not f.is_file():
             fail(f"no such file: {f}" if not f.exists() else f"{f} is not a file")
     t = open_table(table)
-    if cli_options().engine == Engine.spark:
+    spark = engine_spark()
+    if spark is not None:
         from icemor.engines.spark.changes import staged_parquet  # noqa: PLC0415 - optional: pyspark
 
         # executors on other hosts cannot read the driver's files: staged in the warehouse
         paths = [str(f.resolve()) for f in changes]
-        with staged_parquet(spark_session(), t.io, t.metadata.location, paths, t.metadata.properties) as df:
+        with staged_parquet(spark, t.io, t.metadata.location, paths, t.metadata.properties) as df:
             m = t.apply_changes(df, **options)
     else:
         # one unit of work: the bar shows that it runs and for how long (Spark jobs: their tasks)
@@ -170,14 +169,13 @@ def apply_changes(
         )
         return
     counts = f"{m.inserts} I, {m.updates} U, {m.deletes} D, {m.ignored} -U ignored"
-    if m.snapshot_id is None:
-        typer.echo(f"{m.changes} changes ({counts}) change nothing: nothing committed ({m.seconds:.3f} s)")
-        return
-    typer.echo(
-        f"applied {m.changes} changes ({counts}) to {table}: {m.rows_written} rows written, "
+    echo_commit(
+        m,
+        done=f"applied {m.changes} changes ({counts}) to {table}: {m.rows_written} rows written, "
         f"{m.equality_deletes} keys deleted by equality, {m.position_deletes} rows by position; "
         f"{m.data_files_added} data, {m.equality_delete_files_added} equality and "
-        f"{m.position_delete_files_added} position delete files; snapshot {m.snapshot_id} ({m.seconds:.3f} s)"
+        f"{m.position_delete_files_added} position delete files; ",
+        nothing=f"{m.changes} changes ({counts}) change nothing: ",
     )
 
 
@@ -201,16 +199,14 @@ def update(
             fail(f"column {column.strip()!r} is SET twice")
         assignments[column.strip()] = value.strip()
     t = open_table(table)
-    spark = spark_session() if cli_options().engine == Engine.spark else None
+    spark = engine_spark()
     with work_bar("updating", "files") as progress:
         m = t.update(assignments, where, spark=spark, progress=progress)
-    if m.snapshot_id is None:
-        typer.echo(f"no row of {table} matches: nothing committed ({m.seconds:.3f} s)")
-        return
-    typer.echo(
-        f"updated {m.rows_updated} rows of {table}: {m.data_files_added} data files and "
-        f"{m.delete_files_added} delete files added, {m.data_files_removed} data files removed, "
-        f"snapshot {m.snapshot_id} ({m.seconds:.3f} s)"
+    echo_commit(
+        m,
+        done=f"updated {m.rows_updated} rows of {table}: {m.data_files_added} data files and "
+        f"{m.delete_files_added} delete files added, {m.data_files_removed} data files removed, ",
+        nothing=f"no row of {table} matches: ",
     )
 
 
@@ -239,13 +235,13 @@ def merge(
     ] = NotMatched.insert,
 ) -> None:
     """Merge source rows by key as merge-on-read (an upsert by default), one commit."""
-    keys = [k.strip() for k in on.split(",") if k.strip()]
+    keys = split_names(on)
     if not keys:
         fail("--on needs at least one key column")
     if matched == Matched.ignore and not_matched == NotMatched.ignore:
         fail("--matched ignore with --not-matched ignore does nothing")
     t = open_table(table)
-    spark = spark_session() if cli_options().engine == Engine.spark else None
+    spark = engine_spark()
     builder = t.merge([str(p) for p in source], on=keys, spark=spark, note=note)
     if matched == Matched.update:
         builder = builder.when_matched_update_all()
@@ -255,11 +251,10 @@ def merge(
         builder = builder.when_not_matched_insert_all()
     with work_bar("merging", "files") as progress:
         m = builder.execute(progress=progress)
-    if m.snapshot_id is None:
-        typer.echo(f"nothing to change in {table}: nothing committed ({m.seconds:.3f} s)")
-        return
-    typer.echo(
-        f"merged into {table}: {m.rows_updated} updated, {m.rows_deleted} deleted, {m.rows_inserted} "
+    echo_commit(
+        m,
+        done=f"merged into {table}: {m.rows_updated} updated, {m.rows_deleted} deleted, {m.rows_inserted} "
         f"inserted; {m.data_files_added} data files and {m.delete_files_added} delete files added, "
-        f"{m.data_files_removed} data files removed, snapshot {m.snapshot_id} ({m.seconds:.3f} s)"
+        f"{m.data_files_removed} data files removed, ",
+        nothing=f"nothing to change in {table}: ",
     )
