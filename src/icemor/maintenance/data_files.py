@@ -47,7 +47,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import pyarrow as pa
@@ -64,6 +64,7 @@ from icemor.io.data_writer import DataFileTarget, TableDataWriter, write_data_fi
 from icemor.io.deletes import deleted_positions
 from icemor.io.reader import files_only, read_task
 from icemor.io.writers import remove_written
+from icemor.maintenance._run_metrics import run_metrics
 from icemor.maintenance._units import (
     ScanBatch,
     check_progress_options,
@@ -326,22 +327,11 @@ def _groups(io: FileIO, considered: Sequence[PlannedFile], sel: _Selection) -> l
     return rewrite
 
 
-@dataclass(frozen=True)
-class _Committed:
-    rewritten: int
-    added: int
-    obsolete: int
-    rows: int
-    bytes_rewritten: int
-    bytes_added: int
-    snapshot_id: int
-
-
 def _rewrite_and_commit(
     table: PyIcebergTable, job: ScanJob, groups: Sequence[Sequence[PlannedFile]], sel: _Selection, run: Runner
-) -> _Committed:
+) -> DataRewriteMetrics:
     """Rewrite ``groups`` (planned by ``job``) and commit them as one ``replace`` snapshot,
-    validated from ``job``'s snapshot as Java's ``RewriteFiles``."""
+    validated from ``job``'s snapshot as Java's ``RewriteFiles``; the metrics of this commit."""
     metadata, io = job.metadata, job.io
     snapshot = job.snapshot
     assert snapshot is not None
@@ -400,14 +390,16 @@ def _rewrite_and_commit(
         data_sequence_numbers=sequence_numbers,
     )
     committed = delta.commit()
-    return _Committed(
-        rewritten=len(rewritten),
-        added=len(written),
-        obsolete=len(obsolete),
-        rows=sum(r.rows for r in results),
+    return DataRewriteMetrics(
+        data_files_rewritten=len(rewritten),
+        data_files_added=len(written),
+        delete_files_removed=len(obsolete),
+        rows_written=sum(r.rows for r in results),
         bytes_rewritten=sum(p.data_file.file_size_in_bytes for u in units for p in u.files),
         bytes_added=sum(w.file_size_in_bytes for w in written),
         snapshot_id=committed.snapshot_id,
+        seconds=0.0,  # the run's, set by run_metrics
+        commits=1,
     )
 
 
@@ -486,22 +478,17 @@ def rewrite_data_files(
         use_starting_sequence_number=use_starting_sequence_number,
     )
     job = _job(metadata, io)
-    nothing = DataRewriteMetrics(0, 0, 0, 0, 0, 0, None, 0.0)
     if job.snapshot is None:
-        return replace(nothing, seconds=time.monotonic() - started)
+        return run_metrics(DataRewriteMetrics, (), started)
     considered = job.planned
     if where is not None:
         chosen = {p.data_file.path for p in prepare_scan(metadata, io, row_filter=where).planned}
         considered = [p for p in job.planned if p.data_file.path in chosen]
     groups = _groups(io, considered, sel)
     if not groups:
-        return replace(nothing, seconds=time.monotonic() - started)
+        return run_metrics(DataRewriteMetrics, (), started)
     if not partial_progress_enabled:
-        c = _rewrite_and_commit(table, job, groups, sel, run)
-        return DataRewriteMetrics(
-            c.rewritten, c.added, c.obsolete, c.rows, c.bytes_rewritten, c.bytes_added, c.snapshot_id,
-            time.monotonic() - started, commits=1,
-        )  # fmt: skip
+        return run_metrics(DataRewriteMetrics, [_rewrite_and_commit(table, job, groups, sel, run)], started)
 
     def replan(n: int, planned: _Batch, head: Snapshot) -> _Batch | None:
         # with the deletes that apply now; None when every file of the group is gone
@@ -519,17 +506,6 @@ def rewrite_data_files(
         stop=stop,
         ignore_equality_deletes=sel.use_starting_sequence_number,
     )
-    done = progress.done
-    return DataRewriteMetrics(
-        data_files_rewritten=sum(c.rewritten for c in done),
-        data_files_added=sum(c.added for c in done),
-        delete_files_removed=sum(c.obsolete for c in done),
-        rows_written=sum(c.rows for c in done),
-        bytes_rewritten=sum(c.bytes_rewritten for c in done),
-        bytes_added=sum(c.bytes_added for c in done),
-        snapshot_id=done[-1].snapshot_id if done else None,
-        seconds=time.monotonic() - started,
-        commits=len(done),
-        failed_commits=tuple(progress.failed),
-        stopped_commits=progress.stopped,
+    return run_metrics(
+        DataRewriteMetrics, progress.done, started, failed=progress.failed, stopped=progress.stopped
     )

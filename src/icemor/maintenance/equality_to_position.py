@@ -38,6 +38,7 @@ from pyiceberg.table.snapshots import Operation
 
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
+from icemor.maintenance._run_metrics import run_metrics
 from icemor.maintenance._units import ScanBatch, check_progress_options, commit_groups, spread
 from icemor.ops.units import check_writable, delete_units, run_units, write_job
 from icemor.planning.manifest_reader import live_delete_files
@@ -124,23 +125,19 @@ def rewrite_equality_deletes(
     # the positions it writes come from the table's files, never the local verdict store
     job = write_job(prepare_scan(table.metadata, table.io, selected_fields=("_pos",)))
     snapshot = job.snapshot
-    nothing = ConversionMetrics(0, 0, 0, 0, 0, 0, None, 0.0)
     if snapshot is None:
-        return replace(nothing, seconds=time.monotonic() - started)
+        return run_metrics(ConversionMetrics, (), started)
     equality = {
         d.path for d in live_delete_files(table.io, snapshot) if d.content == FileContent.EQUALITY_DELETES
     }
     if not equality:
-        return replace(nothing, seconds=time.monotonic() - started)
+        return run_metrics(ConversionMetrics, (), started)
     units = _units(table, job)
     if not partial_progress_enabled:
         c = _commit(
             table, _batch(job, _batches(units, 1)[0]), run, start=snapshot, done=[], equality=equality
         )
-        return ConversionMetrics(
-            c.converted, c.positions, c.added, c.equality_removed, c.position_removed, c.data_removed,
-            c.snapshot_id, time.monotonic() - started, commits=1,
-        )  # fmt: skip
+        return run_metrics(ConversionMetrics, [c], started)
 
     def replan(n: int, planned: _Batch, head: Snapshot) -> _Batch | None:
         # on the head, with the deletes that apply to them now
@@ -163,19 +160,8 @@ def rewrite_equality_deletes(
         max_group_attempts=max_group_attempts,
         stop=stop,
     )
-    done = progress.done
-    return ConversionMetrics(
-        data_files_converted=sum(c.converted for c in done),
-        positions_written=sum(c.positions for c in done),
-        position_delete_files_added=sum(c.added for c in done),
-        equality_delete_files_removed=sum(c.equality_removed for c in done),
-        position_delete_files_removed=sum(c.position_removed for c in done),
-        data_files_removed=sum(c.data_removed for c in done),
-        snapshot_id=done[-1].snapshot_id if done else None,
-        seconds=time.monotonic() - started,
-        commits=len(done),
-        failed_commits=tuple(progress.failed),
-        stopped_commits=progress.stopped,
+    return run_metrics(
+        ConversionMetrics, progress.done, started, failed=progress.failed, stopped=progress.stopped
     )
 
 
@@ -191,15 +177,10 @@ def _units(table: PyIcebergTable, job: ScanJob, *, only: set[str] | None = None)
 
 
 @dataclass(frozen=True)
-class _Committed:
-    converted: int
-    positions: int
-    added: int
-    equality_removed: int
-    position_removed: int
-    data_removed: int
-    snapshot_id: int
-    referenced: frozenset[str]
+class _Committed(ConversionMetrics):
+    """The metrics of one commit, with the data files it converted (positions written for them)."""
+
+    referenced: frozenset[str] = frozenset()
 
 
 _Batch: TypeAlias = "ScanBatch[DeleteUnit]"
@@ -259,12 +240,14 @@ def _commit(
     )
     committed = delta.commit()
     return _Committed(
-        converted=len(referenced) + removed_data,
-        positions=sum(w.record_count for w in written),
-        added=len(written),
-        equality_removed=len(equality),
-        position_removed=len(removed_other) - removed_data,
-        data_removed=removed_data,
+        data_files_converted=len(referenced) + removed_data,
+        positions_written=sum(w.record_count for w in written),
+        position_delete_files_added=len(written),
+        equality_delete_files_removed=len(equality),
+        position_delete_files_removed=len(removed_other) - removed_data,
+        data_files_removed=removed_data,
         snapshot_id=committed.snapshot_id,
+        seconds=0.0,  # the run's, set by run_metrics
+        commits=1,
         referenced=referenced,
     )

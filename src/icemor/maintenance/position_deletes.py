@@ -42,6 +42,7 @@ from icemor.commit.validation import Validation
 from icemor.io.deletes import deleted_positions
 from icemor.io.puffin import write_deletion_vectors
 from icemor.io.writers import DeleteFileTarget, remove_written, write_position_deletes
+from icemor.maintenance._run_metrics import run_metrics
 from icemor.maintenance._units import (
     check_progress_options,
     check_rewritable,
@@ -325,17 +326,9 @@ def _batch(plan: _Plan, index: list[int], dangling: bool) -> _Plan:
     )
 
 
-@dataclass(frozen=True)
-class _Committed:
-    rewritten: int
-    dangling: int
-    added: int
-    positions: int
-    data_removed: int
-    snapshot_id: int
-
-
-def _commit(table: PyIcebergTable, plan: _Plan, run: Runner) -> _Committed:
+def _commit(table: PyIcebergTable, plan: _Plan, run: Runner) -> PositionDeleteMetrics:
+    """Rewrite the plan's units and commit them as one ``replace`` snapshot; the metrics of this
+    commit (``positions_before`` is the run's)."""
     io = table.io
     units = list(plan.units)
 
@@ -361,13 +354,16 @@ def _commit(table: PyIcebergTable, plan: _Plan, run: Runner) -> _Committed:
         data_sequence_numbers=sequence_numbers,
     )
     committed = delta.commit()
-    return _Committed(
-        rewritten=len(plan.inputs),
-        dangling=len(plan.dangling),
-        added=len(written),
-        positions=sum(w.record_count for w in written),
-        data_removed=len(removed_data),
+    return PositionDeleteMetrics(
+        delete_files_rewritten=len(plan.inputs),
+        dangling_delete_files_removed=len(plan.dangling),
+        delete_files_added=len(written),
+        positions_before=0,  # the run's, set by run_metrics
+        positions_written=sum(w.record_count for w in written),
+        data_files_removed=len(removed_data),
         snapshot_id=committed.snapshot_id,
+        seconds=0.0,  # the run's, set by run_metrics
+        commits=1,
     )
 
 
@@ -398,13 +394,14 @@ def rewrite_position_deletes(
     check_rewritable(table)
     plan = _plan(table)
     if plan is None:
-        return PositionDeleteMetrics(0, 0, 0, 0, 0, 0, None, time.monotonic() - started)
+        return run_metrics(PositionDeleteMetrics, (), started)
     if not partial_progress_enabled:
-        c = _commit(table, plan, run)
-        return PositionDeleteMetrics(
-            c.rewritten, c.dangling, c.added, plan.positions_before, c.positions, c.data_removed,
-            c.snapshot_id, time.monotonic() - started, commits=1,
-        )  # fmt: skip
+        return run_metrics(
+            PositionDeleteMetrics,
+            [_commit(table, plan, run)],
+            started,
+            positions_before=plan.positions_before,
+        )
 
     def replan(n: int, planned: _Plan, head: Snapshot) -> _Plan | None:
         paths = planned.data_files.keys()
@@ -425,19 +422,13 @@ def rewrite_position_deletes(
         max_group_attempts=max_group_attempts,
         stop=stop,
     )
-    done = progress.done
-    return PositionDeleteMetrics(
-        delete_files_rewritten=sum(c.rewritten for c in done),
-        dangling_delete_files_removed=sum(c.dangling for c in done),
-        delete_files_added=sum(c.added for c in done),
+    return run_metrics(
+        PositionDeleteMetrics,
+        progress.done,
+        started,
+        failed=progress.failed,
+        stopped=progress.stopped,
         positions_before=plan.positions_before,
-        positions_written=sum(c.positions for c in done),
-        data_files_removed=sum(c.data_removed for c in done),
-        snapshot_id=done[-1].snapshot_id if done else None,
-        seconds=time.monotonic() - started,
-        commits=len(done),
-        failed_commits=tuple(progress.failed),
-        stopped_commits=progress.stopped,
     )
 
 
