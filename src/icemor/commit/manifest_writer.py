@@ -90,15 +90,9 @@ def removal_key(data_file: DataFile) -> str:
 def _writer(
     metadata: TableMetadata, io: FileIO, spec_id: int, content: ManifestContent, snapshot_id: int, path: str
 ) -> ManifestWriter:
-    if is_v3(metadata):
-        return ManifestWriterV3(
-            metadata.specs()[spec_id],
-            metadata.schema(),
-            io.new_output(path),
-            snapshot_id,
-            deletes=content == ManifestContent.DELETES,
-        )
-    return manifest_writer(
+    # the v3 writer class and the v2 factory take the same arguments
+    new_writer = ManifestWriterV3 if is_v3(metadata) else manifest_writer
+    return new_writer(
         metadata.specs()[spec_id],
         metadata.schema(),
         io.new_output(path),

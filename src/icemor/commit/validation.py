@@ -7,10 +7,11 @@ operation read, as ``MergingSnapshotProducer.validationHistory``. The checks, na
   removes) was removed by an ``overwrite``/``replace`` (or ``delete``, for removed files) snapshot;
 - :func:`validate_no_conflicting_data_files` (``serializable`` isolation): an ``append``/
   ``overwrite`` snapshot added a data file that may hold rows matching the operation's condition;
-- :func:`validate_no_new_deletes_for_data_files`: a concurrent commit added deletes that apply
-  to a data file this commit removes and rewrites (compaction, UPDATE, MERGE): they would be lost;
-- :func:`validate_no_conflicting_delete_files`: the same for a data file one of whose rows
-  UPDATE or MERGE copies (at every isolation level): the copy would undo the delete;
+- :func:`validate_no_new_deletes` (``validateNoNewDeletesForDataFiles`` and
+  ``validateNoConflictingDeleteFiles``): a concurrent commit added deletes that apply to a data
+  file this commit removes and rewrites (compaction, UPDATE, MERGE): they would be lost; or to a
+  data file one of whose rows UPDATE or MERGE copies (at every isolation level): the copy would
+  undo the delete;
 - :func:`validate_no_removed_equality_deletes` (no Java counterpart: Java has no equality ->
   position conversion): a rewrite that keeps the starting sequence number relies on equality
   deletes committed after its start to go on applying to its new files; one that a concurrent
@@ -24,6 +25,7 @@ equality deletes (a global one, of an unpartitioned spec, applies everywhere).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.expressions import AlwaysTrue
@@ -55,8 +57,7 @@ __all__ = [
     "validate",
     "validate_data_files_exist",
     "validate_no_conflicting_data_files",
-    "validate_no_conflicting_delete_files",
-    "validate_no_new_deletes_for_data_files",
+    "validate_no_new_deletes",
     "validate_no_removed_equality_deletes",
 ]
 
@@ -149,8 +150,8 @@ def validate(metadata: TableMetadata, io: FileIO, v: Validation) -> None:
 
     Runs, snapshot by snapshot (newest first), the checks of Java's ``BaseRowDelta.validate``:
     :func:`validate_data_files_exist`, :func:`validate_no_conflicting_data_files` (serializable
-    isolation only), :func:`validate_no_conflicting_delete_files` and
-    :func:`validate_no_new_deletes_for_data_files`.
+    isolation only) and :func:`validate_no_new_deletes` (Java's ``validateNoNewDeletesForDataFiles``
+    and ``validateNoConflictingDeleteFiles``).
 
     Raises:
         CommitConflictError: With the first conflict found, naming the snapshot and the file.
@@ -176,11 +177,13 @@ def validate(metadata: TableMetadata, io: FileIO, v: Validation) -> None:
             new = [d for d in deletes if d is not None]
             specs = metadata.specs()
             kept = {p: f for p, f in rewritten.items() if p not in removed}
-            validate_no_new_deletes_for_data_files(
-                snap, new, removed, specs, ignore_equality_deletes=v.ignore_equality_deletes
-            )
-            validate_no_conflicting_delete_files(
-                snap, new, kept, specs, ignore_equality_deletes=v.ignore_equality_deletes
+            validate_no_new_deletes(
+                snap,
+                new,
+                specs,
+                removed=removed,
+                kept=kept,
+                ignore_equality_deletes=v.ignore_equality_deletes,
             )
         if rewritten and v.ignore_equality_deletes:
             gone = [
@@ -244,47 +247,46 @@ def validate_no_conflicting_data_files(
             raise CommitConflictError(msg)
 
 
-def validate_no_new_deletes_for_data_files(
+def validate_no_new_deletes(
     snap: Snapshot,
     deletes: Sequence[_AddedDelete],
-    data_files: Mapping[str, _DataFile],
     specs: Mapping[int, PartitionSpec],
     *,
+    removed: Mapping[str, _DataFile],
+    kept: Mapping[str, _DataFile],
     ignore_equality_deletes: bool = False,
 ) -> None:
-    """``snap`` added no delete that applies to a data file this commit removes and rewrites.
+    """``snap`` added no delete that applies to a data file this commit rewrites or carries rows of.
 
-    Mirrors Java's ``MergingSnapshotProducer.validateNoNewDeletesForDataFiles``: the new deletes
-    (of ``overwrite``/``delete`` snapshots) are matched to each data file as Java's
-    ``DeleteFileIndex.forDataFile`` does (:func:`may_apply`); with ``ignore_equality_deletes``
-    (a rewrite that keeps the starting sequence number) only position deletes count.
+    The new deletes (of ``overwrite``/``delete`` snapshots) are matched to each data file as
+    Java's ``DeleteFileIndex.forDataFile`` does (:func:`may_apply`), for two of Java's checks:
 
-    Raises:
-        CommitConflictError: Such a delete was added; the rewrite would lose it.
-    """
-    _check_new_deletes(snap, deletes, data_files, specs, ignore_equality_deletes, "rewrites")
+    - ``MergingSnapshotProducer.validateNoNewDeletesForDataFiles`` on ``removed``, the data
+      files this commit removes and rewrites: the rewrite would lose the delete;
+    - ``RowDelta.validateNoConflictingDeleteFiles`` (``MergingSnapshotProducer.
+      validateNoNewDeleteFiles``) on ``kept``, the data files whose rows UPDATE and MERGE copy
+      into new data files (at every isolation level): the copy would resurrect the deleted
+      rows. Java asks for no new delete matching the conflict filter; icemor narrows it to the
+      deletes that apply to these files.
 
-
-def validate_no_conflicting_delete_files(
-    snap: Snapshot,
-    deletes: Sequence[_AddedDelete],
-    data_files: Mapping[str, _DataFile],
-    specs: Mapping[int, PartitionSpec],
-    *,
-    ignore_equality_deletes: bool = False,
-) -> None:
-    """``snap`` added no delete that applies to a data file whose rows this commit carries over.
-
-    Mirrors Java's ``RowDelta.validateNoConflictingDeleteFiles`` (``MergingSnapshotProducer.
-    validateNoNewDeleteFiles``), which UPDATE and MERGE use at every isolation level: a row they
-    copy into a new data file must not have been deleted meanwhile. Java asks for no new delete
-    matching the conflict filter; icemor narrows it to the deletes that apply (:func:`may_apply`)
-    to the data files the operation updates rows of.
+    With ``ignore_equality_deletes`` (the new files keep the starting sequence number) only
+    position deletes count.
 
     Raises:
-        CommitConflictError: Such a delete was added; the copy would resurrect its rows.
+        CommitConflictError: Such a delete was added.
     """
-    _check_new_deletes(snap, deletes, data_files, specs, ignore_equality_deletes, "updates rows of")
+    counted = [
+        d for d in deletes if not (ignore_equality_deletes and d.content == FileContent.EQUALITY_DELETES)
+    ]
+
+    def message(what: str, d: _AddedDelete, hit: _DataFile) -> str:
+        return (
+            f"concurrent snapshot {snap.snapshot_id} added delete file {d.path} "
+            f"for data file {hit.path}, which this operation {what}"
+        )
+
+    for files, what in ((removed, "rewrites"), (kept, "updates rows of")):
+        _refuse_applying(counted, files, specs, partial(message, what))
 
 
 def validate_no_removed_equality_deletes(
@@ -317,28 +319,6 @@ def validate_no_removed_equality_deletes(
         lambda d, hit: (
             f"concurrent snapshot {snap.snapshot_id} removed equality delete file {d.path}, which "
             f"applies to data file {hit.path} that this operation rewrites (its rows would come back)"
-        ),
-    )
-
-
-def _check_new_deletes(
-    snap: Snapshot,
-    deletes: Sequence[_AddedDelete],
-    data_files: Mapping[str, _DataFile],
-    specs: Mapping[int, PartitionSpec],
-    ignore_equality_deletes: bool,
-    what: str,
-) -> None:
-    counted = (
-        d for d in deletes if not (ignore_equality_deletes and d.content == FileContent.EQUALITY_DELETES)
-    )
-    _refuse_applying(
-        counted,
-        data_files,
-        specs,
-        lambda d, hit: (
-            f"concurrent snapshot {snap.snapshot_id} added delete file {d.path} "
-            f"for data file {hit.path}, which this operation {what}"
         ),
     )
 
