@@ -8,6 +8,7 @@ timestamptz, uint8/16 an int, uint32 a long, decimals at most 38 digits), writte
 from __future__ import annotations
 
 import decimal
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -151,3 +152,41 @@ def test_a_polars_lazyframe_subclass_is_collected() -> None:
     assert schema_of(lazy, what="the rows")[0].names == ["a"]
     batches = input_batches(lazy, what="the rows", batch_rows=10).batches
     assert [batch.num_rows for _, batch in batches] == [2]
+
+
+def test_a_pandas_frame_arrow_refuses_is_one_line_whole_or_in_batches() -> None:
+    frame = pd.DataFrame({"a": [1, "x"]})  # an object column Arrow cannot type
+    with pytest.raises(
+        InvalidArgumentError, match=r"^cannot convert the rows \(a pandas DataFrame\) to Arrow: "
+    ):
+        read_arrow(frame, what="the rows")
+    with pytest.raises(
+        InvalidArgumentError, match=r"^cannot convert the rows \(a pandas DataFrame\) to Arrow: "
+    ):
+        list(input_batches(frame, what="the rows", batch_rows=10).batches)
+
+
+class _RefusingWriter:
+    """A data writer whose Arrow refuses every batch with ``error``."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        raise self.error
+
+
+def test_rows_the_writer_refuses_are_one_line_naming_them_and_the_table() -> None:
+    convert = TableRows(Schema(NestedField(1, "id", LongType())), table="db.t")
+    batch = pa.record_batch({"id": pa.array([1], pa.int32())})
+    writer: Any = _RefusingWriter(pa.ArrowInvalid("bad partition value\nsecond line"))
+    with pytest.raises(InvalidArgumentError) as e:
+        convert.write(writer, batch, what="the data")
+    assert str(e.value) == "cannot write the rows of the data to db.t: bad partition value"
+    own = InvalidArgumentError("already one line")  # an icemor error passes as it is
+    passing: Any = _RefusingWriter(own)
+    with pytest.raises(InvalidArgumentError) as e:
+        convert.write(passing, batch, what="the data")
+    assert e.value is own
+    with pytest.raises(InvalidArgumentError, match=r"does not match the schema of db\.t"):
+        convert.write(writer, pa.record_batch({"other": [1]}), what="the data")  # converted first

@@ -209,13 +209,10 @@ class RowDelta:
         removed: list[DataFile],
     ) -> Summary:
         limit = P.int_property(metadata.properties, "write.summary.partition-limit", 0)
-        # as Iceberg's runtime commits them: rows only added (a MERGE of NOT MATCHED inserts) is an
-        # append, which incremental readers (Java's streaming source) take; deletes alone a delete
+        # as Java's BaseRowDelta: overwrite when it adds rows, even rows only (an insert-only MERGE
+        # asks for append itself: Spark plans it as one), delete when it only deletes
         adds_data = any(int(f.content) == 0 for f in added)
-        only_data = adds_data and not removed and all(int(f.content) == 0 for f in added)
-        operation = self.operation or (
-            Operation.APPEND if only_data else Operation.OVERWRITE if adds_data else Operation.DELETE
-        )
+        operation = self.operation or (Operation.OVERWRITE if adds_data else Operation.DELETE)
         # pyiceberg's totals know append/overwrite/delete only; a replace changes files, not rows
         counted = Operation.OVERWRITE if operation == Operation.REPLACE else operation
         return snapshot_summary(

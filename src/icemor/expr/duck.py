@@ -19,28 +19,13 @@ from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
-from pyiceberg.types import (
-    BinaryType,
-    BooleanType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FixedType,
-    FloatType,
-    IntegerType,
-    LongType,
-    StringType,
-    TimestampType,
-    TimestamptzType,
-    TimeType,
-    UUIDType,
-)
 
 from icemor.exceptions import InvalidArgumentError
 from icemor.exceptions import first_line as _first_line
+from icemor.expr.type_names import sql_type_name
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 
     from pyiceberg.types import IcebergType
 
@@ -51,6 +36,7 @@ __all__ = [
     "filter_batches",
     "first_line",
     "is_boolean_type",
+    "query_batches",
     "session",
 ]
 
@@ -192,30 +178,17 @@ def session() -> DuckSession:
     return s
 
 
+def query_batches(sql: str, inputs: Mapping[str, object]) -> Generator[pa.RecordBatch, None, None]:
+    """The rows of ``sql`` over ``inputs`` (registered by name, as :meth:`DuckSession.inputs`), as
+    they come; the inputs stay registered until the stream ends or is closed."""
+    s = session()
+    with s.inputs(inputs):
+        yield from s.reader(sql)
+
+
 def duck_type(t: IcebergType) -> str:
-    """The DuckDB type an Iceberg primitive type is stored as in Arrow."""
-    simple: dict[type, str] = {
-        BooleanType: "BOOLEAN",
-        IntegerType: "INTEGER",
-        LongType: "BIGINT",
-        FloatType: "FLOAT",
-        DoubleType: "DOUBLE",
-        DateType: "DATE",
-        TimeType: "TIME",
-        TimestampType: "TIMESTAMP",
-        TimestamptzType: "TIMESTAMPTZ",
-        StringType: "VARCHAR",
-        BinaryType: "BLOB",
-        FixedType: "BLOB",
-        UUIDType: "UUID",
-    }
-    if isinstance(t, DecimalType):
-        return f"DECIMAL({t.precision}, {t.scale})"
-    for cls, name in simple.items():
-        if isinstance(t, cls):
-            return name
-    msg = f"SQL expressions on columns of type {t} are not supported"
-    raise InvalidArgumentError(msg)
+    """The DuckDB type an Iceberg primitive type is stored as in Arrow (:func:`sql_type_name`)."""
+    return sql_type_name(t, "duckdb")
 
 
 def is_boolean_type(value_type: str) -> bool:

@@ -28,7 +28,6 @@ from icemor.exceptions import (
     NO_ROOM_ERRNOS,
     CommitFailedError,
     IcemorError,
-    InvalidArgumentError,
     WriteFailedError,
 )
 from icemor.io.data_writer import RecordingIO, TableDataWriter
@@ -195,14 +194,7 @@ def write_rows(
         for label, batch in source.batches:
             if observe_chunk is not None:
                 observe_chunk(batch.num_rows)
-            converted = convert.convert(batch, what=label)
-            try:
-                writer.write(converted)
-            except (pa.ArrowInvalid, ValueError) as e:
-                if isinstance(e, IcemorError):
-                    raise
-                msg = f"cannot write the rows of {label} to {'.'.join(table.name())}: {first_line(e)}"
-                raise InvalidArgumentError(msg) from e
+            convert.write(writer, batch, what=label)
             rows += batch.num_rows
             if progress is not None:
                 progress(batch.num_rows)

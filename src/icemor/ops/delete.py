@@ -27,13 +27,13 @@ from pyiceberg.table.snapshots import Operation
 
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
-from icemor.engines.local import count_rows, read_batches
+from icemor.engines.local import count_rows
 from icemor.ops.units import (
-    Positions,
     check_writable,
-    delete_units,
+    delete_matches,
     deleted_concurrently,
-    run_units,
+    isolation_level,
+    row_validation,
     write_job,
 )
 from icemor.planning.manifest_reader import live_delete_files
@@ -43,8 +43,6 @@ from icemor.spec import properties as P
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    import numpy as np
-    import numpy.typing as npt
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.table import Table as PyIcebergTable
     from pyspark.sql import SparkSession
@@ -108,14 +106,7 @@ def delete_rows(
         return _delete_everything(table, job, started)
     if job.residual is not None and spark is not None:
         return _delete_on_spark(table, job, opts, spark, started)
-    if job.residual is not None:
-        # a SQL condition: DuckDB finds the positions, the units write them
-        found = _sql_positions(job)
-        planned = [p for p in job.live_files() if p.data_file.path in found]
-        units = delete_units(table, planned, opts, positions=found)
-    else:
-        units = delete_units(table, job.live_files(), opts)
-    results = run_units(table, units, run)
+    results = delete_matches(table, job, opts, run)
     return _commit(table, job, opts, results, started)
 
 
@@ -125,12 +116,7 @@ def _commit(
     """Commit the units' delete files and removals as one RowDelta; the metrics."""
     snapshot = job.snapshot
     assert snapshot is not None
-    isolation = P.choice(
-        table.metadata.properties,
-        P.DELETE_ISOLATION_LEVEL,
-        P.ISOLATION_LEVEL_DEFAULT,
-        ("serializable", "snapshot"),
-    )
+    isolation = isolation_level(table, P.DELETE_ISOLATION_LEVEL)
     written = [w for r in results for w in r.written]
     removed = {p for r in results for p in r.removed}
     deleted = sum(r.deleted_rows for r in results)
@@ -138,12 +124,8 @@ def _commit(
         return DeleteMetrics(0, 0, 0, 0, None, time.monotonic() - started)
     delta = RowDelta(
         table,
-        Validation(
-            start_snapshot_id=snapshot.snapshot_id,
-            conflict_filter=job.options.row_filter,
-            serializable=isolation == "serializable",
-            referenced_data_files={p for r in results for p in r.referenced},
-            removed_data_files={p for r in results for p in r.removed},
+        row_validation(
+            job, isolation, referenced={p for r in results for p in r.referenced}, removed=removed
         ),
         added_files=written,
         removed_paths=removed,
@@ -190,20 +172,11 @@ def _delete_on_spark(
         job,
         scan_to_dataframe(job, spark).select("_file", "_pos"),
         isolation_property=P.DELETE_ISOLATION_LEVEL,
-        conflict_filter=job.options.row_filter,
         options=opts,
         commit=commit,
         clustered=True,
     )
     return outcome[0]
-
-
-def _sql_positions(job: ScanJob) -> dict[str, npt.NDArray[np.int64]]:
-    """Sorted positions per data file of the live rows matching the job's SQL condition (local)."""
-    positions = Positions()
-    for batch in read_batches(job):
-        positions.add(batch.column("_file"), batch.column("_pos"))
-    return positions.finish()
 
 
 def _delete_everything(table: PyIcebergTable, job: ScanJob, started: float) -> DeleteMetrics:

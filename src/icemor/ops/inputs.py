@@ -9,7 +9,7 @@ by one set of rules (promotions, NULL-typed columns, nanosecond timestamps) for 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -19,10 +19,12 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.schema import Schema
 
 from icemor.dependencies import is_pandas_dataframe, is_polars_dataframe, is_polars_lazyframe
-from icemor.exceptions import InvalidArgumentError, first_line
+from icemor.exceptions import IcemorError, InvalidArgumentError, first_line
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
+
+    from icemor.io.data_writer import TableDataWriter
 
 
 __all__ = [
@@ -35,6 +37,8 @@ __all__ = [
     "read_arrow",
     "schema_of",
 ]
+
+_Arrow = TypeVar("_Arrow", pa.Table, pa.RecordBatch)
 
 
 def check_distinct_names(names: Iterable[str], *, what: str) -> None:
@@ -148,8 +152,13 @@ def _paths(rows: Any, *, what: str) -> list[Path]:
 
 
 def _from_pandas(df: Any, *, what: str) -> pa.Table:
+    return _pandas_to_arrow(pa.Table.from_pandas, df, what=what)
+
+
+def _pandas_to_arrow(convert: Callable[..., _Arrow], df: Any, *, what: str) -> _Arrow:
+    """``convert(df)`` (a table's or a batch's ``from_pandas``); Arrow's refusal as one line."""
     try:
-        return pa.Table.from_pandas(df, preserve_index=False)
+        return convert(df, preserve_index=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
         msg = f"cannot convert {what} (a pandas DataFrame) to Arrow: {first_line(e)}"
         raise InvalidArgumentError(msg) from e
@@ -331,11 +340,7 @@ def _pandas_batches(df: Any, *, what: str, limit: int) -> Iterator[tuple[str, pa
 
 
 def from_pandas_batch(df: Any, *, what: str) -> pa.RecordBatch:
-    try:
-        return pa.RecordBatch.from_pandas(df, preserve_index=False)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
-        msg = f"cannot convert {what} (a pandas DataFrame) to Arrow: {first_line(e)}"
-        raise InvalidArgumentError(msg) from e
+    return _pandas_to_arrow(pa.RecordBatch.from_pandas, df, what=what)
 
 
 def _reader_batches(
@@ -416,6 +421,23 @@ class TableRows:
         """
         self.check(batch.schema, what=what)
         return self._convert(batch, what=what, count=True)
+
+    def write(self, writer: TableDataWriter, batch: pa.RecordBatch, *, what: str) -> None:
+        """Write ``batch``, converted (:meth:`convert`), with ``writer``: how every write stores
+        its rows, locally and in Spark tasks.
+
+        Raises:
+            InvalidArgumentError: As :meth:`convert`; rows the writer's Arrow refuses (the
+                message names ``what`` and the table).
+        """
+        converted = self.convert(batch, what=what)
+        try:
+            writer.write(converted)
+        except (pa.ArrowInvalid, ValueError) as e:
+            if isinstance(e, IcemorError):
+                raise
+            msg = f"cannot write the rows of {what} to {self.table}: {first_line(e)}"
+            raise InvalidArgumentError(msg) from e
 
     def convert_table(self, table: pa.Table, *, what: str) -> pa.Table:
         """:meth:`convert` for each batch of ``table``, as one table."""

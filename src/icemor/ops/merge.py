@@ -31,12 +31,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyiceberg.expressions as _expressions
 from pyiceberg.expressions import AlwaysTrue, And
+from pyiceberg.table.snapshots import Operation
 
 from icemor.dependencies import is_spark_dataframe
-from icemor.engines.local import read_batches
 from icemor.exceptions import InvalidArgumentError
 from icemor.expr.condition import parse_condition
-from icemor.expr.duck import empty_table, session
+from icemor.expr.duck import empty_table, query_batches
 from icemor.expr.sql import parse_sql
 from icemor.ops.inputs import check_distinct_names, read_arrow
 from icemor.ops.rowlevel import (
@@ -45,8 +45,10 @@ from icemor.ops.rowlevel import (
     NewRows,
     check_assignment,
     check_condition,
+    commit_figures,
     commit_row_changes,
     resolve_column,
+    scan_rows,
     typed,
     write_and_commit_on_spark,
 )
@@ -56,7 +58,7 @@ from icemor.spec import properties as P
 from icemor.spec.metadata_columns import ROW_ID
 
 if TYPE_CHECKING:
-    from collections.abc import Generator, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
 
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.schema import Schema
@@ -132,6 +134,12 @@ class MergePlan:
     source_alias: str
     matched: list[_Clause]
     not_matched: list[_Clause]
+
+    @property
+    def operation(self) -> Operation | None:
+        """An append when the MERGE only inserts (no MATCHED clause): Spark plans that MERGE as
+        an append (``RewriteMergeIntoTable``), which incremental readers take; else RowDelta's."""
+        return None if self.matched else Operation.APPEND
 
     @property
     def checks_cardinality(self) -> bool:
@@ -511,7 +519,8 @@ def merge_rows(
         # the batch streams are closed on error too: an open DuckDB result would refuse this
         # thread's next query
         if plan.job.snapshot is not None:
-            with closing(_matched_locally(plan)) as batches:
+            matched = scan_rows(plan.job, plan.matched_sql(DUCKDB), __source=plan.source)
+            with closing(matched) as batches:
                 for batch in batches:
                     clause = batch.column("__clause").to_numpy(zero_copy_only=False).astype(np.int64)
                     matched_src[batch.column("__src").to_numpy(zero_copy_only=False)] = True
@@ -530,7 +539,7 @@ def merge_rows(
                 pairs.finish(unique=DUPLICATE_MATCH)
         if plan.not_matched and not matched_src.all():
             unmatched = plan.source.filter(pa.array(~matched_src))
-            with closing(_inserted_locally(plan, unmatched)) as batches:
+            with closing(query_batches(plan.insert_sql(DUCKDB), {"__unmatched": unmatched})) as batches:
                 for batch in batches:
                     counts["insert"] += batch.num_rows
                     new_rows.add(batch)
@@ -549,35 +558,14 @@ def merge_rows(
         new_rows,
         run=run,
         isolation_property=P.MERGE_ISOLATION_LEVEL,
-        conflict_filter=plan.job.options.row_filter,
+        operation=plan.operation,
     )
     return MergeMetrics(
         rows_updated=counts["update"],
         rows_deleted=counts["delete"],
         rows_inserted=counts["insert"],
-        data_files_added=result.data_files_added,
-        delete_files_added=result.delete_files_added,
-        data_files_removed=result.data_files_removed,
-        snapshot_id=result.snapshot.snapshot_id if result.snapshot is not None else None,
-        seconds=time.monotonic() - started,
+        **commit_figures(result, started),
     )
-
-
-def _matched_locally(plan: MergePlan) -> Generator[pa.RecordBatch, None, None]:
-    """The matched pairs with their clause and new row: a DuckDB hash join of the source against
-    the streamed local scan."""
-    job = plan.job
-    target = pa.RecordBatchReader.from_batches(job.arrow_schema, read_batches(job))
-    s = session()
-    with s.inputs({"__target": target, "__source": plan.source}):
-        yield from s.reader(plan.matched_sql(DUCKDB))
-
-
-def _inserted_locally(plan: MergePlan, unmatched: pa.Table) -> Generator[pa.RecordBatch, None, None]:
-    """The rows the NOT MATCHED clauses insert for the ``unmatched`` source rows (DuckDB)."""
-    s = session()
-    with s.inputs({"__unmatched": unmatched}):
-        yield from s.reader(plan.insert_sql(DUCKDB))
 
 
 def _merge_on_spark(
@@ -601,21 +589,16 @@ def _merge_on_spark(
             plan.job,
             changes,
             isolation_property=P.MERGE_ISOLATION_LEVEL,
-            conflict_filter=plan.job.options.row_filter,
             unique=DUPLICATE_MATCH if plan.checks_cardinality else None,
+            operation=plan.operation,
         )
-    result = done.result
-    if result.snapshot is None:
+    if done.result.snapshot is None:
         return MergeMetrics(0, 0, 0, 0, 0, 0, None, time.monotonic() - started)
     return MergeMetrics(
         rows_updated=done.updated,
         rows_deleted=done.deleted,
         rows_inserted=done.inserted,
-        data_files_added=result.data_files_added,
-        delete_files_added=result.delete_files_added,
-        data_files_removed=result.data_files_removed,
-        snapshot_id=result.snapshot.snapshot_id,
-        seconds=time.monotonic() - started,
+        **commit_figures(done.result, started),
     )
 
 

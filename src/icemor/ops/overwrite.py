@@ -23,11 +23,10 @@ from icemor.commit.data_file_struct import from_data_file
 from icemor.commit.door import may_have_committed
 from icemor.commit.files import delete_quietly
 from icemor.commit.row_delta import RowDelta
-from icemor.commit.validation import Validation
-from icemor.engines.local import count_rows, read_batches
+from icemor.engines.local import count_rows
 from icemor.ops.append import ExternalRows, write_rows
 from icemor.ops.inputs import TableRows
-from icemor.ops.units import Positions, check_writable, delete_units, run_units, write_job
+from icemor.ops.units import check_writable, delete_matches, isolation_level, row_validation, write_job
 from icemor.planning.manifest_reader import live_delete_files
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
@@ -35,8 +34,6 @@ from icemor.spec import properties as P
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    import numpy as np
-    import numpy.typing as npt
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.table import Table as PyIcebergTable
 
@@ -144,21 +141,10 @@ def _overwrite(
         raise
     if not added and not removal.deletes and not removal.removed:
         return OverwriteMetrics(0, 0, 0, 0, 0, 0, None, time.monotonic() - started)
-    isolation = P.choice(
-        table.metadata.properties,
-        P.DELETE_ISOLATION_LEVEL,
-        P.ISOLATION_LEVEL_DEFAULT,
-        ("serializable", "snapshot"),
-    )
+    isolation = isolation_level(table, P.DELETE_ISOLATION_LEVEL)
     delta = RowDelta(
         table,
-        Validation(
-            start_snapshot_id=job.snapshot.snapshot_id if job.snapshot is not None else None,
-            conflict_filter=job.options.row_filter,
-            serializable=isolation == "serializable",
-            referenced_data_files=removal.referenced,
-            removed_data_files=removal.removed,
-        ),
+        row_validation(job, isolation, referenced=removal.referenced, removed=removal.removed),
         added_files=[*removal.deletes, *added],
         removed_paths=removal.removed,
         operation=Operation.OVERWRITE,
@@ -196,13 +182,7 @@ def _removal(table: PyIcebergTable, job: ScanJob, where: object, run: Runner) ->
         return _Removal(count_rows(job), [], data | deletes, len(data), set())
     # no columns but the position: the filter's columns are read for the filter only
     opts = replace(job.options, projected_schema=Schema(), file_column=False)
-    if job.residual is not None:
-        found = _sql_positions(job)
-        planned = [p for p in job.live_files() if p.data_file.path in found]
-        units = delete_units(table, planned, opts, positions=found)
-    else:
-        units = delete_units(table, job.live_files(), opts)
-    results = run_units(table, units, run)
+    results = delete_matches(table, job, opts, run)
     return _Removal(
         rows=sum(r.deleted_rows for r in results),
         deletes=[w for r in results for w in r.written],
@@ -210,11 +190,3 @@ def _removal(table: PyIcebergTable, job: ScanJob, where: object, run: Runner) ->
         data_files_removed=sum(r.removed_data_files for r in results),
         referenced={p for r in results for p in r.referenced},
     )
-
-
-def _sql_positions(job: ScanJob) -> dict[str, npt.NDArray[np.int64]]:
-    """Sorted positions per data file of the live rows matching the job's SQL condition."""
-    positions = Positions()
-    for batch in read_batches(job):
-        positions.add(batch.column("_file"), batch.column("_pos"))
-    return positions.finish()

@@ -14,8 +14,9 @@ column, existing deletes applied), then:
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pyarrow as pa
 from pyiceberg import types as T
@@ -23,23 +24,29 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 
 from icemor.commit.data_file_struct import from_data_file
 from icemor.commit.row_delta import RowDelta
-from icemor.commit.validation import Validation
+from icemor.engines.local import read_batches
 from icemor.exceptions import InvalidArgumentError
-from icemor.expr.duck import duck_type, empty_table, is_boolean_type, session
+from icemor.expr.duck import duck_type, empty_table, is_boolean_type, query_batches, session
 from icemor.expr.sql import quote_identifier
+from icemor.expr.type_names import sql_type_name
 from icemor.io.data_writer import TableDataWriter, with_row_id
-from icemor.ops.units import ChangeWrite, delete_units, run_units, write_change_task
-from icemor.spec import properties as P
+from icemor.ops.units import (
+    ChangeWrite,
+    delete_units,
+    isolation_level,
+    row_validation,
+    run_units,
+    write_change_task,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Generator, Mapping, Sequence
 
     import numpy as np
     import numpy.typing as npt
-    from pyiceberg.expressions import BooleanExpression
     from pyiceberg.schema import Schema
     from pyiceberg.table import Table as PyIcebergTable
-    from pyiceberg.table.snapshots import Snapshot
+    from pyiceberg.table.snapshots import Operation, Snapshot
 
     from icemor.engines import Runner
     from icemor.io.reader import ReadOptions
@@ -50,15 +57,18 @@ if TYPE_CHECKING:
 __all__ = [
     "DUCKDB",
     "SPARK",
+    "CommitFigures",
     "Dialect",
     "NewRows",
     "RowLevelResult",
     "SparkChanges",
     "check_assignment",
     "check_condition",
+    "commit_figures",
     "commit_row_changes",
     "commit_written",
     "resolve_column",
+    "scan_rows",
     "write_and_commit_on_spark",
 ]
 
@@ -131,24 +141,7 @@ class Dialect:
 
 
 def _spark_type_name(t: T.PrimitiveType) -> str:
-    simple = {
-        T.BooleanType: "boolean",
-        T.IntegerType: "int",
-        T.LongType: "bigint",
-        T.FloatType: "float",
-        T.DoubleType: "double",
-        T.DateType: "date",
-        T.TimestampType: "timestamp_ntz",
-        T.TimestamptzType: "timestamp",  # Spark's TIMESTAMP is an instant: Iceberg's timestamptz
-        T.StringType: "string",
-    }
-    if isinstance(t, T.DecimalType):
-        return f"decimal({t.precision},{t.scale})"
-    for cls, name in simple.items():
-        if isinstance(t, cls):
-            return name
-    msg = f"SQL expressions on columns of type {t} are not supported on Spark"
-    raise InvalidArgumentError(msg)
+    return sql_type_name(t, "spark")
 
 
 DUCKDB = Dialect("duckdb", quote_identifier, duck_type, rounds_to_integer=True)
@@ -227,6 +220,34 @@ class RowLevelResult:
     data_files_removed: int
 
 
+class CommitFigures(TypedDict):
+    """The figures UPDATE's and MERGE's metrics take from their commit, spread into them with ``**``."""
+
+    data_files_added: int
+    delete_files_added: int
+    data_files_removed: int
+    snapshot_id: int | None
+    seconds: float
+
+
+def commit_figures(result: RowLevelResult, started: float) -> CommitFigures:
+    """``result``'s figures; ``seconds`` since ``started`` (:func:`time.monotonic`)."""
+    return CommitFigures(
+        data_files_added=result.data_files_added,
+        delete_files_added=result.delete_files_added,
+        data_files_removed=result.data_files_removed,
+        snapshot_id=result.snapshot.snapshot_id if result.snapshot is not None else None,
+        seconds=time.monotonic() - started,
+    )
+
+
+def scan_rows(job: ScanJob, sql: str, **others: pa.Table) -> Generator[pa.RecordBatch, None, None]:
+    """The rows of DuckDB ``sql`` over ``job``'s streamed merge-on-read scan as ``__target`` (and
+    ``others`` by name): where UPDATE and MERGE find their changes locally."""
+    target = pa.RecordBatchReader.from_batches(job.arrow_schema, read_batches(job))
+    yield from query_batches(sql, {"__target": target, **others})
+
+
 def commit_row_changes(
     table: PyIcebergTable,
     job: ScanJob,
@@ -235,8 +256,8 @@ def commit_row_changes(
     *,
     run: Runner,
     isolation_property: str,
-    conflict_filter: BooleanExpression,
     snapshot_properties: Mapping[str, str] | None = None,
+    operation: Operation | None = None,
 ) -> RowLevelResult:
     """Write the position deletes of ``positions``, then commit them with ``new_rows``' files.
 
@@ -244,7 +265,7 @@ def commit_row_changes(
     An empty table (no snapshot) takes new rows only.
     """
     try:
-        _isolation(table, isolation_property)  # a bad property refuses before anything is written
+        isolation_level(table, isolation_property)  # a bad property refuses before anything is written
         data = new_rows.files()
         by_path = {p.data_file.path: p for p in job.live_files()}
         planned = [by_path[path] for path in positions]
@@ -259,17 +280,8 @@ def commit_row_changes(
         results,
         data,
         isolation_property=isolation_property,
-        conflict_filter=conflict_filter,
         snapshot_properties=snapshot_properties,
-    )
-
-
-def _isolation(table: PyIcebergTable, isolation_property: str) -> str:
-    return P.choice(
-        table.metadata.properties,
-        isolation_property,
-        P.ISOLATION_LEVEL_DEFAULT,
-        ("serializable", "snapshot"),
+        operation=operation,
     )
 
 
@@ -280,15 +292,17 @@ def commit_written(
     data: Sequence[WrittenFile],
     *,
     isolation_property: str,
-    conflict_filter: BooleanExpression,
     snapshot_properties: Mapping[str, str] | None = None,
+    operation: Operation | None = None,
 ) -> RowLevelResult:
     """Commit delete units' results and new data files, already written, as one RowDelta.
 
-    On failure nothing is committed and the given files are removed (unless the commit may
-    have happened).
+    Validated against concurrent commits that touch what ``job`` read (its row filter). On
+    failure nothing is committed and the given files are removed (unless the commit may have
+    happened). ``operation``: the snapshot's (default RowDelta's: overwrite, or delete when it
+    only deletes).
     """
-    isolation = _isolation(table, isolation_property)
+    isolation = isolation_level(table, isolation_property)
     deletes = [w for r in results for w in r.written]
     removed = {p for r in results for p in r.removed}
     if not data and not deletes and not removed:
@@ -297,12 +311,11 @@ def commit_written(
     planned = [p for p in job.planned if p.data_file.path in touched]
     delta = RowDelta(
         table,
-        Validation(
-            start_snapshot_id=job.snapshot.snapshot_id if job.snapshot is not None else None,
-            conflict_filter=conflict_filter,
-            serializable=isolation == "serializable",
-            referenced_data_files={p for r in results for p in r.referenced},
-            removed_data_files={p for r in results for p in r.removed},
+        row_validation(
+            job,
+            isolation,
+            referenced={p for r in results for p in r.referenced},
+            removed=removed,
             # rows of these files live on in the new data files (a removed file's live rows, an
             # updated row): a delete that a concurrent commit adds for them would be undone by
             # our copy, the row resurrected; and the rows counted as deleted must still be live
@@ -314,6 +327,7 @@ def commit_written(
         added_files=[*deletes, *data],
         removed_paths=removed,
         snapshot_properties=dict(snapshot_properties or {}),
+        operation=operation,
     )
     committed = delta.commit()  # on failure it removes what it was given (not when the outcome is unknown)
     return RowLevelResult(
@@ -342,11 +356,11 @@ def write_and_commit_on_spark(
     changes: Any,
     *,
     isolation_property: str,
-    conflict_filter: BooleanExpression,
     unique: str | None = None,
     options: ReadOptions | None = None,
     commit: Callable[[Sequence[UnitResult], Sequence[WrittenFile]], RowLevelResult] | None = None,
     clustered: bool = False,
+    operation: Operation | None = None,
 ) -> SparkChanges:
     """Write ``changes`` (``_file``, ``_pos``, the new row) on the executors and commit once.
 
@@ -360,13 +374,13 @@ def write_and_commit_on_spark(
         job: The scan the changes were read from (its live files get the delete units).
         changes: The Spark DataFrame of changes (see :func:`icemor.ops.units.write_change_task`).
         isolation_property: The operation's isolation-level property.
-        conflict_filter: The scan's filter, for the commit's validation.
         unique: The error if a target row comes twice (MERGE).
         options: Read options of the delete units (default the job's).
         commit: Commits the written files instead of :func:`commit_written`.
         clustered: ``changes`` is ``job``'s scan filtered and projected (no join, no
             aggregate): written without a shuffle when each data file came to one task, else
             written again with it (:func:`icemor.engines.spark.write.write_changes`).
+        operation: The snapshot's operation (see :func:`commit_written`).
 
     Raises:
         InvalidArgumentError: From the tasks (``unique``, a NULL in a required column).
@@ -374,7 +388,7 @@ def write_and_commit_on_spark(
     """
     from icemor.engines.spark.write import Staging, files_seen_twice, write_changes  # noqa: PLC0415 - optional: pyspark
 
-    _isolation(table, isolation_property)  # a bad property refuses before anything is written
+    isolation_level(table, isolation_property)  # a bad property refuses before anything is written
     live = job.live_files()
     units = delete_units(table, live, options or job.options)
     templates = {p.data_file.path: u for u in units for p in u.files}
@@ -409,12 +423,7 @@ def write_and_commit_on_spark(
                 result = commit(results, data)
             else:
                 result = commit_written(
-                    table,
-                    job,
-                    results,
-                    data,
-                    isolation_property=isolation_property,
-                    conflict_filter=conflict_filter,
+                    table, job, results, data, isolation_property=isolation_property, operation=operation
                 )
             break
         finally:

@@ -36,6 +36,8 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.typedef import Record
 
 from icemor.commit.data_file_struct import from_data_file
+from icemor.commit.validation import Validation
+from icemor.engines.local import read_batches
 from icemor.exceptions import IcemorError, InvalidArgumentError, UnsupportedFeatureError
 from icemor.io.data_writer import TableDataWriter, with_row_id
 from icemor.io.deletes import deleted_positions, remember_written, sorted_unique, union_sorted
@@ -60,7 +62,7 @@ if TYPE_CHECKING:
     from icemor.engines import Runner
     from icemor.io.reader import ReadOptions
     from icemor.planning.scan_job import ScanJob
-    from icemor.spec.files import WrittenFile
+    from icemor.spec.files import DataFileRef, WrittenFile
     from icemor.spec.tasks import PlannedFile
 
 __all__ = [
@@ -73,9 +75,12 @@ __all__ = [
     "UnitResult",
     "check_writable",
     "dead_positions",
+    "delete_matches",
     "delete_unit",
     "delete_units",
     "deleted_concurrently",
+    "isolation_level",
+    "row_validation",
     "run_units",
     "write_change_task",
     "write_job",
@@ -283,6 +288,51 @@ def check_writable(table: PyIcebergTable, *, mode_property: str = P.DELETE_MODE)
         raise InvalidArgumentError(msg)
 
 
+def isolation_level(table: PyIcebergTable, isolation_property: str) -> str:
+    """The operation's isolation level, ``serializable`` (default) or ``snapshot``.
+
+    Raises:
+        InvalidArgumentError: Another value.
+    """
+    return P.choice(
+        table.metadata.properties,
+        isolation_property,
+        P.ISOLATION_LEVEL_DEFAULT,
+        ("serializable", "snapshot"),
+    )
+
+
+def row_validation(
+    job: ScanJob,
+    isolation: str,
+    *,
+    referenced: set[str],
+    removed: set[str],
+    no_new_deletes_for: set[str] | None = None,
+    data_files: Mapping[str, DataFileRef] | None = None,
+) -> Validation:
+    """What the commit of a row-level write (DELETE, UPDATE, MERGE, overwrite) checks, as Iceberg
+    Java validates its row-level operations: from ``job``'s snapshot, against its row filter.
+
+    Args:
+        job: The scan that found the rows.
+        isolation: :func:`isolation_level`.
+        referenced: Data files the new position deletes name.
+        removed: Data files removed (every live row deleted).
+        no_new_deletes_for: Data files whose rows live on in new data files.
+        data_files: What the scan knew of those data files, by path.
+    """
+    return Validation(
+        start_snapshot_id=job.snapshot.snapshot_id if job.snapshot is not None else None,
+        conflict_filter=job.options.row_filter,
+        serializable=isolation == "serializable",
+        referenced_data_files=referenced,
+        removed_data_files=removed,
+        no_new_deletes_for=no_new_deletes_for or set(),
+        data_files=data_files or {},
+    )
+
+
 def delete_units(
     table: PyIcebergTable,
     planned: Sequence[PlannedFile],
@@ -372,6 +422,30 @@ class Positions:
                 raise InvalidArgumentError(unique)
             out[path] = pos
         return out
+
+
+def delete_matches(table: PyIcebergTable, job: ScanJob, opts: ReadOptions, run: Runner) -> list[UnitResult]:
+    """Write the deletes of the live rows ``job`` matches (read with ``opts``) by DELETE's units
+    (:func:`run_units`); nothing is committed.
+
+    A SQL condition (``job.residual``): the local scan (DuckDB) finds the positions first and
+    only their data files get units; a pyiceberg filter: each live file's unit finds its own.
+    """
+    if job.residual is None:
+        units = delete_units(table, job.live_files(), opts)
+    else:
+        found = _sql_positions(job)
+        planned = [p for p in job.live_files() if p.data_file.path in found]
+        units = delete_units(table, planned, opts, positions=found)
+    return run_units(table, units, run)
+
+
+def _sql_positions(job: ScanJob) -> dict[str, npt.NDArray[np.int64]]:
+    """Sorted positions per data file of the live rows matching the job's SQL condition (local)."""
+    positions = Positions()
+    for batch in read_batches(job):
+        positions.add(batch.column("_file"), batch.column("_pos"))
+    return positions.finish()
 
 
 def rows_by_file(files: pa.Array | pa.ChunkedArray) -> list[tuple[str, npt.NDArray[np.intp]]]:

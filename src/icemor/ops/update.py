@@ -15,12 +15,8 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
-from icemor.engines.local import read_batches
 from icemor.exceptions import InvalidArgumentError
 from icemor.expr.condition import parse_condition
-from icemor.expr.duck import session
 from icemor.expr.sql import parse_sql
 from icemor.ops.inputs import check_distinct_names
 from icemor.ops.rowlevel import (
@@ -29,8 +25,10 @@ from icemor.ops.rowlevel import (
     NewRows,
     check_assignment,
     check_condition,
+    commit_figures,
     commit_row_changes,
     resolve_column,
+    scan_rows,
     typed,
     write_and_commit_on_spark,
 )
@@ -40,7 +38,7 @@ from icemor.spec import properties as P
 from icemor.spec.metadata_columns import ROW_ID
 
 if TYPE_CHECKING:
-    from collections.abc import Generator, Mapping
+    from collections.abc import Mapping
 
     from pyiceberg.table import Table as PyIcebergTable
     from pyiceberg.types import PrimitiveType
@@ -180,7 +178,7 @@ def update_rows(
     new_rows = NewRows(table, lineage=plan.job.options.row_id_column)
     try:
         # closed on error too: an open DuckDB result would refuse this thread's next query
-        with closing(local_changed_rows(plan)) as batches:
+        with closing(scan_rows(plan.job, plan.select_sql(DUCKDB))) as batches:
             for batch in batches:
                 positions.add(batch.column("_file"), batch.column("_pos"))
                 new_rows.add(batch)
@@ -191,22 +189,9 @@ def update_rows(
     if not found:
         return UpdateMetrics(0, 0, 0, 0, None, time.monotonic() - started)
     result = commit_row_changes(
-        table,
-        plan.job,
-        found,
-        new_rows,
-        run=run,
-        isolation_property=P.UPDATE_ISOLATION_LEVEL,
-        conflict_filter=plan.job.options.row_filter,
+        table, plan.job, found, new_rows, run=run, isolation_property=P.UPDATE_ISOLATION_LEVEL
     )
-    return UpdateMetrics(
-        rows_updated=positions.rows,
-        data_files_added=result.data_files_added,
-        delete_files_added=result.delete_files_added,
-        data_files_removed=result.data_files_removed,
-        snapshot_id=result.snapshot.snapshot_id if result.snapshot is not None else None,
-        seconds=time.monotonic() - started,
-    )
+    return UpdateMetrics(rows_updated=positions.rows, **commit_figures(result, started))
 
 
 def _update_on_spark(
@@ -220,28 +205,7 @@ def _update_on_spark(
         spark, lambda v: plan.select_sql(SPARK, target=v["target"]), scans={"target": plan.job}
     ) as changes:
         done = write_and_commit_on_spark(
-            table,
-            plan.job,
-            changes,
-            isolation_property=P.UPDATE_ISOLATION_LEVEL,
-            conflict_filter=plan.job.options.row_filter,
-            clustered=True,
+            table, plan.job, changes, isolation_property=P.UPDATE_ISOLATION_LEVEL, clustered=True
         )
-    result = done.result
-    return UpdateMetrics(
-        rows_updated=done.updated if result.snapshot is not None else 0,
-        data_files_added=result.data_files_added,
-        delete_files_added=result.delete_files_added,
-        data_files_removed=result.data_files_removed,
-        snapshot_id=result.snapshot.snapshot_id if result.snapshot is not None else None,
-        seconds=time.monotonic() - started,
-    )
-
-
-def local_changed_rows(plan: UpdatePlan) -> Generator[pa.RecordBatch, None, None]:
-    """DuckDB over the streamed local scan."""
-    job = plan.job
-    target = pa.RecordBatchReader.from_batches(job.arrow_schema, read_batches(job))
-    s = session()
-    with s.inputs({"__target": target}):
-        yield from s.reader(plan.select_sql(DUCKDB))
+    updated = done.updated if done.result.snapshot is not None else 0
+    return UpdateMetrics(rows_updated=updated, **commit_figures(done.result, started))

@@ -49,14 +49,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
 from icemor.commit.data_file_struct import from_data_file
-from icemor.commit.door import first_line
 from icemor.engines import ExternalRows
 from icemor.engines.local import runner as local_runner
 from icemor.engines.spark import runner as spark_runner
 from icemor.engines.spark.errors import icemor_error, worker_errors
 from icemor.engines.spark.worker import IOSpec, file_io, io_spec
 from icemor.engines.spark.write import KILL_GRACE_SECONDS, Staging, StagingIO, job_group, settle, whole_input
-from icemor.exceptions import IcemorError, InvalidArgumentError
+from icemor.exceptions import InvalidArgumentError
 from icemor.io.data_writer import TableDataWriter
 from icemor.io.uuids import is_uuid, uuid_from_strings
 
@@ -350,14 +349,7 @@ def write_task(job: TableFileJob, batches: Iterable[pa.RecordBatch]) -> TaskFile
         for batch in _chain(first, it):
             if not batch.num_rows:
                 continue
-            converted = convert.convert(_with_uuids(batch, job.uuid_columns), what=job.what)
-            try:
-                writer.write(converted)
-            except (pa.ArrowInvalid, ValueError) as e:
-                if isinstance(e, IcemorError):
-                    raise
-                msg = f"cannot write the rows of {job.what} to {convert.table}: {first_line(e)}"
-                raise InvalidArgumentError(msg) from e
+            convert.write(writer, _with_uuids(batch, job.uuid_columns), what=job.what)  # TableRows.write
             rows += batch.num_rows
         written = writer.close()
     except BaseException:
