@@ -15,7 +15,6 @@ when the caller finishes the staging after its commit.
 from __future__ import annotations
 
 import contextlib
-import pickle
 import shutil
 import uuid
 from contextlib import contextmanager
@@ -28,7 +27,7 @@ from pyspark.sql import functions as F
 from icemor.engines.spark import _arrow_schema
 from icemor.engines.spark.native import listing_skips, parquet_reader, spark_file_path
 from icemor.engines.spark.session_kind import parallelism
-from icemor.engines.spark.worker import file_io, io_spec
+from icemor.engines.spark.worker import RESULT_SCHEMA, file_io, io_spec, result_batch, results
 from icemor.engines.spark.write import Staging, job_group, settle, staged_io, whole_input
 from icemor.exceptions import InvalidArgumentError
 
@@ -161,20 +160,17 @@ def run_per_key(
         if rows.schema != target:
             rows = rows.cast(target)
         staged, recorder = staged_io(file_io(*spec), prefix)
-        try:
+        with recorder.removed_on_failure():
             result = fn(staged, rows, task)
-        except BaseException:
-            recorder.remove_written()
-            raise
-        yield pa.record_batch([pa.array([pickle.dumps(result)], pa.binary())], names=["result"])
+        yield result_batch(result)
 
     group = f"icemor-cdc-{uuid.uuid4().hex}"
     try:
         with job_group(spark, group) as group:
-            collected = shuffled.mapInArrow(work, "result binary").collect()
+            collected = shuffled.mapInArrow(work, RESULT_SCHEMA).collect()
     except BaseException:
         settle(spark, group, failed=True)  # tasks Spark still cancels write on meanwhile
         staging.finish(())
         raise
     settle(spark, group, failed=False)  # a speculative copy still running may write more
-    return [pickle.loads(r["result"]) for r in collected]
+    return results(collected)

@@ -27,7 +27,6 @@ this engine module imports neither the catalog nor the operations.
 
 from __future__ import annotations
 
-import pickle
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -53,7 +52,8 @@ from icemor.engines import ExternalRows
 from icemor.engines.local import runner as local_runner
 from icemor.engines.spark import runner as spark_runner
 from icemor.engines.spark.errors import icemor_error, worker_errors
-from icemor.engines.spark.worker import IOSpec, file_io, io_spec
+from icemor.engines.spark.worker import RESULT_SCHEMA, IOSpec, file_io, io_spec, result_batch
+from icemor.engines.spark.worker import results as task_results
 from icemor.engines.spark.write import KILL_GRACE_SECONDS, Staging, StagingIO, job_group, settle, whole_input
 from icemor.exceptions import InvalidArgumentError
 from icemor.io.data_writer import TableDataWriter
@@ -431,14 +431,14 @@ def write_dataframe(
     def work(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         result = write_task(job, batches)
         if result is not None:
-            yield pa.record_batch([pa.array([pickle.dumps(result)], pa.binary())], names=["result"])
+            yield result_batch(result)
 
     tag = group = f"icemor-write-{uuid.uuid4().hex}"
     results: list[TaskFiles] = []
     try:
         with job_group(spark, tag) as group:
-            collected = _distributed(df, table.metadata).mapInArrow(work, "result binary").collect()
-        results = [pickle.loads(r["result"]) for r in collected]
+            collected = _distributed(df, table.metadata).mapInArrow(work, RESULT_SCHEMA).collect()
+        results = task_results(collected)
     except BaseException as e:
         settle(spark, group, failed=True)
         staging.finish(())

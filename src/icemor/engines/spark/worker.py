@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from icemor.spec.tasks import CombinedScanTask
 
 __all__ = [
+    "RESULT_SCHEMA",
     "ROWS_COLUMN",
     "IOSpec",
     "file_io",
@@ -34,6 +35,8 @@ __all__ = [
     "io_spec",
     "item_blob",
     "read_partition",
+    "result_batch",
+    "results",
     "run_blobs",
     "run_items",
     "task_blob",
@@ -143,13 +146,26 @@ def _peak_memory() -> int:
     return peak if sys.platform == "darwin" else peak * 1024  # (Linux counts KiB)
 
 
+RESULT_SCHEMA = "result binary"
+"""The ``mapInArrow`` output schema of tasks whose rows are :func:`result_batch`'s."""
+
+
+def result_batch(result: Any) -> pa.RecordBatch:
+    """A task's result as one row of :data:`RESULT_SCHEMA`: only this travels to the driver, pickled."""
+    return pa.record_batch([pa.array([pickle.dumps(result)], pa.binary())], names=["result"])
+
+
+def results(rows: Iterable[Any]) -> list[Any]:
+    """The task results in collected rows of :data:`RESULT_SCHEMA` (undoing :func:`result_batch`)."""
+    return [pickle.loads(r["result"]) for r in rows]
+
+
 def run_items(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Run each pickled ``(io spec, fn, item)`` row as ``fn(io, item)``; yield the pickled results."""
     for batch in batches:
         for blob in batch.column(0).to_pylist():
             (props, location), fn, item = pickle.loads(blob)
-            result = fn(file_io(props, location), item)
-            yield pa.record_batch([pa.array([pickle.dumps(result)], pa.binary())], names=["result"])
+            yield result_batch(fn(file_io(props, location), item))
 
 
 def run_blobs(blobs: Iterable[bytes]) -> Iterator[bytes]:

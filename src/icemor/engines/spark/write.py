@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import pickle
 import re
 import time
 import uuid
@@ -56,7 +55,7 @@ from pyspark.sql import functions as F
 from icemor import exceptions
 from icemor.engines.spark._compat import worker_input_stream
 from icemor.engines.spark.session_kind import is_connect, parallelism
-from icemor.engines.spark.worker import file_io, io_spec
+from icemor.engines.spark.worker import RESULT_SCHEMA, file_io, io_spec, result_batch, results
 from icemor.io.key_index import data_path_of
 from icemor.spec.identifiers import DATA_PATH_PROPERTIES, STAGING_DIR
 
@@ -120,6 +119,15 @@ class StagingIO(FileIO):
         for location in reversed(self.written):
             with contextlib.suppress(OSError):
                 self.inner.delete(location)
+
+    @contextlib.contextmanager
+    def removed_on_failure(self) -> Iterator[None]:
+        """Around a task's work: if it raises, :meth:`remove_written` before the error goes on."""
+        try:
+            yield
+        except BaseException:
+            self.remove_written()
+            raise
 
 
 def staged_io(io: FileIO, staging: str) -> tuple[FileIO, StagingIO]:
@@ -296,17 +304,14 @@ def write_changes(
         context = TaskContext.get()
         attempt = f"{context.partitionId():05d}-{context.taskAttemptId()}" if context else uuid.uuid4().hex
         staged = StagingIO(file_io(*spec), prefix)
-        try:
+        with staged.removed_on_failure():
             result = fn(staged, _chain(first, it), item, attempt)
-        except BaseException:
-            staged.remove_written()
-            raise
-        yield pa.record_batch([pa.array([pickle.dumps(result)], pa.binary())], names=["result"])
+        yield result_batch(result)
 
     group = f"icemor-changes-{uuid.uuid4().hex}"
     try:
         with _whole_files(spark, file_sizes if clustered else ()), job_group(spark, group) as group:
-            collected = ordered.mapInArrow(work, "result binary").collect()
+            collected = ordered.mapInArrow(work, RESULT_SCHEMA).collect()
     except Exception as e:
         settle(spark, group, failed=True)  # the caller's Staging.finish must see every file
         err = _task_error(e)
@@ -314,7 +319,7 @@ def write_changes(
             raise
         raise err from e
     settle(spark, group, failed=False)  # a speculative copy still running may write more
-    return [pickle.loads(r["result"]) for r in collected]
+    return results(collected)
 
 
 class CutInputError(EOFError):
