@@ -14,8 +14,10 @@ from icemor.engines.spark.front import FrontServices, small_frame
 from icemor.engines.spark.table_writes import new_table_schema_of
 from icemor.engines.spark.types import spark_type
 from icemor.exceptions import InvalidArgumentError
+from icemor.io.deletes import position_delete_rows
 from icemor.ops import table_meta
 from icemor.ops.alter import SchemaChange
+from icemor.planning.manifest_reader import live_delete_files
 from icemor.table import Table
 
 if TYPE_CHECKING:
@@ -64,8 +66,12 @@ def services(
     def metadata(spark: SparkSession, name: str, which: str) -> DataFrame:
         if which == "changes":
             return read_table(spark, name, catalog=catalog, read_change_feed=True)
-        inspect = Table.load(name, catalog=catalog).pyiceberg.inspect
-        rows: pa.Table = getattr(inspect, which)()
+        table = Table.load(name, catalog=catalog).pyiceberg
+        if which == "position_deletes":
+            snapshot = table.current_snapshot()
+            deletes = [] if snapshot is None else live_delete_files(table.io, snapshot)
+            return small_frame(spark, position_delete_rows(table.io, deletes))
+        rows: pa.Table = getattr(table.inspect, which)()
         return small_frame(spark, rows)
 
     def write(df: DataFrame, name: str, mode: str, where: str | None) -> object:

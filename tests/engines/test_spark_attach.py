@@ -148,10 +148,12 @@ def test_time_travel_branches_tags_and_read_options(oracle: IcebergJava, attache
     assert attached.read.option("branch", "dev").table(f"ice.{ns}.t").count() == 300 - 43 + 10
 
 
-def test_metadata_tables(oracle: IcebergJava, attached: SparkSession) -> None:
-    ns = "att_meta"
-    _make(oracle, f"{ns}.t")
+@pytest.mark.parametrize("version", [2, 3])
+def test_metadata_tables(oracle: IcebergJava, attached: SparkSession, version: int) -> None:
+    ns = f"att_meta{version}"
+    _make(oracle, f"{ns}.t", version=version)
     java = oracle.qualified(f"{ns}.t")
+    oracle.sql(f"DELETE FROM {java} WHERE id % 7 = 5")  # a second delete: v3 merges its DVs
     for text in (
         "SELECT snapshot_id, operation FROM {t}.snapshots",
         "SELECT snapshot_id, is_current_ancestor FROM {t}.history",
@@ -160,6 +162,12 @@ def test_metadata_tables(oracle: IcebergJava, attached: SparkSession) -> None:
         "SELECT file_path, record_count FROM {t}.data_files",
         "SELECT file_path, content, record_count FROM {t}.delete_files",
         "SELECT count(*) FROM {t}.manifests",
+        "SELECT file_path, pos, spec_id, delete_file_path FROM {t}.position_deletes",
+        "SELECT file_path, content, record_count FROM {t}.all_files",
+        "SELECT file_path, record_count FROM {t}.all_data_files",
+        "SELECT file_path, content FROM {t}.all_delete_files",
+        "SELECT path, added_snapshot_id, reference_snapshot_id FROM {t}.all_manifests",
+        "SELECT latest_snapshot_id FROM {t}.metadata_log_entries",
     ):
         ours = _rows(attached, text.format(t=f"{ns}.t"))
         assert ours == _rows(attached, text.format(t=java)), text

@@ -38,6 +38,7 @@ __all__ = [
     "fully_deleted",
     "local_path",
     "open_parquet",
+    "position_delete_rows",
     "reaching",
     "read_columns",
     "remember_written",
@@ -327,6 +328,40 @@ def deleted_positions(io: FileIO, data_path: str, deletes: Sequence[DeleteFileRe
     if len(parts) == 1:
         return parts[0]
     return sorted_unique(np.concatenate(parts))
+
+
+POSITION_DELETE_ROWS = pa.schema(
+    [
+        pa.field("file_path", pa.string(), nullable=False),
+        pa.field("pos", pa.int64(), nullable=False),
+        pa.field("spec_id", pa.int32(), nullable=False),
+        pa.field("delete_file_path", pa.string(), nullable=False),
+    ]
+)
+"""Iceberg's ``position_deletes`` metadata table, without its ``row`` and ``partition``."""
+
+
+def position_delete_rows(io: FileIO, deletes: Sequence[DeleteFileRef]) -> pa.Table:
+    """One row per position that ``deletes``' position delete files and deletion vectors delete
+    (equality deletes left out): the ``position_deletes`` metadata table (:data:`POSITION_DELETE_ROWS`)."""
+
+    def repeated(value: str, n: int) -> pa.Array:
+        return pa.DictionaryArray.from_arrays(np.zeros(n, np.int32), pa.array([value])).cast(pa.string())
+
+    parts: list[pa.Table] = []
+    for ref in _position_refs(tuple(deletes)):
+        if ref.is_deletion_vector:
+            by_path = {str(ref.referenced_data_file): _deletion_vector(io, ref)[0]}
+        elif ref.file_format.upper() == "PARQUET":
+            by_path = _position_file(io, ref)[0]
+        else:
+            msg = f"position delete file {ref.path}: format {ref.file_format} is not supported (Parquet only)"
+            raise UnsupportedFeatureError(msg)
+        for path, positions in by_path.items():
+            n = len(positions)
+            columns = [repeated(path, n), pa.array(positions), pa.array(np.full(n, ref.spec_id, np.int32))]
+            parts.append(pa.Table.from_arrays([*columns, repeated(ref.path, n)], schema=POSITION_DELETE_ROWS))
+    return pa.concat_tables(parts) if parts else POSITION_DELETE_ROWS.empty_table()
 
 
 def remember_written(written: Sequence[Any], deletes: Sequence[tuple[str, npt.NDArray[np.int64]]]) -> None:

@@ -76,6 +76,12 @@ METADATA_TABLES = (
     "manifests",
     "entries",
     "partitions",
+    "position_deletes",
+    "all_data_files",
+    "all_delete_files",
+    "all_files",
+    "all_manifests",
+    "metadata_log_entries",
     "changes",
 )
 """The metadata tables ``shop.orders.<name>`` reads (Iceberg's names; ``changes``: icemor's feed)."""
