@@ -1,39 +1,48 @@
 """The metrics of a rewrite that commits once or in groups (partial progress): its commits'
 counters added up, and how the run went.
 
-Each commit of a rewrite returns the rewrite's metrics class filled in for that one commit; every
-field but the run's own (:data:`RUN_FIELDS`) is a count, and the run's count is the sum of its
-commits'. One rule for every rewrite, whether it committed once, in groups, or not at all.
+Each rewrite's metrics class is a :class:`RunMetrics`: its own counts (positional), and the
+run's fields (:data:`RUN_FIELDS`, by keyword). Each commit of a rewrite returns that class filled
+in for that one commit; the run's count is the sum of its commits'. One rule for every rewrite,
+whether it committed once, in groups, or not at all.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import fields
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from dataclasses import Field
 
-__all__ = ["RUN_FIELDS", "run_metrics"]
+__all__ = ["RUN_FIELDS", "RunMetrics", "run_metrics"]
 
-RUN_FIELDS = frozenset({"snapshot_id", "seconds", "commits", "failed_commits", "stopped_commits"})
+
+@dataclass(frozen=True, kw_only=True)
+class RunMetrics:
+    """How a rewrite's run went; a rewrite's metrics class adds its counts (positional) before these.
+
+    Keyword-only, so that a subclass's own count fields, declared after them, stay positional and
+    come first in ``__init__``.
+    """
+
+    snapshot_id: int | None
+    """None when there was nothing to rewrite (nothing committed); else the last commit's."""
+    seconds: float
+    commits: int = 0
+    """Snapshots committed (more than one only with partial progress)."""
+    failed_commits: tuple[str, ...] = ()
+    """With partial progress: why each commit that kept conflicting was given up (its groups
+    were not rewritten; the other commits stand)."""
+    stopped_commits: int = 0
+    """With partial progress: commits not attempted because ``stop`` asked to end."""
+
+
+RUN_FIELDS = frozenset(f.name for f in fields(RunMetrics))
 """The fields that say how a run went rather than count what its commits did."""
 
-
-class _RunMetrics(Protocol):
-    """A rewrite's metrics dataclass: counts, then :data:`RUN_FIELDS`."""
-
-    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None: ...
-
-    @property
-    def snapshot_id(self) -> int | None: ...
-
-
-M = TypeVar("M", bound=_RunMetrics)
+M = TypeVar("M", bound=RunMetrics)
 
 
 def run_metrics(

@@ -64,16 +64,8 @@ from icemor.io.data_writer import DataFileTarget, TableDataWriter, write_data_fi
 from icemor.io.deletes import deleted_positions
 from icemor.io.reader import files_only, read_task
 from icemor.io.writers import remove_written
-from icemor.maintenance._run_metrics import run_metrics
-from icemor.maintenance._units import (
-    ScanBatch,
-    check_progress_options,
-    check_rewritable,
-    commit_groups,
-    partition_directory,
-    run_guarded,
-    spread,
-)
+from icemor.maintenance import _units
+from icemor.maintenance._run_metrics import RunMetrics, run_metrics
 from icemor.ops.units import write_job
 from icemor.planning.manifest_reader import live_delete_files
 from icemor.planning.scan_job import prepare_scan
@@ -113,8 +105,8 @@ MAX_FILE_GROUP_SIZE_BYTES = 100 * 1024**3
 
 
 @dataclass(frozen=True)
-class DataRewriteMetrics:
-    """What a major compaction did."""
+class DataRewriteMetrics(RunMetrics):
+    """What a major compaction did (``snapshot_id`` None: no file needed rewriting)."""
 
     data_files_rewritten: int
     data_files_added: int
@@ -122,16 +114,6 @@ class DataRewriteMetrics:
     rows_written: int
     bytes_rewritten: int
     bytes_added: int
-    snapshot_id: int | None
-    """None when no file needed rewriting (nothing committed); else the last commit's."""
-    seconds: float
-    commits: int = 0
-    """Snapshots committed (more than one only with partial progress)."""
-    failed_commits: tuple[str, ...] = ()
-    """With partial progress: why each commit that kept conflicting was given up (its groups
-    were not rewritten; the other commits stand)."""
-    stopped_commits: int = 0
-    """With partial progress: commits not attempted because ``stop`` asked to end."""
 
 
 @dataclass(frozen=True)
@@ -349,7 +331,7 @@ def _rewrite_and_commit(
             data_target = None
             if f.spec_id == metadata.default_spec_id:
                 data_target = DataFileTarget(
-                    directory=partition_directory(table, f.spec_id, f.partition),
+                    directory=_units.partition_directory(table, f.spec_id, f.partition),
                     prefix=f"{len(units):05d}-{commit_id}-rewrite",
                     spec_id=f.spec_id,
                     partition=f.partition,
@@ -364,7 +346,9 @@ def _rewrite_and_commit(
             if u.target is not None:
                 remove_written(io, u.target)
 
-    results = run_guarded(io, run, rewrite_data_unit, units, lambda r: [w.path for w in r.written], lost=lost)
+    results = _units.run_guarded(
+        io, run, rewrite_data_unit, units, lambda r: [w.path for w in r.written], lost=lost
+    )
     written = [w for r in results for w in r.written]
     rewritten = {p.data_file.path for u in units for p in u.files}
     # delete files still applying to a data file that stays; the others apply to nothing after
@@ -403,12 +387,12 @@ def _rewrite_and_commit(
     )
 
 
-_Batch: TypeAlias = "ScanBatch[Sequence[PlannedFile]]"
+_Batch: TypeAlias = "_units.ScanBatch[Sequence[PlannedFile]]"
 """The file groups of one commit."""
 
 
 def _batch(job: ScanJob, groups: Sequence[Sequence[PlannedFile]]) -> _Batch:
-    return ScanBatch.of(job, groups, (p for g in groups for p in g))
+    return _units.ScanBatch.of(job, groups, (p for g in groups for p in g))
 
 
 def _by_partition(planned: Iterable[PlannedFile]) -> list[list[PlannedFile]]:
@@ -464,9 +448,9 @@ def rewrite_data_files(
     """
     started = time.monotonic()
     _check_options(delete_ratio_threshold, delete_file_threshold, target_file_size_bytes)
-    check_progress_options(partial_progress_max_commits, max_group_attempts)
+    _units.check_progress_options(partial_progress_max_commits, max_group_attempts)
     table = table.refresh()
-    check_rewritable(table)
+    _units.check_rewritable(table)
     metadata, io = table.metadata, table.io
     sel = _Selection(
         delete_ratio_threshold=delete_ratio_threshold,
@@ -497,9 +481,9 @@ def rewrite_data_files(
         groups = _by_partition(p for p in again.planned if p.data_file.path in paths)
         return _batch(again, groups) if groups else None
 
-    progress = commit_groups(
+    progress = _units.commit_groups(
         table,
-        [_batch(job, batch) for batch in spread(groups, partial_progress_max_commits)],
+        [_batch(job, batch) for batch in _units.spread(groups, partial_progress_max_commits)],
         replan=replan,
         commit=lambda n, b, so_far: _rewrite_and_commit(table, b.job, b.items, sel, run),
         max_group_attempts=max_group_attempts,

@@ -38,7 +38,7 @@ from pyiceberg.table.snapshots import Operation
 
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
-from icemor.maintenance._run_metrics import run_metrics
+from icemor.maintenance._run_metrics import RunMetrics, run_metrics
 from icemor.maintenance._units import ScanBatch, check_progress_options, commit_groups, spread
 from icemor.ops.units import check_writable, delete_units, run_units, write_job
 from icemor.planning.manifest_reader import live_delete_files
@@ -60,8 +60,9 @@ __all__ = ["ConversionMetrics", "rewrite_equality_deletes"]
 
 
 @dataclass(frozen=True)
-class ConversionMetrics:
-    """What an equality -> position conversion did."""
+class ConversionMetrics(RunMetrics):
+    """What an equality -> position conversion did (``snapshot_id`` None: the table had no
+    equality delete)."""
 
     data_files_converted: int
     positions_written: int
@@ -69,14 +70,6 @@ class ConversionMetrics:
     equality_delete_files_removed: int
     position_delete_files_removed: int
     data_files_removed: int
-    snapshot_id: int | None
-    """None when the table had no equality delete (nothing committed); else the last commit's."""
-    seconds: float
-    commits: int = 0
-    failed_commits: tuple[str, ...] = ()
-    """With partial progress: why each commit that kept conflicting was given up."""
-    stopped_commits: int = 0
-    """With partial progress: commits not attempted because ``stop`` asked to end."""
 
 
 def _sequence_number(unit: DeleteUnit) -> int:

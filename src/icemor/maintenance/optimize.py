@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table as PyIcebergTable
 
     from icemor.engines import Runner
+    from icemor.maintenance._run_metrics import RunMetrics
     from icemor.maintenance.health import HealthReport, PartitionHealth, Thresholds
 
 __all__ = [
@@ -230,7 +231,7 @@ def _run_actions(
             break
         asking = tuple(pp.partition or "(unpartitioned)" for pp in plan.partitions if action in pp.actions)
         began = time.monotonic()
-        m: Any = None
+        m: RunMetrics | None = None
         try:
             if action == EQ_TO_POS:
                 m = equality_to_position.rewrite_equality_deletes(table, run=run, **progress)

@@ -42,15 +42,8 @@ from icemor.commit.validation import Validation
 from icemor.io.deletes import deleted_positions
 from icemor.io.puffin import write_deletion_vectors
 from icemor.io.writers import DeleteFileTarget, remove_written, write_position_deletes
-from icemor.maintenance._run_metrics import run_metrics
-from icemor.maintenance._units import (
-    check_progress_options,
-    check_rewritable,
-    commit_groups,
-    partition_directory,
-    run_guarded,
-    spread,
-)
+from icemor.maintenance import _units
+from icemor.maintenance._run_metrics import RunMetrics, run_metrics
 from icemor.planning.manifest_reader import read_manifest_entries, read_manifest_list
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
@@ -74,8 +67,8 @@ __all__ = ["PositionDeleteMetrics", "PositionUnit", "rewrite_position_deletes", 
 
 
 @dataclass(frozen=True)
-class PositionDeleteMetrics:
-    """What a minor compaction did."""
+class PositionDeleteMetrics(RunMetrics):
+    """What a minor compaction did (``snapshot_id`` None: there was nothing to compact)."""
 
     delete_files_rewritten: int
     """Position-delete files merged into new ones."""
@@ -87,14 +80,6 @@ class PositionDeleteMetrics:
     positions_written: int
     data_files_removed: int
     """Data files whose every row was deleted: removed rather than listed."""
-    snapshot_id: int | None
-    """None when there was nothing to compact (nothing committed); else the last commit's."""
-    seconds: float
-    commits: int = 0
-    failed_commits: tuple[str, ...] = ()
-    """With partial progress: why each commit that kept conflicting was given up."""
-    stopped_commits: int = 0
-    """With partial progress: commits not attempted because ``stop`` asked to end."""
 
 
 _Pair = tuple["DataFileRef", tuple["DeleteFileRef", ...]]
@@ -337,7 +322,7 @@ def _commit(table: PyIcebergTable, plan: _Plan, run: Runner) -> PositionDeleteMe
             for o in u.outputs:
                 remove_written(io, o.target)
 
-    results = run_guarded(
+    results = _units.run_guarded(
         io, run, rewrite_position_unit, units, lambda r: [w.path for w in r.written], lost=lost
     )
     written = [w for r in results for w in r.written]
@@ -389,9 +374,9 @@ def rewrite_position_deletes(
             progress: only when no commit succeeded).
     """
     started = time.monotonic()
-    check_progress_options(partial_progress_max_commits, max_group_attempts)
+    _units.check_progress_options(partial_progress_max_commits, max_group_attempts)
     table = table.refresh()
-    check_rewritable(table)
+    _units.check_rewritable(table)
     plan = _plan(table)
     if plan is None:
         return run_metrics(PositionDeleteMetrics, (), started)
@@ -413,8 +398,8 @@ def rewrite_position_deletes(
             return _Plan(head.snapshot_id, (), (), frozenset(), frozenset(), dangling, 0)
         return replace(again, dangling=dangling)
 
-    indexes = spread(range(len(plan.units)), partial_progress_max_commits) or [range(0)]
-    progress = commit_groups(
+    indexes = _units.spread(range(len(plan.units)), partial_progress_max_commits) or [range(0)]
+    progress = _units.commit_groups(
         table,
         [_batch(plan, list(index), dangling=n == 0) for n, index in enumerate(indexes)],
         replan=replan,
@@ -448,7 +433,7 @@ class _Targets:
     def output(self, pairs: list[_Pair]) -> _Output:
         first = pairs[0][0]
         target = DeleteFileTarget(
-            directory=partition_directory(self._table, first.spec_id, first.partition),
+            directory=_units.partition_directory(self._table, first.spec_id, first.partition),
             prefix=f"{self._n:05d}-{self._commit_id}-compacted",
             spec_id=first.spec_id,
             partition=first.partition,

@@ -38,20 +38,8 @@ from icemor.exceptions import InvalidArgumentError
 from icemor.expr.condition import parse_condition
 from icemor.expr.duck import empty_table, query_batches
 from icemor.expr.sql import parse_sql
+from icemor.ops import rowlevel
 from icemor.ops.inputs import check_distinct_names, read_arrow
-from icemor.ops.rowlevel import (
-    DUCKDB,
-    SPARK,
-    NewRows,
-    check_assignment,
-    check_condition,
-    commit_figures,
-    commit_row_changes,
-    resolve_column,
-    scan_rows,
-    typed,
-    write_and_commit_on_spark,
-)
 from icemor.ops.units import CHANGE_NEW, CHANGE_OLD, Positions, check_writable, write_job
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
@@ -68,7 +56,6 @@ if TYPE_CHECKING:
 
     from icemor.engines import Runner
     from icemor.expr.sql import SqlExpression
-    from icemor.ops.rowlevel import Dialect
     from icemor.planning.scan_job import ScanJob
 
 __all__ = ["MergeClause", "MergeMetrics", "MergePlan", "merge_rows", "plan_merge"]
@@ -115,7 +102,7 @@ class _Clause:
     star: dict[str, str] = field(default_factory=dict)
     """``*`` clauses: table column -> the source column it takes (quoted per dialect)."""
 
-    def value_sql(self, column: str, dialect: Dialect, source_alias: str) -> str:
+    def value_sql(self, column: str, dialect: rowlevel.Dialect, source_alias: str) -> str:
         if column in self.star:
             ref = f"{dialect.quote(source_alias)}.{dialect.quote(self.star[column])}"
             return dialect.cast(ref, self.types[column])
@@ -157,7 +144,9 @@ class MergePlan:
             len(self.matched) == 1 and self.matched[0].kind == "delete" and self.matched[0].condition is None
         )
 
-    def matched_sql(self, dialect: Dialect, target: str = "__target", source: str = "__source") -> str:
+    def matched_sql(
+        self, dialect: rowlevel.Dialect, target: str = "__target", source: str = "__source"
+    ) -> str:
         """Every matched pair: ``__file, __pos, __src, __clause`` (-1: no clause acts) and new row."""
         q = dialect.quote
         t, s = self.target_alias, self.source_alias
@@ -186,14 +175,14 @@ class MergePlan:
             f"FROM {target} AS {q(t)} JOIN {source} AS {q(s)} ON ({self.on.text}\n)"
         )
 
-    def _row_id(self, dialect: Dialect) -> str:
+    def _row_id(self, dialect: rowlevel.Dialect) -> str:
         """v3: the target row's ``_row_id``, which an updated row keeps (spec, "Row Lineage")."""
         if not self.job.options.row_id_column:
             return ""
         q = dialect.quote
         return f"{q(self.target_alias)}.{q(ROW_ID.name)} AS {q(ROW_ID.name)}, "
 
-    def insert_sql(self, dialect: Dialect, source: str = "__unmatched") -> str:
+    def insert_sql(self, dialect: rowlevel.Dialect, source: str = "__unmatched") -> str:
         """The inserted rows of unmatched source rows: ``__clause`` (>= 0) and the new row."""
         q = dialect.quote
         s = self.source_alias
@@ -212,7 +201,7 @@ class MergePlan:
         inner = f"SELECT CASE {whens} ELSE -1 END AS __clause, {', '.join(columns)} FROM {source} AS {q(s)}"
         return f"SELECT * FROM ({inner}) AS __inserts WHERE __clause >= 0"
 
-    def changes_sql(self, dialect: Dialect, target: str, source: str) -> str:
+    def changes_sql(self, dialect: rowlevel.Dialect, target: str, source: str) -> str:
         """Every change in one statement: the source joined with the target (LEFT OUTER when a
         NOT MATCHED clause exists), the acting clause chosen by CASE as in Iceberg's Spark MERGE.
 
@@ -278,7 +267,7 @@ def _key_on(keys: Sequence[str], schema: Schema, source: pa.Schema, t: str, s: s
     parts = []
     by_lower = {n.lower(): n for n in source.names}  # names are distinct ignoring case by now
     for key in keys:
-        column = resolve_column(schema, key)
+        column = rowlevel.resolve_column(schema, key)
         if key.lower() not in by_lower:
             msg = f"the MERGE source has no key column {key!r} (source columns: {', '.join(source.names)})"
             raise InvalidArgumentError(msg)
@@ -291,7 +280,7 @@ def _key_on(keys: Sequence[str], schema: Schema, source: pa.Schema, t: str, s: s
 
 def _name(identifier: str) -> str:
     """A plain identifier as is (the same in Spark SQL and DuckDB), any other double-quoted."""
-    return identifier if _IDENTIFIER.fullmatch(identifier) else DUCKDB.quote(identifier)
+    return identifier if _IDENTIFIER.fullmatch(identifier) else rowlevel.DUCKDB.quote(identifier)
 
 
 def _equi_keys(on: SqlExpression, t: str, s: str) -> list[tuple[str, str]]:
@@ -440,35 +429,39 @@ def plan_merge(
                 star = {f.name: source_names[f.name.lower()] for f in schema.fields}
                 for column, name in star.items():
                     if column not in star_values:
-                        star_values[column] = parse_sql(f"{DUCKDB.quote(s)}.{DUCKDB.quote(name)}")
+                        star_values[column] = parse_sql(
+                            f"{rowlevel.DUCKDB.quote(s)}.{rowlevel.DUCKDB.quote(name)}"
+                        )
                 values = {column: star_values[column] for column in star}
             else:
                 for name, text in clause.values.items():
-                    values[resolve_column(schema, name)] = parse_sql(text, what=f"value of {name} in {what}")
+                    values[rowlevel.resolve_column(schema, name)] = parse_sql(
+                        text, what=f"value of {name} in {what}"
+                    )
         types: dict[str, PrimitiveType] = {}
         for column, value in values.items():
             value_type = _typed(job, empty_source, value.text, clause.kind, t, s, f"{what}, {column}")
-            types[column] = check_assignment(schema, column, value_type, f"{what}, {column}")
+            types[column] = rowlevel.check_assignment(schema, column, value_type, f"{what}, {column}")
         if condition is not None:
             ctype = _typed(job, empty_source, condition.text, clause.kind, t, s, f"condition of {what}")
-            check_condition(ctype, f"condition of {what}", condition.text)
+            rowlevel.check_condition(ctype, f"condition of {what}", condition.text)
         (not_matched if clause.kind == "insert" else matched).append(
             _Clause(clause.kind, condition, values, types, star)
         )
     plan = MergePlan(job, src, on_sql, t, s, matched, not_matched)
     on_type = _typed(job, empty_source, on_sql.text, "update", t, s, "ON condition")
-    check_condition(on_type, "ON condition", on_sql.text)
-    typed(job, plan.matched_sql(DUCKDB), "MERGE", __source=empty_source)
+    rowlevel.check_condition(on_type, "ON condition", on_sql.text)
+    rowlevel.typed(job, plan.matched_sql(rowlevel.DUCKDB), "MERGE", __source=empty_source)
     return plan
 
 
 def _typed(job: ScanJob, source: pa.Table, sql: str, kind: str, t: str, s: str, what: str) -> str:
-    q = DUCKDB.quote
+    q = rowlevel.DUCKDB.quote
     if kind == "insert":  # NOT MATCHED clauses see the source row only
         statement = f"SELECT ({sql}\n) FROM __source AS {q(s)}"
     else:
         statement = f"SELECT ({sql}\n) FROM __target AS {q(t)} JOIN __source AS {q(s)} ON TRUE"
-    return typed(job, statement, what, __source=source)[0][1]
+    return rowlevel.typed(job, statement, what, __source=source)[0][1]
 
 
 def merge_rows(
@@ -511,7 +504,7 @@ def merge_rows(
         return _merge_on_spark(table, plan, spark, frame, started)
     positions = Positions()
     pairs = Positions()  # every matched (file, pos), to catch a target row matched twice
-    new_rows = NewRows(table, lineage=plan.job.options.row_id_column)
+    new_rows = rowlevel.NewRows(table, lineage=plan.job.options.row_id_column)
     matched_src = np.zeros(plan.source.num_rows, dtype=bool)
     counts = {"update": 0, "delete": 0, "insert": 0}
     kinds = np.array([c.kind for c in plan.matched] or ["none"])
@@ -519,7 +512,7 @@ def merge_rows(
         # the batch streams are closed on error too: an open DuckDB result would refuse this
         # thread's next query
         if plan.job.snapshot is not None:
-            matched = scan_rows(plan.job, plan.matched_sql(DUCKDB), __source=plan.source)
+            matched = rowlevel.scan_rows(plan.job, plan.matched_sql(rowlevel.DUCKDB), __source=plan.source)
             with closing(matched) as batches:
                 for batch in batches:
                     clause = batch.column("__clause").to_numpy(zero_copy_only=False).astype(np.int64)
@@ -539,7 +532,9 @@ def merge_rows(
                 pairs.finish(unique=DUPLICATE_MATCH)
         if plan.not_matched and not matched_src.all():
             unmatched = plan.source.filter(pa.array(~matched_src))
-            with closing(query_batches(plan.insert_sql(DUCKDB), {"__unmatched": unmatched})) as batches:
+            with closing(
+                query_batches(plan.insert_sql(rowlevel.DUCKDB), {"__unmatched": unmatched})
+            ) as batches:
                 for batch in batches:
                     counts["insert"] += batch.num_rows
                     new_rows.add(batch)
@@ -551,7 +546,7 @@ def merge_rows(
         raise
     if not found and not new_rows.rows:
         return MergeMetrics(0, 0, 0, 0, 0, 0, None, time.monotonic() - started)
-    result = commit_row_changes(
+    result = rowlevel.commit_row_changes(
         table,
         plan.job,
         found,
@@ -564,7 +559,7 @@ def merge_rows(
         rows_updated=counts["update"],
         rows_deleted=counts["delete"],
         rows_inserted=counts["insert"],
-        **commit_figures(result, started),
+        **rowlevel.commit_figures(result, started),
     )
 
 
@@ -580,11 +575,11 @@ def _merge_on_spark(
         frame = arrow_to_dataframe(spark, plan.source.drop_columns(["__src_row"]))
     with sql_dataframe(
         spark,
-        lambda v: plan.changes_sql(SPARK, target=v["target"], source=v["source"]),
+        lambda v: plan.changes_sql(rowlevel.SPARK, target=v["target"], source=v["source"]),
         scans={"target": plan.job},
         frames={"source": frame},
     ) as changes:
-        done = write_and_commit_on_spark(
+        done = rowlevel.write_and_commit_on_spark(
             table,
             plan.job,
             changes,
@@ -598,7 +593,7 @@ def _merge_on_spark(
         rows_updated=done.updated,
         rows_deleted=done.deleted,
         rows_inserted=done.inserted,
-        **commit_figures(done.result, started),
+        **rowlevel.commit_figures(done.result, started),
     )
 
 

@@ -18,20 +18,8 @@ from typing import TYPE_CHECKING
 from icemor.exceptions import InvalidArgumentError
 from icemor.expr.condition import parse_condition
 from icemor.expr.sql import parse_sql
+from icemor.ops import rowlevel
 from icemor.ops.inputs import check_distinct_names
-from icemor.ops.rowlevel import (
-    DUCKDB,
-    SPARK,
-    NewRows,
-    check_assignment,
-    check_condition,
-    commit_figures,
-    commit_row_changes,
-    resolve_column,
-    scan_rows,
-    typed,
-    write_and_commit_on_spark,
-)
 from icemor.ops.units import Positions, check_writable, write_job
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
@@ -46,7 +34,6 @@ if TYPE_CHECKING:
 
     from icemor.engines import Runner
     from icemor.expr.sql import SqlExpression
-    from icemor.ops.rowlevel import Dialect
     from icemor.planning.scan_job import ScanJob
 
 __all__ = ["UpdateMetrics", "UpdatePlan", "plan_update", "update_rows"]
@@ -62,7 +49,7 @@ class UpdatePlan:
     """Table column -> its new value (unassigned columns keep theirs)."""
     types: dict[str, PrimitiveType]
 
-    def select_sql(self, dialect: Dialect, target: str = "__target") -> str:
+    def select_sql(self, dialect: rowlevel.Dialect, target: str = "__target") -> str:
         """``SELECT _file, _pos, <every column, new or kept> FROM target WHERE …``."""
         q = dialect.quote
         row = ", ".join(
@@ -117,7 +104,7 @@ def plan_update(
     where_sql = condition.sql if condition is not None else None
     values: dict[str, SqlExpression] = {}
     for name, text in set.items():
-        column = resolve_column(schema, name)
+        column = rowlevel.resolve_column(schema, name)
         if column in values:
             msg = f"column {column!r} is SET twice"
             raise InvalidArgumentError(msg)
@@ -134,13 +121,15 @@ def plan_update(
     )
     types: dict[str, PrimitiveType] = {}
     for column, value in values.items():
-        value_type = typed(job, f"SELECT ({value.text}\n) FROM __target", f"SET {column}")[0][1]
-        types[column] = check_assignment(schema, column, value_type, f"SET {column}")
+        value_type = rowlevel.typed(job, f"SELECT ({value.text}\n) FROM __target", f"SET {column}")[0][1]
+        types[column] = rowlevel.check_assignment(schema, column, value_type, f"SET {column}")
     if where_sql is not None:
         sql = f"SELECT ({where_sql.text}\n) FROM __target"
-        check_condition(typed(job, sql, "condition")[0][1], "condition", where_sql.text)
+        rowlevel.check_condition(rowlevel.typed(job, sql, "condition")[0][1], "condition", where_sql.text)
     plan = UpdatePlan(job, where_sql, values, types)
-    typed(job, plan.select_sql(DUCKDB), "UPDATE")  # the whole statement: any other error, now
+    rowlevel.typed(
+        job, plan.select_sql(rowlevel.DUCKDB), "UPDATE"
+    )  # the whole statement: any other error, now
     return plan
 
 
@@ -175,10 +164,10 @@ def update_rows(
     if spark is not None:
         return _update_on_spark(table, plan, spark, started)
     positions = Positions()
-    new_rows = NewRows(table, lineage=plan.job.options.row_id_column)
+    new_rows = rowlevel.NewRows(table, lineage=plan.job.options.row_id_column)
     try:
         # closed on error too: an open DuckDB result would refuse this thread's next query
-        with closing(scan_rows(plan.job, plan.select_sql(DUCKDB))) as batches:
+        with closing(rowlevel.scan_rows(plan.job, plan.select_sql(rowlevel.DUCKDB))) as batches:
             for batch in batches:
                 positions.add(batch.column("_file"), batch.column("_pos"))
                 new_rows.add(batch)
@@ -188,10 +177,10 @@ def update_rows(
         raise
     if not found:
         return UpdateMetrics(0, 0, 0, 0, None, time.monotonic() - started)
-    result = commit_row_changes(
+    result = rowlevel.commit_row_changes(
         table, plan.job, found, new_rows, run=run, isolation_property=P.UPDATE_ISOLATION_LEVEL
     )
-    return UpdateMetrics(rows_updated=positions.rows, **commit_figures(result, started))
+    return UpdateMetrics(rows_updated=positions.rows, **rowlevel.commit_figures(result, started))
 
 
 def _update_on_spark(
@@ -202,10 +191,10 @@ def _update_on_spark(
 
     plan.job.whole_files = True  # the write runs in the scan's tasks (clustered=True below)
     with sql_dataframe(
-        spark, lambda v: plan.select_sql(SPARK, target=v["target"]), scans={"target": plan.job}
+        spark, lambda v: plan.select_sql(rowlevel.SPARK, target=v["target"]), scans={"target": plan.job}
     ) as changes:
-        done = write_and_commit_on_spark(
+        done = rowlevel.write_and_commit_on_spark(
             table, plan.job, changes, isolation_property=P.UPDATE_ISOLATION_LEVEL, clustered=True
         )
     updated = done.updated if done.result.snapshot is not None else 0
-    return UpdateMetrics(rows_updated=updated, **commit_figures(done.result, started))
+    return UpdateMetrics(rows_updated=updated, **rowlevel.commit_figures(done.result, started))
