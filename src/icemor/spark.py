@@ -295,8 +295,10 @@ def write(df: DataFrame, table: str, *, mode: str = "append", **options: Any) ->
         table: ``namespace.table``.
         mode: ``append`` or ``overwrite``.
         **options: ``where`` (or ``overwrite-where``): the overwrite's condition, SQL in the
-            scan's language (docs/sql.md); ``catalog``: a catalog name (default: icemor's
-            embedded catalog). Names are case-insensitive, ``_`` or ``-``.
+            scan's language (docs/sql.md); ``overwrite_mode``: ``static`` (default) or
+            ``dynamic`` (Iceberg's: the partitions the rows fall in are replaced whole, as
+            Spark's dynamic ``partitionOverwriteMode``); ``catalog``: a catalog name (default:
+            icemor's embedded catalog). Names are case-insensitive, ``_`` or ``-``.
 
     Returns:
         The rows appended (``append``, as ``table.append``), or the overwrite's metrics (as
@@ -311,17 +313,20 @@ def write(df: DataFrame, table: str, *, mode: str = "append", **options: Any) ->
     from icemor.engines.spark.table_writes import MODES, dataframe_rows, removal_runner, write_options  # noqa: PLC0415 - optional: pyspark
     from icemor.ops.append import append_data  # noqa: PLC0415 - cost: ~1 s
     from icemor.ops.overwrite import overwrite_rows  # noqa: PLC0415 - cost: ~1 s
+    from icemor.ops.replace_partitions import replace_partitions  # noqa: PLC0415 - cost: ~1 s
 
     chosen = str(mode).strip().lower()
     if chosen not in MODES:
         msg = f"unknown write mode {mode!r}: use {' or '.join(repr(m) for m in MODES)}"
         raise InvalidArgumentError(msg)
-    where, catalog = write_options(options, overwrite=chosen == "overwrite")
+    where, catalog, dynamic = write_options(options, overwrite=chosen == "overwrite")
     target = _load_table(table, catalog)
     note = logging.getLogger("icemor").warning
     with spark_errors():
         if chosen == "append":
             return append_data(target, dataframe_rows(df), note=note)
+        if dynamic:
+            return replace_partitions(target, dataframe_rows(df), note=note)
         return overwrite_rows(target, dataframe_rows(df), where, run=removal_runner(df, target), note=note)
 
 

@@ -75,7 +75,9 @@ def services(
         return small_frame(spark, rows)
 
     def write(df: DataFrame, name: str, mode: str, where: str | None) -> object:
-        options = {"where": where} if where is not None else {}
+        options: dict[str, str] = {"where": where} if where is not None else {}
+        if mode == "replace-partitions":
+            mode, options["overwrite_mode"] = "overwrite", "dynamic"
         return write_table(df, name, mode=mode, catalog=catalog, **options)
 
     def dml(spark: SparkSession, text: str) -> object:
@@ -153,6 +155,7 @@ def services(
         properties=properties,
         tables=tables,
         alter=alter,
+        partition_fields=lambda name: len(Table.load(name, catalog=catalog).pyiceberg.spec().fields),
     )
 
 

@@ -97,15 +97,17 @@ def test_a_type_no_iceberg_table_holds_is_refused_naming_the_column(
 @pytest.mark.parametrize(
     ("options", "overwrite", "expected"),
     [
-        ({}, False, (None, None)),
-        ({"catalog": "other"}, False, (None, "other")),
-        ({"where": "id > 1"}, True, ("id > 1", None)),
-        ({"overwrite-where": "id > 1", "CATALOG": "c"}, True, ("id > 1", "c")),
-        ({"overwrite_where": "id > 1"}, True, ("id > 1", None)),
-        ({"path": "db.t"}, True, (None, None)),
+        ({}, False, (None, None, False)),
+        ({"catalog": "other"}, False, (None, "other", False)),
+        ({"where": "id > 1"}, True, ("id > 1", None, False)),
+        ({"overwrite-where": "id > 1", "CATALOG": "c"}, True, ("id > 1", "c", False)),
+        ({"overwrite_where": "id > 1"}, True, ("id > 1", None, False)),
+        ({"path": "db.t"}, True, (None, None, False)),
+        ({"overwrite_mode": "Dynamic"}, True, (None, None, True)),
+        ({"overwrite-mode": "static", "where": "id > 1"}, True, ("id > 1", None, False)),
     ],
 )
-def test_write_options(options: dict[str, str], overwrite: bool, expected: tuple[str | None, ...]) -> None:
+def test_write_options(options: dict[str, str], overwrite: bool, expected: tuple[object, ...]) -> None:
     assert write_options(options, overwrite=overwrite) == expected
 
 
@@ -115,6 +117,9 @@ def test_write_options(options: dict[str, str], overwrite: bool, expected: tuple
         ({"mergeSchema": "true"}, False, "unknown write option 'mergeSchema'"),
         ({"where": "id > 1"}, False, "applies to mode 'overwrite' only"),
         ({"where": "a", "overwrite-where": "b"}, True, "not both"),
+        ({"overwrite-mode": "dynamic"}, False, "applies to mode 'overwrite' only"),
+        ({"overwrite-mode": "partial"}, True, "unknown overwrite-mode 'partial'"),
+        ({"overwrite-mode": "dynamic", "where": "id > 1"}, True, "takes no condition"),
     ],
 )
 def test_write_options_refused_in_one_line(options: dict[str, str], overwrite: bool, says: str) -> None:

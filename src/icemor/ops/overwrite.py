@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from icemor.planning.scan_job import ScanJob
     from icemor.spec.files import WrittenFile
 
-__all__ = ["OverwriteMetrics", "check_overwrite", "overwrite_rows"]
+__all__ = ["OverwriteMetrics", "check_overwrite", "overwrite_rows", "write_then_commit"]
 
 
 @dataclass(frozen=True)
@@ -86,12 +86,34 @@ def overwrite_rows(
     table = table.refresh()
     # the condition is checked before anything is written
     job = check_overwrite(table, where)
+    return write_then_commit(
+        table,
+        data,
+        lambda rows, added: _overwrite(table, job, where, run, rows, added, started),
+        note=note,
+    )
+
+
+def write_then_commit(
+    table: PyIcebergTable,
+    data: Any,
+    commit: Callable[[int, list[WrittenFile]], OverwriteMetrics],
+    *,
+    note: Callable[[str], None] | None = None,
+) -> OverwriteMetrics:
+    """Write ``data`` into data files of ``table``'s current spec, then ``commit(rows, files)``.
+
+    ``commit`` removes the files when it fails (unless the catalog may have committed); files
+    another engine wrote (:class:`icemor.ops.append.ExternalRows`) are settled here as well:
+    kept when committed or maybe committed, else removed. ``note`` is told of nanosecond
+    timestamps that lost digits.
+    """
     if isinstance(data, ExternalRows):
         convert = TableRows(table.metadata.schema(), table=".".join(table.name()))
         written = data.write(table, convert)  # removes what it wrote if it fails
         keep: list[str] = []
         try:
-            metrics = _overwrite(table, job, where, run, written.rows, list(written.files), started)
+            metrics = commit(written.rows, list(written.files))
             keep = [f.path for f in written.files]
         except BaseException as e:
             if may_have_committed(e):
@@ -102,8 +124,7 @@ def overwrite_rows(
     else:
         rows, data_files, convert = write_rows(table, table.io, data, what="the data")
         spec_id = table.metadata.default_spec_id
-        added = [from_data_file(f, spec_id) for f in data_files]
-        metrics = _overwrite(table, job, where, run, rows, added, started)
+        metrics = commit(rows, [from_data_file(f, spec_id) for f in data_files])
     if note is not None and metrics.snapshot_id is not None and (text := convert.summary()):
         note(text)
     return metrics

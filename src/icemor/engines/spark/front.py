@@ -96,8 +96,9 @@ class FrontServices:
         read: ``(spark, identifier, options)`` -> the table's DataFrame (``icemor.spark.read``'s
             options; ``ref`` names a branch or tag).
         metadata: ``(spark, identifier, name)`` -> a metadata table's DataFrame.
-        write: ``(df, identifier, mode, where)``: append or overwrite (``where``: a condition or
-            None for every row), one commit.
+        write: ``(df, identifier, mode, where)``: ``append``, ``overwrite`` (``where``: a
+            condition or None for every row) or ``replace-partitions`` (the partitions the rows
+            fall in), one commit.
         dml: ``(spark, text)``: one MERGE / UPDATE / DELETE statement whose target is the
             attached catalog's ``namespace.table``.
         create: ``(identifier, df_or_schema, partition_by, properties, if_not_exists)``.
@@ -109,6 +110,7 @@ class FrontServices:
         tables: ``namespace`` -> its tables' names, or None if the catalog has no such namespace.
         alter: ``(identifier, actions)``: one ALTER TABLE's actions (``(kind, *arguments)``:
             :data:`icemor.expr.ddl.ALTER_ACTIONS`), each committed as Iceberg's runtime commits it.
+        partition_fields: ``identifier`` -> how many fields the table's current spec has.
     """
 
     identifier: Callable[[Sequence[str]], str | None]
@@ -124,6 +126,7 @@ class FrontServices:
     properties: Callable[[str], list[tuple[str, str]]]
     tables: Callable[[str], list[str] | None]
     alter: Callable[[str, Sequence[tuple[Any, ...]]], object]
+    partition_fields: Callable[[str], int]
 
 
 @dataclass(frozen=True)
@@ -264,15 +267,17 @@ class Attached:
             named = [c for c in types if c not in fixed]
         overwrite = bool(tree.args.get("overwrite"))
         where: str | None = None
+        mode = "overwrite" if overwrite else "append"
         if overwrite:
             dynamic = str(self.spark.conf.get("spark.sql.sources.partitionOverwriteMode", "static")).lower()
-            if dynamic == "dynamic" and not fixed:
-                msg = (
-                    "INSERT OVERWRITE in dynamic partition overwrite mode is not supported yet: set "
-                    "spark.sql.sources.partitionOverwriteMode=static or give PARTITION (…)"
-                )
-                raise InvalidArgumentError(msg)
-            where = " AND ".join(f"{quote_identifier(c)} = {v}" for c, v in fixed.items()) or None
+            # dynamic when some partition column has no static value (Spark's ResolveInsertInto) or
+            # none has one (Iceberg's write builder takes a whole-table overwrite as dynamic then)
+            if dynamic == "dynamic" and (
+                not fixed or self.services.partition_fields(target.identifier) > len(fixed)
+            ):
+                mode = "replace-partitions"  # the partitions the rows fall in (Iceberg's ReplacePartitions)
+            else:
+                where = " AND ".join(f"{quote_identifier(c)} = {v}" for c, v in fixed.items()) or None
         with self._views(inner, statement) as edits:
             body = spliced(statement.text, edits)[span[0] : span[1] + _shift(edits, span)]
             df = self._spark_sql(body)
@@ -290,7 +295,7 @@ class Attached:
                 for c, n in zip(df.columns, named, strict=True)
             ]
             df = df.select(*given, *(F.expr(v).cast(types[c]).alias(c) for c, v in fixed.items()))
-            self.services.write(df, target.identifier, "overwrite" if overwrite else "append", where)
+            self.services.write(df, target.identifier, mode, where)
         return self._empty()
 
     def _dml(self, statement: ParsedStatement, ours: Sequence[tuple[TableReference, _Target]]) -> DataFrame:

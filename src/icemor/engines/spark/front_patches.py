@@ -1,8 +1,9 @@
 """The PySpark classes ``icemor.spark.attach`` stands in front of: ``DataFrameReader.table`` (and
 its ``option``/``options``, so that the read options reach icemor) and, on classic sessions,
-``DataFrameWriterV2`` (``df.writeTo(name)``). Patched on the classes while any session is
-attached (:func:`patch`), put back when none is (:func:`unpatch`); a reader or writer of a
-session that is not attached, or of a table that is not icemor's, is PySpark's own.
+``DataFrameWriterV2`` (``df.writeTo(name)``: ``append``, ``overwritePartitions``, ``create``).
+Patched on the classes while any session is attached (:func:`patch`), put back when none is
+(:func:`unpatch`); a reader or writer of a session that is not attached, or of a table that is
+not icemor's, is PySpark's own.
 """
 
 from __future__ import annotations
@@ -135,8 +136,9 @@ def _patch_writers(attached: Callable[[Any], Any]) -> None:
                 state["props"][args[0]] = args[1]
                 return self
             front: Any = state["front"]
-            if name == "append":
-                front.services.write(front.stored(self._df, state["table"]), state["table"], "append", None)
+            if name in ("append", "overwritePartitions"):
+                mode = "append" if name == "append" else "replace-partitions"
+                front.services.write(front.stored(self._df, state["table"]), state["table"], mode, None)
                 return None
             if name == "create":
                 if state["exists"]:
@@ -144,8 +146,7 @@ def _patch_writers(attached: Callable[[Any], Any]) -> None:
                     raise InvalidArgumentError(msg)
                 front.services.create(state["table"], self._df, state["partitions"], state["props"], False)
                 return None
-            what = {"overwritePartitions": "overwritePartitions()", "overwrite": "overwrite(condition)"}
-            shown = what.get(name, name + "()")
+            shown = "overwrite(condition)" if name == "overwrite" else name + "()"
             msg = f"df.writeTo(...).{shown} on an icemor table is not supported yet: use INSERT OVERWRITE"
             raise InvalidArgumentError(msg)
 

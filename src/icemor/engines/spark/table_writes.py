@@ -516,18 +516,21 @@ def removal_runner(df: DataFrame, table: PyIcebergTable) -> Runner:
 
 # ------------------------------------------------------------------------------------- options
 
-DATA_SOURCE_OPTIONS = ("where", "overwrite-where", "catalog", "path")
-"""The options of a write: the overwrite's condition (either name), the catalog, the table."""
+DATA_SOURCE_OPTIONS = ("where", "overwrite-where", "overwrite-mode", "catalog", "path")
+"""The options of a write: the overwrite's condition (either name), Iceberg's ``overwrite-mode``
+(``static``, the default, or ``dynamic``: the partitions the rows fall in are replaced), the
+catalog, the table."""
 
 MODES = ("append", "overwrite")
 
 
-def write_options(options: Mapping[str, Any], *, overwrite: bool) -> tuple[str | None, str | None]:
-    """The overwrite condition and catalog name of a write's options (case-insensitive names,
-    ``_`` or ``-``).
+def write_options(options: Mapping[str, Any], *, overwrite: bool) -> tuple[str | None, str | None, bool]:
+    """The overwrite condition, catalog name and whether the overwrite is dynamic, of a write's
+    options (case-insensitive names, ``_`` or ``-``).
 
     Raises:
-        InvalidArgumentError: An unknown option, two conditions, or a condition for an append.
+        InvalidArgumentError: An unknown option, two conditions, a condition for an append, an
+            unknown ``overwrite-mode``, a condition for a dynamic overwrite.
     """
     found: dict[str, str] = {}
     for key, value in options.items():
@@ -544,7 +547,17 @@ def write_options(options: Mapping[str, Any], *, overwrite: bool) -> tuple[str |
     if where is not None and not overwrite:
         msg = "a condition ('where') applies to mode 'overwrite' only, not to an append"
         raise InvalidArgumentError(msg)
-    return where, found.get("catalog")
+    mode = found.get("overwrite-mode", "static").strip().lower()
+    if mode not in ("static", "dynamic"):
+        msg = f"unknown overwrite-mode {found['overwrite-mode']!r}: use 'static' or 'dynamic'"
+        raise InvalidArgumentError(msg)
+    if mode == "dynamic" and not overwrite:
+        msg = "overwrite-mode applies to mode 'overwrite' only, not to an append"
+        raise InvalidArgumentError(msg)
+    if mode == "dynamic" and where is not None:
+        msg = "a dynamic overwrite replaces the partitions the rows fall in: it takes no condition ('where')"
+        raise InvalidArgumentError(msg)
+    return where, found.get("catalog"), mode == "dynamic"
 
 
 # ------------------------------------------------------------------------ the data source writer
@@ -595,7 +608,13 @@ if DataSourceArrowWriter is not None:
                 raise InvalidArgumentError(msg)
             self.identifier = identifier
             self.overwrite = overwrite
-            self.where, self.catalog = write_options(options, overwrite=overwrite)
+            self.where, self.catalog, dynamic = write_options(options, overwrite=overwrite)
+            if dynamic:
+                msg = (
+                    "overwrite-mode 'dynamic' is not supported by the data source yet: use "
+                    "icemor.spark.write(df, table, mode='overwrite', overwrite_mode='dynamic')"
+                )
+                raise InvalidArgumentError(msg)
             table = self.services.load_table(identifier, self.catalog)
             self.input_schema = spark_arrow_schema(schema)
             convert = self.services.input_rules(table.metadata.schema(), table=identifier)
