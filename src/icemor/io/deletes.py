@@ -349,7 +349,8 @@ def position_delete_rows(io: FileIO, deletes: Sequence[DeleteFileRef]) -> pa.Tab
         return pa.DictionaryArray.from_arrays(np.zeros(n, np.int32), pa.array([value])).cast(pa.string())
 
     parts: list[pa.Table] = []
-    for ref in _position_refs(tuple(deletes)):
+    # not _position_refs: its memo is for the planner's shared tuples, not a one-off list
+    for ref in (r for r in deletes if r.content == FileContent.POSITION_DELETES):
         if ref.is_deletion_vector:
             by_path = {str(ref.referenced_data_file): _deletion_vector(io, ref)[0]}
         elif ref.file_format.upper() == "PARQUET":
