@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import icemor
 from icemor.catalog import list_tables, load_catalog
-from icemor.engines.spark.front import FrontServices, small_frame
+from icemor.engines.spark.front_services import FrontServices, small_frame
 from icemor.engines.spark.table_writes import new_table_schema_of
 from icemor.engines.spark.types import spark_type
 from icemor.exceptions import InvalidArgumentError
