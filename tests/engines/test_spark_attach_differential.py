@@ -3,7 +3,8 @@
 Two twin tables per configuration (v2 partitioned, v3 unpartitioned) get the same statements:
 Iceberg Java runs each on its twin through its own catalog (``icemor.ns.java``), icemor through
 the attached one (``ice.ns.ours``). Reads must give Java's rows; writes must leave the twins
-equal (rows Java reads, the last snapshot's operation, the kinds of live files); a statement
+equal (rows Java reads, the last snapshot's operation, the kinds of live files: of those that still
+hold or delete a live row where icemor removed a wholly deleted data file Java keeps); a statement
 Java refuses, icemor must refuse; a statement icemor refuses (one line, table unchanged: Java's
 twin is rolled back to match) is counted by form and must be listed in docs/spark.md.
 
@@ -144,6 +145,18 @@ def _state(
     return rows, added, kinds
 
 
+def _live_kinds(oracle: IcebergJava, table: str) -> frozenset[int]:
+    """The kinds of live file that still hold or delete a live row: data files with a row Java
+    reads, position deletes (files and DVs) naming one of those, equality deletes."""
+    t = f"icemor.{table}"
+    query = (
+        f"WITH live AS (SELECT DISTINCT _file FROM {t}) SELECT 0 FROM live"
+        f" UNION SELECT 1 FROM {t}.position_deletes d JOIN live ON d.file_path = live._file"
+        f" UNION SELECT 2 FROM {t}.delete_files WHERE content = 2"
+    )
+    return frozenset(int(r[0]) for r in oracle.sql(query))
+
+
 def _run(run: Callable[..., Any]) -> tuple[str, Any]:
     try:
         return "ok", Counter(tuple(x) for x in run().collect())
@@ -213,6 +226,10 @@ def test_generated_statements_agree_with_java(
             java_state = _state(oracle, f"{ns}.java", before)
             # a maintenance procedure plans its own work (Java's thresholds are not icemor's): rows only
             same = ours_state[0] == java_state[0] if text.startswith("CALL") else ours_state == java_state
+            if not same and ours_state[:2] == java_state[:2]:
+                # icemor removes a data file whose every live row goes (docs/semantics.md), where
+                # Java keeps it and the deletes naming it: compare the files that still matter
+                same = _live_kinds(oracle, f"{ns}.ours") == _live_kinds(oracle, f"{ns}.java")
             assert same, (
                 f"seed {SEED}: tables differ after {text}: {ours_state[1:]} {java_state[1:]} rows equal: {ours_state[0] == java_state[0]}"
             )
