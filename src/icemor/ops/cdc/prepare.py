@@ -17,6 +17,7 @@ from pyiceberg.types import DoubleType, FloatType, PrimitiveType
 from icemor._compat.pyiceberg import check_arrow_schema_compatible
 from icemor.commit.schema import unpartitioned_spec_id
 from icemor.exceptions import InvalidArgumentError
+from icemor.io.changes import CHANGE_COLUMNS, CHANGE_ORDINAL, CHANGE_TYPE
 from icemor.ops.append import downcast_ns_timestamps, schema_mismatch_message
 from icemor.ops.cdc.options import parse_delete_mode
 from icemor.ops.cdc.types import (
@@ -78,15 +79,27 @@ def prepare_changes(
     key = options.key
     fields = _key_fields(tschema, options, name)
     key_ids = [f.field_id for f in fields]
-    _check_columns(schema, options)
+    table_columns = {f.name for f in tschema.fields}
+    # the change feed's own columns (table.changes, readStream's feed): never table columns
+    feed = [c for c in CHANGE_COLUMNS if c in schema.names and c not in table_columns]
+    op_column = options.op_column
+    if op_column == "op" and op_column not in schema.names and CHANGE_TYPE in feed:
+        op_column = CHANGE_TYPE
+    _check_columns(schema, options, op_column)
     if rows is not None:
         required = {f.name for f in fields if f.required}
-        _check_null_keys(rows, key, options.op_column, options.allow_nullable_key, required)
-    dropped = [options.op_column]
-    if options.order_by is not None and options.order_by not in {f.name for f in tschema.fields}:
+        _check_null_keys(rows, key, op_column, options.allow_nullable_key, required)
+    dropped = [op_column, *(c for c in feed if c != op_column)]
+    if options.order_by is not None and options.order_by not in table_columns:
         dropped.append(options.order_by)
     if sequence_column is not None:
         dropped.append(sequence_column)
+    order_column = options.order_by if options.order_by is not None else sequence_column
+    # a feed's changes are in _change_ordinal's order; within one snapshot a key's DELETE comes
+    # before its INSERT (a feed read without the key shows an update as the two)
+    feed_order = options.order_by is None and op_column == CHANGE_TYPE and CHANGE_ORDINAL in feed
+    if feed_order:
+        order_column = CHANGE_ORDINAL
     _check_fits(metadata, schema, dropped, name)
 
     spec = metadata.spec()
@@ -110,8 +123,9 @@ def prepare_changes(
         format_version=metadata.format_version,
         key=key,
         key_ids=tuple(key_ids),
-        op_column=options.op_column,
-        order_column=options.order_by if options.order_by is not None else sequence_column,
+        op_column=op_column,
+        order_column=order_column,
+        feed_order=feed_order,
         dropped=tuple(dropped),
         nullable_key=options.allow_nullable_key,
         required=tuple(f.name for f in tschema.fields if f.required),
@@ -170,9 +184,8 @@ def _key_fields(tschema: Schema, options: ChangeOptions, name: str) -> list[Nest
     return fields
 
 
-def _check_columns(schema: pa.Schema, options: ChangeOptions) -> None:
+def _check_columns(schema: pa.Schema, options: ChangeOptions, op_column: str) -> None:
     """The changes have the op column (of strings, not a key column), the order and key columns."""
-    op_column = options.op_column
     columns = set(schema.names)
     if op_column not in columns:
         msg = f"the changes have no op column {op_column!r} (columns: {', '.join(schema.names)})"

@@ -119,6 +119,8 @@ class ChangeContext:
     op_column: str
     order_column: str | None
     """The column ordering the rows of one key; None: row order."""
+    feed_order: bool
+    """``order_column`` is a change feed's ``_change_ordinal``: a key's DELETE comes first in a tie."""
     dropped: tuple[str, ...]
     """Columns of the changes that are not table columns (the op, a foreign order column)."""
     nullable_key: bool

@@ -265,6 +265,11 @@ def _plan(ctx: ChangeContext, rows: pa.Table) -> _Plan:
     if ctx.order_column is not None and (nulls := rows.column(ctx.order_column).null_count):
         msg = f"order column {ctx.order_column!r} is NULL in {nulls} change rows"
         raise InvalidArgumentError(msg)
+    if ctx.feed_order and ctx.order_column is not None:
+        # one snapshot's DELETE and INSERT of a key share an ordinal: the DELETE is first
+        ordinal = rows.column(ctx.order_column).to_numpy().astype(np.int64)
+        at = rows.schema.get_field_index(ctx.order_column)
+        rows = rows.set_column(at, ctx.order_column, pa.array(ordinal * 2 + (ops != DELETE)))
     sort_keys = [(k, "ascending") for k in ctx.key]
     if ctx.order_column is not None:
         sort_keys.append((ctx.order_column, "ascending"))
