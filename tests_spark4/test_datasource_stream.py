@@ -151,15 +151,25 @@ def _conform(got: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def test_starting_snapshot_or_time(spark: SparkSession, out_dir: Path) -> None:
-    """``starting-snapshot-id`` (exclusive) and ``starting-timestamp`` start the feed there;
+    """``starting-snapshot-id`` (exclusive), ``starting-timestamp``, ``startingOffsets=earliest``
+    and ``stream-from-timestamp`` (inclusive) start the feed there;
     ``columns`` and ``filter`` as in ``table.changes`` (columns in the order given)."""
     icemor.spark.register(spark)
     name = "ds.changes"
     table = icemor.load_table(name)
     snapshots = list(table.pyiceberg.snapshots())
     since = snapshots[2]
+    # Iceberg's stream-from-timestamp takes the snapshot committed at that time (inclusive)
+    at = next(
+        i for i in range(2, len(snapshots)) if snapshots[i - 1].timestamp_ms < snapshots[i].timestamp_ms
+    )
     cases: list[tuple[dict[str, str], pa.Table]] = [
         ({"starting-snapshot-id": str(since.snapshot_id)}, table.changes(since.snapshot_id).to_arrow()),
+        ({"startingOffsets": "earliest"}, table.changes().to_arrow()),
+        (
+            {"stream-from-timestamp": str(snapshots[at].timestamp_ms)},
+            table.changes(snapshots[at - 1].snapshot_id).to_arrow(),
+        ),
         (
             {"startingTimestamp": str(since.timestamp_ms), "columns": "note,id", "filter": "id % 2 = 0"},
             table.changes(since.snapshot_id, selected_fields=("id", "note"), row_filter="id % 2 = 0")
@@ -174,6 +184,24 @@ def test_starting_snapshot_or_time(spark: SparkSession, out_dir: Path) -> None:
         assert query.exception() is None, str(query.exception())[-600:]
         got = pa.concat_tables([_conform(t, want.schema) for _, t in batches if t.num_rows])
         assert rows(got) == rows(want), option
+
+
+def test_feed_start_errors_are_one_line(spark: SparkSession) -> None:
+    """A bad ``startingOffsets``, two starts, or ``startingOffsets`` on a batch read: refused, naming
+    what to give."""
+    icemor.spark.register(spark, fast_reads=False)
+    cases = [
+        ({"startingOffsets": '{"t": 1}'}, "startingOffsets must be earliest"),
+        ({"startingOffsets": "earliest", "starting-snapshot-id": "1"}, "give one start of the change feed"),
+    ]
+    batches: list[int] = []
+    for options, text in cases:
+        with pytest.raises(Exception, match=text):
+            reader = spark.readStream.format("icemor").option("readChangeFeed", "true").options(**options)
+            reader.load("ds.changes").writeStream.foreachBatch(lambda df, i: batches.append(i)).start()
+    assert not batches  # refused before any micro-batch
+    with pytest.raises(Exception, match="startingOffsets is for streams"):
+        spark.read.format("icemor").option("startingOffsets", "earliest").load("ds.changes").count()
 
 
 def test_expired_checkpoint_names_the_oldest_snapshot(spark: SparkSession, out_dir: Path) -> None:
@@ -325,3 +353,68 @@ def test_function_and_source_read_the_same_feed(spark: SparkSession) -> None:
     want = table.changes().to_arrow()
     same(spark.read.format("icemor").option("readChangeFeed", "true").load("ds.changes"), want)
     same(icemor.spark.read(spark, "ds.changes", read_change_feed=True), want)
+
+
+def _readme_stream() -> str:
+    readme = (HERE.parent / "README.md").read_text()
+    section = readme[readme.index("## A mirror kept by a stream") :]
+    start = section.index("```python\n") + len("```python\n")
+    return section[start : section.index("\n```", start)]
+
+
+def test_readme_stream_runs_verbatim(spark: SparkSession, out_dir: Path) -> None:
+    """The README's stream block, unchanged: the mirror is created like its source, seeded from
+    the first snapshot, takes the feed's columns as they come, and after a restart from the
+    checkpoint goes on; the mirror equals the source each time (Iceberg Java reads it last)."""
+    code = _readme_stream()
+    checkpoint = Path("/tmp/icemor-checkpoints/orders_mirror")
+    assert f'"{checkpoint}"' in code
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    for name in ("shop.orders_mirror", "shop.orders"):
+        with contextlib.suppress(Exception):
+            icemor.drop_table(name, purge=True)
+    schema = pa.schema(
+        [pa.field("id", pa.int64()), pa.field("sku", pa.string()), pa.field("qty", pa.int32())]
+    )
+    orders = icemor.create_table("shop.orders", schema, partition_by=["sku"], format_version=3)
+    orders.append(pa.table({"id": pa.array(range(20), pa.int64()), "sku": ["a", "b"] * 10,
+                            "qty": pa.array(range(20), pa.int32())}, schema=schema))  # fmt: skip
+    orders.update({"qty": "qty + 100"}, "id % 3 = 0")  # the feed shows an update as DELETE + INSERT
+    orders.delete("id % 5 = 1")
+
+    def run_and_compare(step: str) -> None:
+        scope: dict[str, Any] = {"spark": spark}
+        exec(compile(code, "README.md", "exec"), scope)
+        query = scope["query"]
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+        assert query.exception() is None, str(query.exception())[-800:]
+        mirror = icemor.load_table("shop.orders_mirror")
+        assert [f.name for f in mirror.schema().fields] == ["id", "sku", "qty"], step
+        assert mirror.schema().identifier_field_names() == {"id"}, step
+        assert [f.name for f in mirror.metadata.spec().fields] == ["sku"], step
+        assert mirror.metadata.format_version == 3, step
+        want = icemor.load_table("shop.orders").scan().to_arrow().sort_by("id")
+        assert mirror.scan().to_arrow().sort_by("id").to_pylist() == want.to_pylist(), step
+
+    run_and_compare("first run (created, seeded from the first snapshot)")
+    orders.refresh().update({"sku": "'c'"}, "id = 2")  # a partition move
+    orders.refresh().apply_changes(
+        pa.table(
+            {
+                "op": ["I", "D"],
+                "id": pa.array([50, 4], pa.int64()),
+                "sku": ["a", None],
+                "qty": pa.array([5, None], pa.int32()),
+            }
+        ),
+        key=["id"],
+        allow_nullable_key=True,  # the source's id is optional (as the README's shop.orders)
+    )
+    run_and_compare("after a restart from the checkpoint")
+    rows = icemor.load_table("shop.orders").scan().to_arrow().to_pylist()
+    (out_dir / "expected").mkdir(parents=True, exist_ok=True)
+    expected = {"columns": ["id", "sku", "qty"], "rows": sorted([r["id"], r["sku"], r["qty"]] for r in rows)}
+    (out_dir / "expected" / "shop.orders_mirror.json").write_text(json.dumps(expected))

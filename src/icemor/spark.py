@@ -13,10 +13,11 @@ pyspark, calling its functions does.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-from icemor.exceptions import InvalidArgumentError
+from icemor.exceptions import IcemorError, InvalidArgumentError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -460,6 +461,7 @@ def _data_source_services() -> Services:
         load_table=_load_table,
         epoch_ms=to_epoch_ms,
         apply_changes=_apply_changes,
+        create_mirror=_create_mirror,
         input_rules=TableRows,
         check_overwrite=check_overwrite,
         append=append_data,
@@ -470,6 +472,32 @@ def _data_source_services() -> Services:
 def _front_read(spark: SparkSession, table: str | None, options: dict[str, Any]) -> DataFrame:
     """``spark.read.format("icemor")...load(table)`` of a registered Python client."""
     return read(spark, table, **options)
+
+
+def _create_mirror(
+    identifier: str,
+    catalog: str | None,
+    columns: pa.Schema,
+    *,
+    key: Sequence[str],
+    source: tuple[str, str | None] | None,
+) -> PyIcebergTable:
+    """The sink's missing target (Spark's Python workers call it, by reference); made concurrently
+    by another writer, that one is taken."""
+    from icemor import _catalog  # noqa: PLC0415 - cost: ~25 ms
+    from icemor.catalog import table_locations  # noqa: PLC0415 - cost: ~25 ms
+    from icemor.ops.cdc.mirror import create_mirror  # noqa: PLC0415 - cost: ~1 s
+
+    cat = _catalog(catalog)
+    like = None if source is None else _load_table(*source)
+    try:
+        return create_mirror(
+            cat, identifier, columns, key=key, source=like, tables=lambda: table_locations(cat, strict=False)
+        )
+    except IcemorError:
+        with contextlib.suppress(IcemorError):
+            return _load_table(identifier, catalog)
+        raise
 
 
 def _load_table(identifier: str, catalog: str | None) -> PyIcebergTable:

@@ -159,7 +159,7 @@ class IcemorDataSource(DataSource):  # type: ignore[misc,unused-ignore]
                 planned = plan_scan(table.metadata, table.io, request)
             self.planned = planned
         if isinstance(planned, ChangeJob):
-            return change_output_schema(planned, request.columns)
+            return change_output_schema(planned, request.columns, source=(request.table, request.catalog))
         return output_schema(planned, request.columns)
 
     @worker_errors()

@@ -10,6 +10,7 @@ on. Only pickled tasks (file paths and delete-file references) travel to the exe
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 from dataclasses import dataclass, replace
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BEFORE_FIRST",
+    "FEED_SOURCE",
     "IcemorReader",
     "ScanPartition",
     "change_output_schema",
@@ -183,16 +185,26 @@ def output_schema(job: ScanJob, columns: Sequence[str] = ("*",)) -> st.StructTyp
     return st.StructType([full[n] for n in ordered_names(columns, names)])
 
 
-def change_output_schema(job: ChangeJob, columns: Sequence[str] = ("*",)) -> st.StructType:
-    """The Spark schema of the change feed's rows (table columns nullable, as ``ChangeScan.to_spark``)."""
+FEED_SOURCE = "icemor.feed.source"
+"""The metadata key of the feed's ``_change_type`` column naming its table (``{"table", "catalog"}``
+as JSON): Spark carries a column's metadata through a query to the sink, which creates a missing
+mirror like the source (:mod:`icemor.ops.cdc.mirror`)."""
+
+
+def change_output_schema(
+    job: ChangeJob, columns: Sequence[str] = ("*",), *, source: tuple[str, str | None] | None = None
+) -> st.StructType:
+    """The Spark schema of the change feed's rows (table columns nullable, as ``ChangeScan.to_spark``);
+    ``source`` (the table's identifier and catalog) is written in ``_change_type``'s metadata."""
     table = spark_schema(job.options.projected_schema, job.options.arrow_schema)
+    meta = {} if source is None else {FEED_SOURCE: json.dumps({"table": source[0], "catalog": source[1]})}
     return st.StructType(
         [
             st.StructField(table[n].name, table[n].dataType, True)
             for n in ordered_names(columns, job.output_names)
         ]
         + [
-            st.StructField(CHANGE_COLUMNS[0], st.StringType(), False),
+            st.StructField(CHANGE_COLUMNS[0], st.StringType(), False, meta),
             st.StructField(CHANGE_COLUMNS[1], st.IntegerType(), False),
             st.StructField(CHANGE_COLUMNS[2], st.LongType(), False),
         ]

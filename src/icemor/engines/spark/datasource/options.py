@@ -51,6 +51,8 @@ _CHANGES = (
     "read-change-feed",
     "starting-snapshot-id",
     "starting-timestamp",
+    "starting-offsets",
+    "stream-from-timestamp",
     "ending-snapshot-id",
     "ending-timestamp",
     "columns",
@@ -169,6 +171,9 @@ class ChangeRequest:
     row_filter: str | None = None
     key: tuple[str, ...] | None = None
     max_snapshots: int | None = None
+    starting_offsets: str | None = None
+    """A stream's ``startingOffsets``: ``earliest`` (before the table's first snapshot: every row it
+    ever had) or ``latest`` (after the current snapshot, as without a start)."""
 
 
 @dataclass(frozen=True)
@@ -189,7 +194,7 @@ def is_change_feed(options: Mapping[str, Any]) -> bool:
     ``readChangeFeed``) or any starting/ending bound. Spark asks a source for one schema whether
     it is read or streamed, so the options alone decide between the table and its changes."""
     keys = {_canon(str(k)) for k, v in options.items() if v is not None}
-    bounds = {_canon(k) for k in _CHANGES if k.startswith(("starting", "ending"))}
+    bounds = {_canon(k) for k in _CHANGES if k.startswith(("starting", "ending", "stream-from"))}
     if keys & bounds:
         return True
     value = next((v for k, v in options.items() if _canon(str(k)) == _canon("read-change-feed")), False)
@@ -248,11 +253,31 @@ def change_request(
             bound, an ending bound or ``read-change-feed=false`` on a stream.
     """
     o = _Options(options, _CHANGES, "an icemor change feed")
+    starts = [
+        n
+        for n in ("starting-snapshot-id", "starting-timestamp", "starting-offsets", "stream-from-timestamp")
+        if _canon(n) in o.values
+    ]
+    if len(starts) > 1:
+        msg = f"give one start of the change feed, not {' and '.join(starts)}"
+        raise InvalidArgumentError(msg)
+    offsets = (o.text("starting-offsets") or "").lower()
+    if offsets not in ("", "earliest", "latest"):
+        msg = (
+            "startingOffsets must be earliest (every change since the table's first snapshot) or latest "
+            f"(changes after the current snapshot), got {o.text('starting-offsets')!r}; "
+            "from a snapshot: starting-snapshot-id"
+        )
+        raise InvalidArgumentError(msg)
+    start_timestamp = o.time("starting-timestamp", epoch_ms)
+    if (inclusive := o.time("stream-from-timestamp", epoch_ms)) is not None:
+        start_timestamp = inclusive - 1  # Iceberg's: the snapshots committed at or after it
     request = ChangeRequest(
         table=o.table(table),
         catalog=o.text("catalog"),
         start_snapshot_id=o.integer("starting-snapshot-id"),
-        start_timestamp=o.time("starting-timestamp", epoch_ms),
+        start_timestamp=start_timestamp,
+        starting_offsets=offsets or None,
         end_snapshot_id=o.integer("ending-snapshot-id"),
         end_timestamp=o.time("ending-timestamp", epoch_ms),
         columns=o.names("columns") or ("*",),
@@ -260,9 +285,6 @@ def change_request(
         key=o.names("key"),
         max_snapshots=o.integer("max-snapshots-per-trigger"),
     )
-    if request.start_snapshot_id is not None and request.start_timestamp is not None:
-        msg = "give starting-snapshot-id or starting-timestamp, not both"
-        raise InvalidArgumentError(msg)
     check_change_mode(request, stream=stream)
     if request.max_snapshots is not None and request.max_snapshots < 1:
         msg = f"max-snapshots-per-trigger must be at least 1, got {request.max_snapshots}"
@@ -285,6 +307,12 @@ def check_change_mode(request: ChangeRequest, *, stream: bool | None) -> None:
         raise InvalidArgumentError(msg)
     if stream is False and request.max_snapshots is not None:
         msg = "max-snapshots-per-trigger is for streams, not batch reads"
+        raise InvalidArgumentError(msg)
+    if stream is False and request.starting_offsets is not None:
+        msg = (
+            "startingOffsets is for streams: a batch read of changes starts at the table's first "
+            "snapshot, or at starting-snapshot-id / starting-timestamp"
+        )
         raise InvalidArgumentError(msg)
 
 

@@ -37,6 +37,9 @@ class Services:
     """``(identifier, catalog, rows: pa.Table, *, key, op_column, order_by, allow_nullable_key,
     app_id, batch_id)``: one CDC batch as ``Table.apply_changes`` applies it (exactly once per
     app id and batch id)."""
+    create_mirror: Callable[..., PyIcebergTable]
+    """``(identifier, catalog, columns: pa.Schema, *, key, source: (identifier, catalog) or None)``:
+    the sink's missing target, made like the feed's source table (``icemor.ops.cdc.mirror``)."""
     input_rules: Callable[..., Any]
     """``(table schema, *, table=name) -> the input rules`` of a write
     (``icemor.ops.inputs.TableRows``: checks and converts the rows to the table's columns)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,9 +22,12 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 
 from icemor.engines.spark import _arrow_schema
 from icemor.engines.spark.datasource.api import DataSourceStreamArrowWriter, WriterCommitMessage
+from icemor.engines.spark.datasource.batch import FEED_SOURCE
 from icemor.engines.spark.errors import worker_errors
 from icemor.engines.spark.worker import file_io, io_spec
 from icemor.engines.spark.write import data_path
+from icemor.exceptions import NoSuchTableError
+from icemor.io.changes import CHANGE_TYPE
 from icemor.spec.identifiers import STAGING_DIR
 
 if TYPE_CHECKING:
@@ -36,7 +40,7 @@ if TYPE_CHECKING:
     from icemor.engines.spark.datasource.services import Services
     from icemor.engines.spark.worker import IOSpec
 
-__all__ = ["SINK_STAGING", "IcemorStreamWriter", "StagedRows", "sink_writer"]
+__all__ = ["SINK_STAGING", "IcemorStreamWriter", "StagedRows", "feed_source", "sink_writer"]
 
 SINK_STAGING = STAGING_DIR
 """Under the table's data path, as the engine's other staged files (engines/spark/write.py)."""
@@ -51,8 +55,14 @@ class StagedRows(WriterCommitMessage):  # type: ignore[misc,unused-ignore]
 
 
 def sink_writer(services: Services, request: SinkRequest, schema: StructType) -> IcemorStreamWriter:
-    """The sink of ``request``'s table, staging under a prefix of its own per app id."""
-    table = services.load_table(request.table, request.catalog)
+    """The sink of ``request``'s table, staging under a prefix of its own per app id; a missing
+    table is created, like the feed's source table where the stream is icemor's change feed."""
+    try:
+        table = services.load_table(request.table, request.catalog)
+    except NoSuchTableError:
+        table = services.create_mirror(
+            request.table, request.catalog, _arrow_schema(schema), key=request.key, source=feed_source(schema)
+        )
     digest = hashlib.sha256(request.app_id.encode()).hexdigest()[:24]
     prefix = f"{data_path(table.metadata.location, table.metadata.properties)}/{SINK_STAGING}/sink-{digest}"
     return IcemorStreamWriter(services, request, schema, io_spec(table.io, table.metadata.location), prefix)
@@ -136,6 +146,16 @@ class IcemorStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc,unus
         for path in [*known, *_listed(io, self.prefix)]:
             with contextlib.suppress(OSError):
                 io.delete(path)
+
+
+def feed_source(schema: StructType) -> tuple[str, str | None] | None:
+    """The table a change feed's rows come from, as its ``_change_type`` column names it (None:
+    not icemor's feed, or a column made anew in the query)."""
+    for field in schema.fields:
+        if field.name == CHANGE_TYPE and FEED_SOURCE in (field.metadata or {}):
+            named = json.loads(field.metadata[FEED_SOURCE])
+            return str(named["table"]), named.get("catalog")
+    return None
 
 
 def _listed(io: FileIO, prefix: str) -> list[str]:

@@ -56,8 +56,10 @@ class IcemorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
     "sequence_number"}``, ``snapshot_id`` -1 before the first); a micro-batch from offset A to B
     is ``table.changes(A, B)``: the same rows, ``_change_type`` and ``_change_ordinal``.
 
-    Start: ``starting-snapshot-id`` (exclusive, as ``table.changes``), ``starting-timestamp``
-    (the snapshots committed after it), else the current snapshot when the query first starts
+    Start: ``startingOffsets`` ``earliest`` (before the first snapshot: every row the table had)
+    or ``latest`` (the default), ``starting-snapshot-id`` (exclusive, as ``table.changes``),
+    ``starting-timestamp`` (the snapshots committed after it), Iceberg's ``stream-from-timestamp``
+    (at or after it), else the current snapshot when the query first starts
     (only new changes; an empty table: from its first snapshot). A restarted query resumes from
     its checkpoint's offsets, and a micro-batch run again reads the same snapshots: they are
     immutable. A checkpoint whose snapshot was expired fails, naming the oldest one readable.
@@ -78,6 +80,9 @@ class IcemorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
         table = self._table()
         metadata = table.metadata
         r = self.request
+        if r.starting_offsets == "earliest":
+            snapshot_range(metadata, table.io)  # expired history: names the oldest readable snapshot
+            return _offset(None)
         if r.start_snapshot_id is not None:
             snapshot = metadata.snapshot_by_id(r.start_snapshot_id)
             if snapshot is None:
