@@ -563,11 +563,17 @@ class Table:
         else:
             metrics = apply_changes(self._table, changes, options, note=note or _log.warning)
         if metrics.snapshot_id is not None:
-            self._compact_after_batch(spark)
+            self.compact_after_batch(spark)
         return metrics
 
-    def _compact_after_batch(self, spark: SparkSession | None) -> None:
-        """The writer's own compaction between batches (``icemor.cdc.compact.enabled``)."""
+    def compact_after_batch(self, spark: SparkSession | None = None) -> None:
+        """The CDC writer's own compaction between its batches, if ``icemor.cdc.compact.enabled``:
+        one ``optimize`` round when the health report asks for any (docs/cdc.md). ``apply_changes``
+        and the sinks call it after each committed batch; a writer of its own may too.
+
+        Args:
+            spark: Run the rewrite's per-file work on this session's executors (default: local threads).
+        """
         from icemor.maintenance.in_writer import compact_after_batch, compaction_enabled  # noqa: PLC0415 - cost: ~1 s on import icemor.table
 
         if not compaction_enabled(self._table):

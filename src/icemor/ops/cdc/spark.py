@@ -122,6 +122,8 @@ class ChangeSink:
         options: How each batch is applied; its app and batch ids are the stream's.
         app_id: The stream's stable identity.
         progress: Called with the batch id and the batch's metrics.
+        after_commit: Called with the table and the batch's session after a batch committed
+            (the facade's compaction between batches; a module-level function: it is pickled).
     """
 
     def __init__(
@@ -131,6 +133,7 @@ class ChangeSink:
         *,
         app_id: str,
         progress: Callable[[int, ChangeMetrics], None] | None = None,
+        after_commit: Callable[[PyIcebergTable, Any], None] | None = None,
     ) -> None:
         # the options of the stream's first batch (app_id checked with them); each batch gives its id
         self._options = replace(options, app_id=app_id, batch_id=0)
@@ -139,6 +142,7 @@ class ChangeSink:
         catalog = iceberg.catalog
         self._reference = (type(catalog), catalog.name, dict(catalog.properties), tuple(iceberg.name()))
         self._progress = progress
+        self._after_commit = after_commit
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -154,7 +158,10 @@ class ChangeSink:
     def __call__(self, df: Any, batch_id: int) -> None:
         table = self._loaded()
         options = replace(self._options, batch_id=batch_id)
-        metrics = apply_changes_dataframe(getattr(table, "pyiceberg", table), df, options)
+        iceberg = getattr(table, "pyiceberg", table)
+        metrics = apply_changes_dataframe(iceberg, df, options)
+        if self._after_commit is not None and metrics.snapshot_id is not None:
+            self._after_commit(iceberg, df.sparkSession)
         if self._progress is not None:
             self._progress(batch_id, metrics)
 
