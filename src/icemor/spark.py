@@ -191,12 +191,12 @@ def cdc_sink(
     return ChangeSink(table, options, app_id=app_id, progress=progress, after_commit=_compact_after_batch)
 
 
-def _compact_after_batch(table: PyIcebergTable, spark: SparkSession) -> None:
+def _compact_after_batch(iceberg: PyIcebergTable, spark: SparkSession) -> None:
     """``cdc_sink``'s compaction between batches (``icemor.cdc.compact.enabled``), on ``spark``'s
     executors (pickled by reference: Spark Connect's server imports it)."""
     from icemor.table import Table  # noqa: PLC0415 - cost: ~0.1 s
 
-    Table(table, table.catalog).compact_after_batch(spark)
+    Table(iceberg, iceberg.catalog).compact_after_batch(spark)
 
 
 def sql(
