@@ -109,6 +109,7 @@ bench: $(TEST_STAMP) $(ORACLE_ENV) $(SPARK4_STAMP)
 	$(PY) benchmarks/bench_v3_delete.py
 	$(PY) benchmarks/bench_optimize.py
 	$(PY) benchmarks/bench_streams.py
+	$(PY) benchmarks/bench_cdc_compaction.py
 	$(PY) benchmarks/bench_small_files.py
 	$(PY) benchmarks/bench_spark_memory.py
 	$(PY) benchmarks/bench_spark_append.py
