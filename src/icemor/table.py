@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from icemor import table_maintenance
 from icemor.dependencies import is_spark_dataframe
+from icemor.exceptions import IcemorError
 from icemor.ops.drop import drop_table
 from icemor.spec import describe
 from icemor.table_engine import runner, spark_errors
@@ -563,7 +564,10 @@ class Table:
         else:
             metrics = apply_changes(self._table, changes, options, note=note or _log.warning)
         if metrics.snapshot_id is not None:
-            self.compact_after_batch(spark)
+            try:
+                self.compact_after_batch(spark)
+            except (IcemorError, OSError) as e:  # the batch is committed: its compaction may wait
+                _log.warning("compaction after the batch failed (the batch is committed): %s", e)
         return metrics
 
     def compact_after_batch(self, spark: SparkSession | None = None) -> None:

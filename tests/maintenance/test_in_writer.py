@@ -109,3 +109,27 @@ def test_the_foreach_batch_sink_compacts_between_batches(
     assert not kinds.get("equality_partition") or not kinds["equality_partition"].files
     ops = [s.summary.operation.value for s in table.pyiceberg.snapshots() if s.summary is not None]
     assert ops.count("replace") >= 1
+
+
+def test_a_failed_compaction_keeps_the_committed_batch(
+    catalog: SqlCatalog, ns: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The batch is committed before its compaction: a compaction that fails is a warning, the
+    batch's metrics are returned and its rows are there."""
+    from icemor.exceptions import CommitFailedError
+    from icemor.maintenance import in_writer
+
+    def failing(*_: Any, **__: Any) -> None:
+        msg = "the disk went away"
+        raise CommitFailedError(msg)
+
+    monkeypatch.setattr(in_writer, "compact_after_batch", failing)
+    table, model = _setup(catalog, f"{ns}.t", 2, compact=True)
+    batch = pa.table({"op": ["U", "D"], "id": pa.array([1, 2], pa.int64()), "v": ["x", None]})
+    with caplog.at_level("WARNING", logger="icemor"):
+        metrics = table.apply_changes(batch, key=["id"])
+    assert metrics.snapshot_id is not None
+    assert "compaction after the batch failed" in caplog.text and "the disk went away" in caplog.text
+    model[1] = "x"
+    del model[2]
+    assert _rows(table) == model
