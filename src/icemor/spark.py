@@ -489,6 +489,8 @@ def _create_mirror(
     *,
     key: Sequence[str],
     source: tuple[str, str | None] | None,
+    partition_by: Sequence[str] | None = None,
+    format_version: int | None = None,
 ) -> PyIcebergTable:
     """The sink's missing target (Spark's Python workers call it, by reference); made concurrently
     by another writer, that one is taken."""
@@ -500,7 +502,14 @@ def _create_mirror(
     like = None if source is None else _load_table(*source)
     try:
         return create_mirror(
-            cat, identifier, columns, key=key, source=like, tables=lambda: table_locations(cat, strict=False)
+            cat,
+            identifier,
+            columns,
+            key=key,
+            source=like,
+            partition_by=partition_by,
+            format_version=format_version,
+            tables=lambda: table_locations(cat, strict=False),
         )
     except IcemorError:
         with contextlib.suppress(IcemorError):

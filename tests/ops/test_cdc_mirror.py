@@ -88,3 +88,40 @@ def test_another_stream_gives_its_columns(catalog: SqlCatalog, ns: str) -> None:
             source=None,
             tables=lambda: table_locations(catalog, strict=False),
         )
+
+
+def test_options_say_otherwise(catalog: SqlCatalog, ns: str) -> None:
+    """The sink's ``partition-by`` and ``format-version`` win over the source's."""
+    source = icemor.create_table(
+        f"{ns}.src", SCHEMA, partition_by=SPEC, format_version=3, catalog=catalog
+    ).pyiceberg
+    made = create_mirror(
+        catalog,
+        f"{ns}.m",
+        FEED,
+        key=["id"],
+        source=source,
+        partition_by=["bucket(4, id)", "s"],
+        format_version=2,
+        tables=lambda: table_locations(catalog, strict=False),
+    )
+    assert [str(f.transform) for f in made.spec().fields] == ["bucket[4]", "identity"]
+    assert made.metadata.format_version == 2
+
+
+@pytest.mark.parametrize(
+    ("given", "want"),
+    [("day(ts), bucket(16, id)", ("day(ts)", "bucket(16, id)")), ("s", ("s",)), (None, None)],
+)
+def test_the_sink_option_splits_fields_outside_parentheses(
+    given: str | None, want: tuple[str, ...] | None
+) -> None:
+    pytest.importorskip("pyspark")
+    from icemor.engines.spark.datasource.options import sink_request
+
+    options = {"key": "id", "app-id": "a", "path": "ns.t"}
+    if given is not None:
+        options["partition-by"] = given
+    assert sink_request(options).partition_by == want
+    with pytest.raises(InvalidArgumentError, match="must list partition fields"):
+        sink_request({**options, "partition-by": "day(ts), "})

@@ -34,9 +34,12 @@ def create_mirror(
     key: Sequence[str],
     source: PyIcebergTable | None,
     tables: Callable[[], Mapping[str, Sequence[str]]],
+    partition_by: Sequence[str] | None = None,
+    format_version: int | None = None,
 ) -> PyIcebergTable:
     """Create ``identifier`` for a stream of ``columns`` keyed on ``key``, like ``source`` where
-    given (see the module).
+    given (see the module); ``partition_by`` and ``format_version``, where given, instead of the
+    source's (or of an unpartitioned v2 table).
 
     Raises:
         InvalidArgumentError: As :func:`icemor.ops.create.create_table` (the table exists, a
@@ -49,9 +52,11 @@ def create_mirror(
             catalog,
             identifier,
             schema_from=schema,
-            partition_by=partition_texts(source.schema(), source.spec().fields, names),
+            partition_by=list(partition_by)
+            if partition_by is not None
+            else partition_texts(source.schema(), source.spec().fields, names),
             identifier_fields=list(key),
-            format_version=source.metadata.format_version,
+            format_version=format_version or source.metadata.format_version,
             tables=tables,
             what="the stream's columns",
         )
@@ -61,7 +66,9 @@ def create_mirror(
         catalog,
         identifier,
         schema_from=pa.schema([columns.field(n) for n in names]),
+        partition_by=list(partition_by or ()),
         identifier_fields=list(key),
+        format_version=format_version or 2,
         tables=tables,
         what="the stream's columns",
     )

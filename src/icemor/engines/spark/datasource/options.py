@@ -68,6 +68,8 @@ _SINK = (
     "order-by",
     "allow-nullable-key",
     "app-id",
+    "partition-by",
+    "format-version",
     "checkpointLocation",
 )
 _SPARK_OWN = {
@@ -187,6 +189,10 @@ class SinkRequest:
     order_by: str | None
     allow_nullable_key: bool
     app_id: str
+    partition_by: tuple[str, ...] | None = None
+    """A missing target's partition fields (``day(ts), bucket(16, id)``); None: the source's."""
+    format_version: int | None = None
+    """A missing target's format version; None: the source's (else 2)."""
 
 
 def is_change_feed(options: Mapping[str, Any]) -> bool:
@@ -345,4 +351,26 @@ def sink_request(options: Mapping[str, Any]) -> SinkRequest:
         order_by=o.text("order-by"),
         allow_nullable_key=o.flag("allow-nullable-key"),
         app_id=app_id,
+        partition_by=_fields(o.text("partition-by")),
+        format_version=o.integer("format-version"),
     )
+
+
+def _fields(text: str | None) -> tuple[str, ...] | None:
+    """Partition fields separated by commas outside parentheses (``day(ts), bucket(16, id)``)."""
+    if text is None:
+        return None
+    fields, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            fields.append(text[start:i].strip())
+            start = i + 1
+    fields.append(text[start:].strip())
+    if any(not f for f in fields) or depth != 0:
+        msg = (
+            "option partition-by must list partition fields, comma-separated "
+            f"(day(ts), bucket(16, id)), got {text!r}"
+        )
+        raise InvalidArgumentError(msg)
+    return tuple(fields)

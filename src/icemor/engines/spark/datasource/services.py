@@ -38,8 +38,9 @@ class Services:
     app_id, batch_id)``: one CDC batch as ``Table.apply_changes`` applies it (exactly once per
     app id and batch id)."""
     create_mirror: Callable[..., PyIcebergTable]
-    """``(identifier, catalog, columns: pa.Schema, *, key, source: (identifier, catalog) or None)``:
-    the sink's missing target, made like the feed's source table (``icemor.ops.cdc.mirror``)."""
+    """``(identifier, catalog, columns: pa.Schema, *, key, source: (identifier, catalog) or None,
+    partition_by, format_version)``: the sink's missing target, made like the feed's source table
+    unless the options say otherwise (``icemor.ops.cdc.mirror``)."""
     input_rules: Callable[..., Any]
     """``(table schema, *, table=name) -> the input rules`` of a write
     (``icemor.ops.inputs.TableRows``: checks and converts the rows to the table's columns)."""

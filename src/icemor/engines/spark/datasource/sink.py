@@ -61,7 +61,13 @@ def sink_writer(services: Services, request: SinkRequest, schema: StructType) ->
         table = services.load_table(request.table, request.catalog)
     except NoSuchTableError:
         table = services.create_mirror(
-            request.table, request.catalog, _arrow_schema(schema), key=request.key, source=feed_source(schema)
+            request.table,
+            request.catalog,
+            _arrow_schema(schema),
+            key=request.key,
+            source=feed_source(schema),
+            partition_by=request.partition_by,
+            format_version=request.format_version,
         )
     digest = hashlib.sha256(request.app_id.encode()).hexdigest()[:24]
     prefix = f"{data_path(table.metadata.location, table.metadata.properties)}/{SINK_STAGING}/sink-{digest}"
