@@ -196,7 +196,7 @@ def _compact_after_batch(iceberg: PyIcebergTable, spark: SparkSession) -> None:
     executors (pickled by reference: Spark Connect's server imports it)."""
     from icemor.table import Table  # noqa: PLC0415 - cost: ~0.1 s
 
-    Table(iceberg, iceberg.catalog).compact_after_batch(spark)
+    Table(iceberg, iceberg.catalog)._compact_after_committed_batch(spark)
 
 
 def sql(

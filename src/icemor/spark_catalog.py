@@ -18,6 +18,7 @@ from icemor.io.deletes import position_delete_rows
 from icemor.ops import table_meta
 from icemor.ops.alter import SchemaChange
 from icemor.planning.manifest_reader import live_delete_files
+from icemor.spec.partitioning import partition_field_text
 from icemor.table import Table
 
 if TYPE_CHECKING:
@@ -171,7 +172,9 @@ def describe_rows(table: Table, extended: bool) -> list[tuple[str, str, str | No
     spec = table.metadata.spec()
     rows += [("", "", ""), ("# Partitioning", "", "")]
     if spec.fields:
-        rows += [(f"Part {i}", _transform_text(table, f), "") for i, f in enumerate(spec.fields)]
+        rows += [
+            (f"Part {i}", partition_field_text(table.schema(), f), "") for i, f in enumerate(spec.fields)
+        ]
     else:
         rows.append(("Not partitioned", "", ""))
     if extended:
@@ -185,18 +188,6 @@ def describe_rows(table: Table, extended: bool) -> list[tuple[str, str, str | No
             ("Table Properties", f"[{props}]", ""),
         ]
     return rows
-
-
-def _transform_text(table: Table, field: Any) -> str:
-    source = table.schema().find_column_name(field.source_id)
-    transform = str(field.transform)  # bucket[16], day, identity, truncate[4]
-    name, _, arg = transform.partition("[")
-    if name == "identity":
-        return str(source)
-    words = {"year": "years", "month": "months", "day": "days", "hour": "hours"}
-    if arg:
-        return f"{name}({arg.rstrip(']')}, {source})"
-    return f"{words.get(name, name)}({source})"
 
 
 _RESERVED = frozenset({"provider", "location", "comment", "owner", "external", "is_managed_location"})

@@ -564,11 +564,16 @@ class Table:
         else:
             metrics = apply_changes(self._table, changes, options, note=note or _log.warning)
         if metrics.snapshot_id is not None:
-            try:
-                self.compact_after_batch(spark)
-            except (IcemorError, OSError) as e:  # the batch is committed: its compaction may wait
-                _log.warning("compaction after the batch failed (the batch is committed): %s", e)
+            self._compact_after_committed_batch(spark)
         return metrics
+
+    def _compact_after_committed_batch(self, spark: SparkSession | None) -> None:
+        """:meth:`compact_after_batch` for a writer whose batch is committed (``apply_changes``,
+        the sinks): a failure is a warning, and the next batch plans again."""
+        try:
+            self.compact_after_batch(spark)
+        except (IcemorError, OSError) as e:
+            _log.warning("compaction after the batch failed (the batch is committed): %s", e)
 
     def compact_after_batch(self, spark: SparkSession | None = None) -> None:
         """The CDC writer's own compaction between its batches, if ``icemor.cdc.compact.enabled``:

@@ -40,11 +40,9 @@ def compaction_enabled(table: PyIcebergTable) -> bool:
 def compact_after_batch(
     table: PyIcebergTable, *, name: str, run: Runner, note: Callable[[str], None] | None = None
 ) -> OptimizeResult | None:
-    """One round of compaction of ``table`` after a batch committed, if enabled and its health
-    report asks for any (None: nothing to do). A conflicting action is skipped (the next batch
-    plans again); the batch's own commit stands either way."""
-    if not compaction_enabled(table):
-        return None
+    """One round of compaction of ``table`` after a batch committed, when its health report asks
+    for any (None: nothing to do); the caller asks :func:`compaction_enabled` first. A conflicting
+    action is skipped (the next batch plans again); the batch's own commit stands either way."""
     table = table.refresh()
     plan = plan_optimize(inspect_table(table.metadata, table.io, name=name))
     actions = tuple(a for a in plan.actions if a not in (EXPIRE, ORPHANS))

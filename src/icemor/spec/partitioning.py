@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from pyiceberg.schema import Schema
 
-__all__ = ["parse_partition_spec", "partition_label", "split_partition_fields"]
+__all__ = ["parse_partition_spec", "partition_field_text", "partition_label", "split_partition_fields"]
 
 _CALL = re.compile(r"^\s*(\w+)\s*\(\s*(?:(\d+)\s*,\s*)?([\w.]+)\s*\)\s*$")
 _NAME = re.compile(r"^\s*([\w.]+)\s*$")
@@ -51,6 +51,21 @@ _SUFFIX = {
     HourTransform: "hour",
     VoidTransform: "null",
 }
+
+
+_SPARK_WORDS = {"year": "years", "month": "months", "day": "days", "hour": "hours"}
+
+
+def partition_field_text(schema: Schema, field: PartitionField) -> str:
+    """A partition field as Spark's DDL writes it, which :func:`parse_partition_spec` reads back:
+    ``col``, ``bucket(16, col)``, ``truncate(4, col)``, ``days(ts)``, ``void(col)``."""
+    source = schema.find_column_name(field.source_id)
+    name, _, arg = str(field.transform).partition("[")  # bucket[16], day, identity, truncate[4]
+    if name == "identity":
+        return str(source)
+    if arg:
+        return f"{name}({arg.rstrip(']')}, {source})"
+    return f"{_SPARK_WORDS.get(name, name)}({source})"
 
 
 def split_partition_fields(values: Sequence[str]) -> list[str]:

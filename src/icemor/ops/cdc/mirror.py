@@ -11,19 +11,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+from pyiceberg.transforms import VoidTransform
+
 from icemor.io.changes import CHANGE_COLUMNS
 from icemor.ops.create import create_table
+from icemor.spec.partitioning import partition_field_text
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    import pyarrow as pa
     from pyiceberg.catalog import Catalog
-    from pyiceberg.partitioning import PartitionField
     from pyiceberg.schema import Schema
     from pyiceberg.table import Table as PyIcebergTable
 
-__all__ = ["create_mirror", "partition_texts"]
+__all__ = ["create_mirror"]
 
 
 def create_mirror(
@@ -52,16 +54,12 @@ def create_mirror(
             catalog,
             identifier,
             schema_from=schema,
-            partition_by=list(partition_by)
-            if partition_by is not None
-            else partition_texts(source.schema(), source.spec().fields, names),
+            partition_by=list(partition_by) if partition_by is not None else _partition_over(source, names),
             identifier_fields=list(key),
             format_version=format_version or source.metadata.format_version,
             tables=tables,
             what="the stream's columns",
         )
-    import pyarrow as pa  # noqa: PLC0415 - typing only above
-
     return create_table(
         catalog,
         identifier,
@@ -74,23 +72,14 @@ def create_mirror(
     )
 
 
-def partition_texts(schema: Schema, fields: Sequence[PartitionField], names: Sequence[str]) -> list[str]:
-    """The partition fields over ``names`` as ``create_table`` spells them (``col``,
-    ``bucket(16, col)``, ``day(ts)``); a field over another column, or void, is left out."""
-    out = []
-    for f in fields:
-        column = schema.find_column_name(f.source_id)
-        transform = str(f.transform)  # identity, bucket[16], truncate[4], day, void
-        name, _, arg = transform.partition("[")
-        if column not in names or name == "void":
-            continue
-        if name == "identity":
-            out.append(str(column))
-        elif arg:
-            out.append(f"{name}({arg.rstrip(']')}, {column})")
-        else:
-            out.append(f"{name}({column})")
-    return out
+def _partition_over(source: PyIcebergTable, names: Sequence[str]) -> list[str]:
+    """The source's partition fields over ``names`` (one over another column, or void, is left out)."""
+    schema = source.schema()
+    return [
+        partition_field_text(schema, f)
+        for f in source.spec().fields
+        if schema.find_column_name(f.source_id) in names and not isinstance(f.transform, VoidTransform)
+    ]
 
 
 def _has_columns(schema: Schema, names: Sequence[str]) -> bool:

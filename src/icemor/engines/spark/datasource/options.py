@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from icemor.exceptions import InvalidArgumentError
+from icemor.spec.partitioning import split_partition_fields
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -360,17 +361,17 @@ def _fields(text: str | None) -> tuple[str, ...] | None:
     """Partition fields separated by commas outside parentheses (``day(ts), bucket(16, id)``)."""
     if text is None:
         return None
-    fields, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if ch == "," and depth == 0:
-            fields.append(text[start:i].strip())
-            start = i + 1
-    fields.append(text[start:].strip())
-    if any(not f for f in fields) or depth != 0:
+    bare = text.replace(" ", "")
+    if (
+        not bare
+        or bare.startswith(",")
+        or bare.endswith(",")
+        or ",," in bare
+        or bare.count("(") != bare.count(")")
+    ):
         msg = (
             "option partition-by must list partition fields, comma-separated "
             f"(day(ts), bucket(16, id)), got {text!r}"
         )
         raise InvalidArgumentError(msg)
-    return tuple(fields)
+    return tuple(split_partition_fields([text]))
