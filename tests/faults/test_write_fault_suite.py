@@ -35,7 +35,8 @@ current one, read with pyiceberg and the catalog's SQLite directly).
   CDC batch deletes while it commits).
 
 The figures (cases, clean errors, right results, tracebacks, stray files per family) go to
-``/tmp/icemor-fault-figures.json``; the last test asserts that no non-kill family had a
+``/tmp/icemor-fault-figures-<uid>.json`` (one per user: the suite runs as root, then as
+``nobody``, and one user cannot overwrite the other's file); the last test asserts that no non-kill family had a
 traceback or left a stray file.
 """
 
@@ -72,7 +73,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
 
 TABLE = "db.t"
-FIGURES = Path("/tmp/icemor-fault-figures.json")
+FIGURES = Path(f"/tmp/icemor-fault-figures-{os.getuid()}.json")
 ICEBERG_SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=True),
     NestedField(2, "v", LongType()),
