@@ -14,23 +14,25 @@ pyspark, calling its functions does.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
 from icemor.exceptions import IcemorError, InvalidArgumentError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Sequence
     from contextlib import AbstractContextManager
-    from pathlib import Path
 
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table as PyIcebergTable
     from pyspark.sql import DataFrame, SparkSession
 
+    from icemor.engines.spark import session
     from icemor.engines.spark.datasource import Services
-    from icemor.engines.spark.ship import EnvironmentArchive
+    from icemor.engines.spark.ship import build_archive as pack
+    from icemor.engines.spark.ship import ship
     from icemor.ops.cdc import ChangeMetrics
     from icemor.ops.delete import DeleteMetrics
     from icemor.ops.merge import MergeMetrics
@@ -52,84 +54,28 @@ __all__ = [
 ]
 
 
-def session(
-    *,
-    master: str | None = None,
-    conf: Mapping[str, str] | None = None,
-    app_name: str = "icemor",
-    quiet: bool = True,
-    driver_memory: str | None = None,
-    ship: bool = False,
-) -> SparkSession:
-    """Return the active SparkSession, or build one (master ``local[*]`` or ``$ICEMOR_SPARK_MASTER``).
-
-    ``quiet`` (default) logs errors only; False keeps Spark's WARN lines. ``driver_memory``
-    (e.g. ``"8g"``) defaults to a quarter of the machine's memory, 1-8 GiB (docs/spark.md).
-    ``ship``: then :func:`ship` icemor to the executors (a cluster whose executors lack it).
-    ``conf={"spark.pyspark.python": ...}`` sets the executors' interpreter (a packed environment's).
-    """
-    from icemor.engines.spark import session as _session  # noqa: PLC0415 - optional: pyspark
-
-    spark = _session(master=master, conf=conf, app_name=app_name, quiet=quiet, driver_memory=driver_memory)
-    if ship:
-        from icemor.engines.spark.ship import ship as _ship  # noqa: PLC0415 - optional: pyspark
-
-        _ship(spark)
-    return spark
+# Three names are the engine's own functions, imported when first used (PEP 562): this module
+# must import without pyspark, and a wrapper would restate their signatures.
+_LAZY = {
+    "session": ("icemor.engines.spark", "session"),
+    "ship": ("icemor.engines.spark.ship", "ship"),
+    "pack": ("icemor.engines.spark.ship", "build_archive"),
+}
 
 
-def ship(
-    spark: SparkSession,
-    *,
-    cache_dir: str | Path | None = None,
-    exclude: Sequence[str] = (),
-    check: bool = True,
-) -> EnvironmentArchive:
-    """Make icemor importable on ``spark``'s executors, which need not have it installed.
-
-    Packs icemor and every distribution it requires at run time (pyarrow, pyiceberg,
-    pyroaring, numpy, pandas, ...; not pyspark and py4j, which Spark brings) exactly as the
-    driver has them into one zip (:func:`pack`, cached), adds it to the session
-    (``SparkContext.addArchive``: each executor fetches and unpacks it once) and puts it first
-    on the Python workers' path, for every job started afterwards; then checks, with a short
-    job, that the executors import icemor. The executors need a Python of the driver's
-    version on the driver's platform (PySpark already requires the version); otherwise use a
-    packed environment with its interpreter (docs/spark.md, "Running on a cluster").
-
-    Example::
-
-        spark = icemor.spark.session(master="spark://head:7077")
-        icemor.spark.ship(spark)        # or icemor.spark.session(..., ship=True)
-        table.delete("day < '2024-01-01'", spark=spark)
-
-    Args:
-        spark: A classic session (Spark Connect: start the server with :func:`pack`'s archive).
-        cache_dir: Where the zip is kept (default ``~/.cache/icemor/ship``).
-        exclude: Distributions to leave out of the zip (ones the executors have or never use).
-        check: Check that the executors import icemor afterwards.
-
-    Returns:
-        The archive: its ``path``, ``distributions`` (``name==version``) and ``size``.
-
-    Raises:
-        UnsupportedFeatureError: A Spark Connect session; a distribution whose files are not
-            recorded; executors that still cannot import icemor (the message names why).
-    """
-    from icemor.engines.spark.ship import ship as _ship  # noqa: PLC0415 - optional: pyspark
-
-    return _ship(spark, cache_dir=cache_dir, exclude=exclude, check=check)
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg) from None
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value
 
 
-def pack(*, cache_dir: str | Path | None = None, exclude: Sequence[str] = ()) -> EnvironmentArchive:
-    """The zip :func:`ship` adds to a session, built (or found in the cache) without one.
-
-    For sessions set up outside Python: ``spark-submit --archives PATH#icemor-env --conf
-    spark.executorEnv.PYTHONPATH=./icemor-env app.py``, or a Spark Connect server started with
-    the same options (docs/spark.md, "Running on a cluster").
-    """
-    from icemor.engines.spark.ship import build_archive  # noqa: PLC0415 - optional: pyspark
-
-    return build_archive(cache_dir=cache_dir, exclude=exclude)
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 def cdc_sink(

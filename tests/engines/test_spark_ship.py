@@ -152,10 +152,14 @@ def test_facade_session_ships_when_asked(monkeypatch: pytest.MonkeyPatch) -> Non
     import icemor.engines.spark
     import icemor.spark
 
+    # the front's names are the engine's functions, not wrappers restating them
+    assert icemor.spark.session is icemor.engines.spark.session
+    assert icemor.spark.ship is ship
+    assert icemor.spark.pack is build_archive
     spark = object()
     shipped: list[object] = []
-    monkeypatch.setattr(icemor.engines.spark, "session", lambda **_: spark)
-    monkeypatch.setattr(ship_module, "ship", lambda s, **_: shipped.append(s))
+    monkeypatch.setattr(icemor.engines.spark.SparkSession, "getActiveSession", lambda: spark)
+    monkeypatch.setattr(icemor.engines.spark, "ship_environment", lambda s, **_: shipped.append(s))
     assert icemor.spark.session() is spark
     assert shipped == []
     assert icemor.spark.session(ship=True) is spark

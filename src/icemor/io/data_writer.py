@@ -67,6 +67,7 @@ __all__ = [
     "DataFileTarget",
     "FileTarget",
     "ParquetOutput",
+    "PartitionTarget",
     "RecordingIO",
     "TableDataWriter",
     "file_positions",
@@ -82,16 +83,22 @@ _R = TypeVar("_R")
 
 
 @dataclass(frozen=True, slots=True)
-class DataFileTarget:
-    """Where and how to write the data files of one partition (picklable for executors)."""
+class PartitionTarget:
+    """Where the files of one partition go and how large they grow (picklable for executors)."""
 
     directory: str
     """The partition's data directory (a URI or path, no trailing slash)."""
     prefix: str
-    """Unique per unit of work and partition: files are ``{prefix}-{n:05d}.parquet``, n = 0, 1, …"""
+    """Unique per unit of work and partition: the files are ``{prefix}-{n:05d}…``, n = 0, 1, …"""
     spec_id: int
     partition: tuple[object, ...]
     target_file_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class DataFileTarget(PartitionTarget):
+    """Where and how to write the data files of one partition: ``{prefix}-{n:05d}.parquet``."""
+
     row_group_rows: int
     compression: str = "zstd"
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 from pyiceberg.conversions import to_bytes
 from pyiceberg.types import LongType, StringType
 
-from icemor.io.data_writer import ParquetOutput, write_rolling
+from icemor.io.data_writer import ParquetOutput, PartitionTarget, write_rolling
 from icemor.spec.files import FileContent, WrittenFile, written_file
 from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID, DELETE_FILE_POS_FIELD_ID
 
@@ -58,16 +58,9 @@ _ROWS_PER_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
-class DeleteFileTarget:
-    """Where and how to write the delete files of one partition (picklable for executors)."""
+class DeleteFileTarget(PartitionTarget):
+    """Where and how to write the delete files of one partition: ``{prefix}-{n:05d}-deletes.parquet``."""
 
-    directory: str
-    """The partition's data directory (a URI or path, no trailing slash)."""
-    prefix: str
-    """Unique per unit of work: the file names are ``{prefix}-{n:05d}-deletes.parquet``, n = 0, 1, …"""
-    spec_id: int
-    partition: tuple[object, ...]
-    target_file_size: int
     compression: str = "zstd"
     deletion_vectors: bool = False
     """Format version 3: the unit writes deletion vectors into one Puffin file

@@ -85,28 +85,29 @@ class ManifestFileEntry:
     def _new_data_ref(self) -> DataFileRef:
         f = self.data_file
         return DataFileRef(
-            path=f.file_path,
-            file_format=_format_name(f.file_format),
-            record_count=f.record_count,
-            file_size_in_bytes=f.file_size_in_bytes,
-            spec_id=self.spec_id,
-            partition=self.partition_tuple(),
-            data_sequence_number=self.data_sequence_number,
+            *self._ref_fields(),
             split_offsets=tuple(f.split_offsets) if f.split_offsets else None,
             first_row_id=self.first_row_id,
+        )
+
+    def _ref_fields(self) -> tuple[str, str, int, int, int, tuple[object, ...], int]:
+        """The :class:`ContentFileRef` fields, in their order."""
+        f = self.data_file
+        return (
+            f.file_path,
+            _format_name(f.file_format),
+            f.record_count,
+            f.file_size_in_bytes,
+            self.spec_id,
+            self.partition_tuple(),
+            self.data_sequence_number,
         )
 
     def to_delete_ref(self) -> DeleteFileRef:
         f = self.data_file
         return DeleteFileRef(
+            *self._ref_fields(),
             content=self.content,
-            path=f.file_path,
-            file_format=_format_name(f.file_format),
-            record_count=f.record_count,
-            file_size_in_bytes=f.file_size_in_bytes,
-            spec_id=self.spec_id,
-            partition=self.partition_tuple(),
-            data_sequence_number=self.data_sequence_number,
             equality_ids=tuple(f.equality_ids or ()),
             referenced_data_file=self.referenced_data_file or _path_bounds_scope(f),
             content_offset=self.content_offset,

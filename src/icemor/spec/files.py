@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["DataFileRef", "DeleteFileRef", "FileContent", "WrittenFile", "written_file"]
+__all__ = ["ContentFileRef", "DataFileRef", "DeleteFileRef", "FileContent", "WrittenFile", "written_file"]
 
 
 class FileContent(IntEnum):
@@ -25,8 +25,8 @@ class FileContent(IntEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class DataFileRef:
-    """A data file with what reading it needs: its data sequence number and partition."""
+class ContentFileRef:
+    """What every file a scan task names has: where it is, its size, its partition and sequence."""
 
     path: str
     file_format: str
@@ -35,23 +35,22 @@ class DataFileRef:
     spec_id: int
     partition: tuple[Any, ...]
     data_sequence_number: int
+
+
+@dataclass(frozen=True, slots=True)
+class DataFileRef(ContentFileRef):
+    """A data file with what reading it needs: its data sequence number and partition."""
+
     split_offsets: tuple[int, ...] | None = None
     first_row_id: int | None = None
     """v3: the row id of the file's first row (explicit or inherited); None before v3."""
 
 
 @dataclass(frozen=True, slots=True)
-class DeleteFileRef:
+class DeleteFileRef(ContentFileRef):
     """A position delete file, deletion vector, or equality delete file."""
 
     content: FileContent
-    path: str
-    file_format: str
-    record_count: int
-    file_size_in_bytes: int
-    spec_id: int
-    partition: tuple[Any, ...]
-    data_sequence_number: int
     equality_ids: tuple[int, ...] = ()
     referenced_data_file: str | None = None
     content_offset: int | None = None

@@ -36,6 +36,7 @@ from pyspark.sql.types import BinaryType, BooleanType, StructField, StructType
 
 from icemor.engines.spark.errors import spark_errors
 from icemor.engines.spark.session_kind import analyzed, is_connect, map_tasks, parallelism
+from icemor.engines.spark.ship import ship as ship_environment
 from icemor.engines.spark.types import spark_schema
 from icemor.engines.spark.worker import (
     ROWS_COLUMN,
@@ -96,8 +97,12 @@ def session(
     app_name: str = "icemor",
     quiet: bool = True,
     driver_memory: str | None = None,
+    ship: bool = False,
 ) -> SparkSession:
     """Return the active SparkSession, or build one whose Python workers run this interpreter.
+
+    ``conf={"spark.pyspark.python": ...}`` sets the executors' interpreter (a packed
+    environment's, docs/spark.md).
 
     Args:
         master: Spark master URL (default ``$ICEMOR_SPARK_MASTER`` or ``local[*]``).
@@ -108,10 +113,18 @@ def session(
         driver_memory: The driver's heap (``"4g"``); default :func:`default_driver_memory`, a
             quarter of the machine's memory between 1 and 8 GiB. Applies when this call starts
             the JVM (a running JVM's heap cannot change).
+        ship: Then :func:`icemor.engines.spark.ship.ship` icemor to the executors (a cluster
+            whose executors lack it).
     """
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active
+    spark = SparkSession.getActiveSession() or _build_session(master, conf, app_name, quiet, driver_memory)
+    if ship:
+        ship_environment(spark)
+    return spark
+
+
+def _build_session(
+    master: str | None, conf: Mapping[str, str] | None, app_name: str, quiet: bool, memory: str | None
+) -> SparkSession:
     conf = dict(conf or {})
     # PySpark picks the worker interpreter from PYSPARK_PYTHON when the context starts, not from
     # spark.pyspark.python: a conf naming one (a packed environment's ./env/bin/python) sets it
@@ -119,7 +132,7 @@ def session(
         os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    conf.setdefault("spark.driver.memory", driver_memory or default_driver_memory())
+    conf.setdefault("spark.driver.memory", memory or default_driver_memory())
     if quiet:
         # Local work needs no network: binding to loopback spares the "hostname resolves to a
         # loopback address" warnings; the log4j2 file silences the rest (native Hadoop, etc.).

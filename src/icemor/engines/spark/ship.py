@@ -219,6 +219,10 @@ def _key(dists: list[metadata.Distribution], package_dir: Path, exclude: Iterabl
 def build_archive(*, cache_dir: str | Path | None = None, exclude: Iterable[str] = ()) -> EnvironmentArchive:
     """The zip of icemor and its requirements for executors: from the cache, else built now.
 
+    ``icemor.spark.pack()``, for sessions set up outside Python: ``spark-submit --archives
+    PATH#icemor-env --conf spark.executorEnv.PYTHONPATH=./icemor-env app.py``, or a Spark Connect
+    server started with the same options (docs/spark.md, "Running on a cluster").
+
     Every installed distribution icemor requires at run time, followed through their own
     requirements and extras (pyarrow, pyiceberg, pyroaring, numpy, pandas, ...), except
     pyspark and py4j, which Spark supplies. Wheels for the driver's Python and platform: the
@@ -282,10 +286,21 @@ def ship(
 ) -> EnvironmentArchive:
     """Make icemor importable on ``spark``'s executors, which need not have it installed.
 
-    Adds :func:`build_archive`'s zip to the session (``SparkContext.addArchive``: each executor
-    fetches and unpacks it once) and puts its directory first on the Python workers' path, for
-    every Spark job started afterwards. Idempotent per archive; a later call after icemor
+    Packs icemor and every distribution it requires at run time (pyarrow, pyiceberg, pyroaring,
+    numpy, pandas, ...; not pyspark and py4j, which Spark brings) exactly as the driver has them
+    into one zip (:func:`build_archive`, cached), adds it to the session
+    (``SparkContext.addArchive``: each executor fetches and unpacks it once) and puts its
+    directory first on the Python workers' path, for every Spark job started afterwards. The
+    executors need a Python of the driver's version on the driver's platform (PySpark already
+    requires the version); otherwise use a packed environment with its interpreter
+    (docs/spark.md, "Running on a cluster"). Idempotent per archive; a later call after icemor
     changed ships the new code in place of the old.
+
+    Example::
+
+        spark = icemor.spark.session(master="spark://head:7077")
+        icemor.spark.ship(spark)        # or icemor.spark.session(..., ship=True)
+        table.delete("day < '2024-01-01'", spark=spark)
 
     Args:
         spark: A classic session (any master; on ``local[*]`` the workers already run the
@@ -293,6 +308,9 @@ def ship(
         cache_dir: See :func:`build_archive`.
         exclude: See :func:`build_archive`.
         check: Then run :func:`check_executors` (a short Spark job).
+
+    Returns:
+        The archive: its ``path``, ``distributions`` (``name==version``) and ``size``.
 
     Raises:
         UnsupportedFeatureError: A Spark Connect session (its server's executors are set up
