@@ -189,16 +189,19 @@ class Table:
             NoSuchSnapshotError: Unknown snapshot, or history needed for the range was expired (the
                 message names the oldest snapshot that can be used as the start).
         """
-        from icemor.planning.changes import prepare_changes  # noqa: PLC0415 - cost: ~1 s on import icemor.table
+        from icemor.planning.changes import prepare_changes, snapshot_range  # noqa: PLC0415 - cost: ~1 s on import icemor.table
         from icemor.scan import ChangeScan  # noqa: PLC0415 - cost: pyarrow ~200 ms on import icemor.table
 
+        start_ms = optional_ms(start_timestamp, "start_timestamp")
+        end_ms = optional_ms(end_timestamp, "end_timestamp")
+        window = (start_snapshot_id, end_snapshot_id)
+        snapshots = snapshot_range(
+            self.metadata, self.io, *window, start_timestamp=start_ms, end_timestamp=end_ms
+        )
         job = prepare_changes(
             self.metadata,
             self.io,
-            start_snapshot_id,
-            end_snapshot_id,
-            start_timestamp=optional_ms(start_timestamp, "start_timestamp"),
-            end_timestamp=optional_ms(end_timestamp, "end_timestamp"),
+            snapshots,
             row_filter=row_filter,
             selected_fields=selected_fields,
             net=net,

@@ -138,6 +138,7 @@ class Maintenance:
                 deletes for one (nothing committed, no file left); with partial progress, only
                 when no commit succeeded.
         """
+        from icemor.maintenance._units import PartialProgress  # noqa: PLC0415 - cost: ~1 s on import icemor.table
         from icemor.maintenance.data_files import rewrite_data_files  # noqa: PLC0415 - cost: ~1 s on import icemor.table
 
         t = self._table
@@ -149,8 +150,9 @@ class Maintenance:
             target_file_size_bytes=target_file_size_bytes,
             where=where,
             use_starting_sequence_number=use_starting_sequence_number,
-            partial_progress_enabled=partial_progress_enabled,
-            partial_progress_max_commits=partial_progress_max_commits,
+            partial=PartialProgress(
+                enabled=partial_progress_enabled, max_commits=partial_progress_max_commits
+            ),
         )
         t.refresh()
         return metrics

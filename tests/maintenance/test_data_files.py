@@ -12,8 +12,10 @@ import pytest
 import icemor
 from icemor.engines.local import runner
 from icemor.exceptions import CommitConflictError
+from icemor.maintenance._units import PartialProgress
 from icemor.maintenance.data_files import rewrite_data_files
 from icemor.maintenance.equality_to_position import rewrite_equality_deletes
+from racing import meanwhile
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -30,20 +32,6 @@ def _ids(t: icemor.Table) -> set[int]:
     ids = t.refresh().scan(selected_fields=("id",)).to_arrow().column("id").to_pylist()
     assert len(ids) == len(set(ids))
     return set(ids)
-
-
-def _meanwhile(t: icemor.Table, action: Callable[[], None]) -> Any:
-    """A local runner that runs ``action`` once, after the first work it ran (before the commit)."""
-    local = runner(t.io)
-    pending = [action]
-
-    def run(fn: Callable[[FileIO, Any], Any], items: Sequence[Any]) -> list[Any]:
-        out = local(fn, items)
-        while pending:
-            pending.pop()()
-        return out
-
-    return run
 
 
 def _cdc_delete(t: icemor.Table, ids: list[int]) -> None:
@@ -74,8 +62,8 @@ def test_a_concurrent_conversion_of_an_equality_delete_committed_after_the_start
         assert converted.equality_delete_files_removed == 1
 
     expected = set(range(200)) - {5, 7, 150}
-    run = _meanwhile(t, cdc_then_convert)
-    kwargs = {"delete_file_threshold": 1, "where": "id < 100", "partial_progress_enabled": partial}
+    run = meanwhile(t.io, cdc_then_convert)
+    kwargs = {"delete_file_threshold": 1, "where": "id < 100", "partial": PartialProgress(enabled=partial)}
     if not partial:
         with pytest.raises(
             CommitConflictError, match=r"removed equality delete file .* rows would come back"
@@ -92,7 +80,10 @@ def test_an_equality_delete_committed_meanwhile_is_no_conflict_and_still_applies
     t.append(_rows(100, 200))
     t.delete("id = 5")
     m = rewrite_data_files(
-        t.pyiceberg, run=_meanwhile(t, lambda: _cdc_delete(t, [7])), delete_file_threshold=1, where="id < 100"
+        t.pyiceberg,
+        run=meanwhile(t.io, lambda: _cdc_delete(t, [7])),
+        delete_file_threshold=1,
+        where="id < 100",
     )
     assert m.snapshot_id is not None and m.data_files_rewritten == 1
     assert _ids(t) == set(range(200)) - {5, 7}
@@ -116,10 +107,9 @@ def test_partial_progress_commits_each_group_and_replans_the_one_that_conflicted
 
     m = rewrite_data_files(
         t.refresh().pyiceberg,
-        run=_meanwhile(t, delete_in_the_first_group),
+        run=meanwhile(t.io, delete_in_the_first_group),
         delete_file_threshold=1,
-        partial_progress_enabled=True,
-        partial_progress_max_commits=4,
+        partial=PartialProgress(enabled=True, max_commits=4),
     )
     assert conflicted and conflicted[0] is not None
     assert m.commits == 4 and m.failed_commits == () and m.data_files_rewritten == 4
@@ -131,7 +121,11 @@ def test_partial_progress_commits_each_group_and_replans_the_one_that_conflicted
 
 def test_partial_progress_gives_up_a_group_after_its_attempts_and_keeps_the_others(home: Path) -> None:
     t = icemor.create_table(
-        "db.q", _rows(0, 100), partition_by=["truncate(100,id)"], properties={"format-version": "2"}
+        "db.q",
+        _rows(0, 100),
+        partition_by=["truncate(100,id)"],
+        identifier_fields=["id"],
+        properties={"format-version": "2"},
     )
     t.append(_rows(100, 200))
     t.delete("id % 10 = 0")
@@ -141,18 +135,18 @@ def test_partial_progress_gives_up_a_group_after_its_attempts_and_keeps_the_othe
     def run(fn: Callable[[FileIO, Any], Any], items: Sequence[Any]) -> list[Any]:
         out = local(fn, items)
         calls[0] += 1
-        # both attempts of the first group (whichever partition it is) meet a new DELETE of its rows
+        # both attempts of the first group (whichever partition it is) meet a new equality delete of
+        # its rows, which new files at a new sequence number would lose (positions are carried over)
         if calls[0] <= 2:
-            icemor.load_table("db.q").delete(f"id = {calls[0]} or id = {100 + calls[0]}")
+            _cdc_delete(icemor.load_table("db.q"), [calls[0], 100 + calls[0]])
         return out
 
     m = rewrite_data_files(
         t.refresh().pyiceberg,
         run=run,
         delete_file_threshold=1,
-        partial_progress_enabled=True,
-        partial_progress_max_commits=2,
-        max_group_attempts=2,
+        use_starting_sequence_number=False,
+        partial=PartialProgress(enabled=True, max_commits=2, max_group_attempts=2),
     )
     assert m.commits == 1 and len(m.failed_commits) == 1 and m.data_files_rewritten == 1
     assert "added delete file" in m.failed_commits[0]

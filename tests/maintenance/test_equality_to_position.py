@@ -11,6 +11,7 @@ import pytest
 
 import icemor
 from icemor.engines.local import runner
+from icemor.maintenance._units import PartialProgress
 from icemor.maintenance.equality_to_position import rewrite_equality_deletes
 from icemor.planning.manifest_reader import live_delete_files
 from icemor.spec.files import FileContent
@@ -100,7 +101,7 @@ def test_partial_progress_replans_a_group_a_writer_touched_and_then_drops_the_eq
         return out
 
     m = rewrite_equality_deletes(
-        t.refresh().pyiceberg, run=run, partial_progress_enabled=True, partial_progress_max_commits=2
+        t.refresh().pyiceberg, run=run, partial=PartialProgress(enabled=True, max_commits=2)
     )
     assert m.commits == 2 and m.failed_commits == () and m.equality_delete_files_removed == 2
     assert calls[0] == 3  # the first group twice
@@ -124,9 +125,7 @@ def test_equality_deletes_stay_when_a_group_gives_up(home: Path) -> None:
     m = rewrite_equality_deletes(
         t.refresh().pyiceberg,
         run=run,
-        partial_progress_enabled=True,
-        partial_progress_max_commits=2,
-        max_group_attempts=2,
+        partial=PartialProgress(enabled=True, max_commits=2, max_group_attempts=2),
     )
     assert m.commits == 1 and len(m.failed_commits) == 1 and m.equality_delete_files_removed == 0
     assert any(d.content == FileContent.EQUALITY_DELETES for d in _deletes(t))
@@ -138,7 +137,9 @@ def test_equality_deletes_that_apply_to_no_data_file_are_removed(home: Path, par
     t = _table("db.n", 2)
     _cdc_delete("db.n", [3])
     t.delete("id < 100")  # the only data file the equality delete applied to goes
-    m = rewrite_equality_deletes(t.refresh().pyiceberg, run=runner(t.io), partial_progress_enabled=partial)
+    m = rewrite_equality_deletes(
+        t.refresh().pyiceberg, run=runner(t.io), partial=PartialProgress(enabled=partial)
+    )
     assert m.commits == 1 and m.equality_delete_files_removed == 1 and m.positions_written == 0
     assert _deletes(t) == []
     assert _ids(t) == set(range(100, 200))

@@ -12,6 +12,7 @@ import pytest
 
 import icemor
 from icemor.engines.local import runner
+from icemor.maintenance._units import PartialProgress
 from icemor.maintenance.data_files import rewrite_data_files
 from icemor.maintenance.equality_to_position import rewrite_equality_deletes
 from icemor.maintenance.position_deletes import rewrite_position_deletes
@@ -55,7 +56,7 @@ def test_each_partition_group_commits_on_its_own(home: Path) -> None:
     t = _table("db.a")
     assert _position_files(t) == 4
     m = rewrite_position_deletes(
-        t.pyiceberg, run=runner(t.io), partial_progress_enabled=True, partial_progress_max_commits=10
+        t.pyiceberg, run=runner(t.io), partial=PartialProgress(enabled=True, max_commits=10)
     )
     assert m.commits == 2 and m.delete_files_rewritten == 4 and m.delete_files_added == 2
     assert _position_files(t) == 2
@@ -75,7 +76,7 @@ def test_a_group_compacted_meanwhile_is_planned_again_and_found_done(home: Path)
             assert done.commits == 1 and done.delete_files_rewritten == 4
         return out
 
-    m = rewrite_position_deletes(t.pyiceberg, run=run, partial_progress_enabled=True)
+    m = rewrite_position_deletes(t.pyiceberg, run=run, partial=PartialProgress(enabled=True))
     assert m.commits == 0 and m.failed_commits == ()
     assert _position_files(t) == 2
     assert _ids(t) == set(range(200)) - {1, 2, 101, 102}
@@ -92,7 +93,7 @@ def test_each_rewrite_reports_every_field_alike_once_or_in_groups(home: Path, pa
     t = _table(f"db.m{int(partial)}")
     run = runner(t.io)
     groups = 2 if partial else 1
-    m = rewrite_position_deletes(t.pyiceberg, run=run, partial_progress_enabled=partial)
+    m = rewrite_position_deletes(t.pyiceberg, run=run, partial=PartialProgress(enabled=partial))
     assert _timeless(m) == {
         "delete_files_rewritten": 4,
         "dangling_delete_files_removed": 0,
@@ -109,7 +110,7 @@ def test_each_rewrite_reports_every_field_alike_once_or_in_groups(home: Path, pa
         key=["id"],
         allow_nullable_key=True,  # _table's id is optional
     )
-    c = rewrite_equality_deletes(t.refresh().pyiceberg, run=run, partial_progress_enabled=partial)
+    c = rewrite_equality_deletes(t.refresh().pyiceberg, run=run, partial=PartialProgress(enabled=partial))
     assert _timeless(c) == {
         "data_files_converted": 2,
         "positions_written": 6,
@@ -122,7 +123,7 @@ def test_each_rewrite_reports_every_field_alike_once_or_in_groups(home: Path, pa
         "stopped_commits": 0,
     }
     d = rewrite_data_files(
-        t.refresh().pyiceberg, run=run, delete_file_threshold=1, partial_progress_enabled=partial
+        t.refresh().pyiceberg, run=run, delete_file_threshold=1, partial=PartialProgress(enabled=partial)
     )
     rewritten = _timeless(d)
     assert rewritten.pop("bytes_rewritten") > 0 and rewritten.pop("bytes_added") > 0

@@ -13,8 +13,9 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
 from icemor.engines.local import runner
+from icemor.exceptions import InvalidArgumentError
 from icemor.io.data_writer import DataFileTarget
-from icemor.maintenance._units import run_guarded
+from icemor.maintenance._units import PartialProgress, run_guarded
 from icemor.maintenance.data_files import write_streamed
 
 if TYPE_CHECKING:
@@ -100,3 +101,17 @@ def test_one_failing_unit_leaves_no_file_of_the_others(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
     ok = run_guarded(io, runner(io), _unit, units[:2], lambda r: r)
     assert ok == [[units[0][0]], [units[1][0]]]
+
+
+@pytest.mark.parametrize(("max_commits", "attempts"), [(0, 3), (10, 0), (-1, -1)])
+def test_partial_progress_below_one_commit_or_attempt_is_refused(max_commits: int, attempts: int) -> None:
+    with pytest.raises(InvalidArgumentError, match="must be >= 1"):
+        PartialProgress(enabled=True, max_commits=max_commits, max_group_attempts=attempts)
+
+
+def test_partial_progress_stops_when_asked() -> None:
+    asked = [False]
+    partial = PartialProgress(enabled=True, stop=lambda: asked[0])
+    assert not partial.stopping() and not PartialProgress().stopping()
+    asked[0] = True
+    assert partial.stopping()

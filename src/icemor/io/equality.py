@@ -68,24 +68,23 @@ _TAIL_MASK = np.array([(1 << (8 * r)) - 1 for r in range(8)] + [(1 << 64) - 1], 
 _HASH_MASK: int | None = None
 
 
+_INT_LIKE = (
+    pa.types.is_integer,
+    pa.types.is_date,
+    pa.types.is_timestamp,
+    pa.types.is_time,
+    pa.types.is_duration,
+)
+# variable-width binary or string (any offset width): hashed and compared by their bytes
+_BYTES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary)
+
+
 def _int_like(t: pa.DataType) -> bool:
-    return bool(
-        pa.types.is_integer(t)
-        or pa.types.is_date(t)
-        or pa.types.is_timestamp(t)
-        or pa.types.is_time(t)
-        or pa.types.is_duration(t)
-    )
+    return any(is_kind(t) for is_kind in _INT_LIKE)
 
 
 def _is_bytes(t: pa.DataType) -> bool:
-    """Variable-width binary or string (any offset width): hashed and compared by their bytes."""
-    return bool(
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-    )
+    return any(is_kind(t) for is_kind in _BYTES)
 
 
 def _is_bytes_or_view(t: pa.DataType) -> bool:

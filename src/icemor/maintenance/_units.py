@@ -47,10 +47,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GroupCommits",
+    "PartialProgress",
     "PlannedGroup",
     "ScanBatch",
     "backoff",
-    "check_progress_options",
     "check_rewritable",
     "commit_groups",
     "partition_directory",
@@ -177,15 +177,36 @@ def raise_if_none_committed(failed: Sequence[str], done: Sequence[object]) -> No
         raise CommitConflictError(msg)
 
 
-def check_progress_options(max_commits: int, max_group_attempts: int) -> None:
-    """Refuse partial-progress options below one.
+@dataclass(frozen=True)
+class PartialProgress:
+    """How a rewrite commits its groups: Java's ``partial-progress.*`` options, and icemor's own.
+
+    Without ``enabled``, one commit (a conflict fails the whole rewrite, as Java's). With it, the
+    groups are committed in at most ``max_commits`` commits, each validated on its own, so a
+    conflict loses only that commit's groups; such a commit is planned again on the new head,
+    after a backoff, up to ``max_group_attempts`` times.
 
     Raises:
-        InvalidArgumentError: Either is below 1.
+        InvalidArgumentError: ``max_commits`` or ``max_group_attempts`` below 1.
     """
-    if max_commits < 1 or max_group_attempts < 1:
-        msg = "partial_progress_max_commits and max_group_attempts must be >= 1"
-        raise InvalidArgumentError(msg)
+
+    enabled: bool = False
+    """Java's ``partial-progress.enabled``."""
+    max_commits: int = 10
+    """Java's ``partial-progress.max-commits``."""
+    max_group_attempts: int = 3
+    """Attempts of each commit (re-planned after a conflict)."""
+    stop: Callable[[], bool] | None = None
+    """Asked before each commit's work: True ends the rewrite there (the commits made stay;
+    nothing else is written)."""
+
+    def __post_init__(self) -> None:
+        if self.max_commits < 1 or self.max_group_attempts < 1:
+            msg = "partial_progress_max_commits and max_group_attempts must be >= 1"
+            raise InvalidArgumentError(msg)
+
+    def stopping(self) -> bool:
+        return self.stop is not None and self.stop()
 
 
 def spread(items: Sequence[T], max_commits: int) -> list[Sequence[T]]:
@@ -250,8 +271,7 @@ def commit_groups(
     *,
     replan: Callable[[int, G, Snapshot], G | None],
     commit: Callable[[int, G, GroupCommits[C]], C],
-    max_group_attempts: int,
-    stop: Callable[[], bool] | None,
+    partial: PartialProgress,
     ignore_equality_deletes: bool = False,
 ) -> GroupCommits[C]:
     """Commit ``groups`` one by one, each validated from the snapshot it was planned on.
@@ -260,19 +280,19 @@ def commit_groups(
     the group's data files (:func:`touched_since`), ``replan(n, group, head)`` plans group ``n``
     (as first planned) again on the head, rather than rewrite into a conflict; None: nothing left
     to do for it. A group whose ``commit`` keeps failing (a conflict, or every swap lost to other
-    writers) is given up after ``max_group_attempts`` attempts, with a backoff between; ``stop``
-    is asked before each group.
+    writers) is given up after ``partial.max_group_attempts`` attempts, with a backoff between;
+    ``partial.stop`` is asked before each group.
 
     Raises:
         CommitConflictError: Every commit made failed (:func:`raise_if_none_committed`).
     """
     out: GroupCommits[C] = GroupCommits()
     for n, planned in enumerate(groups):
-        if stop is not None and stop():
+        if partial.stopping():
             out.stopped = len(groups) - n
             break
         group = planned
-        for attempt in range(max_group_attempts):
+        for attempt in range(partial.max_group_attempts):
             head = table.refresh().metadata.current_snapshot()
             if (
                 head is not None
@@ -296,7 +316,7 @@ def commit_groups(
                 out.done.append(commit(n, group, out))
                 break
             except (CommitConflictError, CommitFailedError) as e:
-                if attempt + 1 == max_group_attempts:
+                if attempt + 1 == partial.max_group_attempts:
                     out.failed.append(str(e))
                     break
                 time.sleep(backoff(attempt))

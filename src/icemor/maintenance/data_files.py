@@ -75,7 +75,7 @@ from icemor.spec.metadata_columns import LINEAGE_COLUMNS
 from icemor.spec.tasks import FileScanTask
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.io import FileIO
@@ -411,18 +411,14 @@ def rewrite_data_files(
     target_file_size_bytes: int | None = None,
     where: str | BooleanExpression | None = None,
     use_starting_sequence_number: bool = True,
-    partial_progress_enabled: bool = False,
-    partial_progress_max_commits: int = 10,
-    max_group_attempts: int = 3,
-    stop: Callable[[], bool] | None = None,
+    partial: _units.PartialProgress | None = None,
 ) -> DataRewriteMetrics:
     """Rewrite the data files of the current snapshot that need it (see the module doc).
 
-    Without partial progress, one commit (a conflict fails the whole rewrite, as Java's). With
-    it, the file groups are committed in at most ``partial_progress_max_commits`` commits, each
-    validated on its own, so a conflict loses only the groups of that commit; such a commit is
-    planned again from the new head (its files still live, with the deletes that apply now)
-    after a backoff, up to ``max_group_attempts`` times.
+    Without partial progress, one commit (a conflict fails the whole rewrite, as Java's); with it,
+    one per group of partitions (:class:`~icemor.maintenance._units.PartialProgress`), a commit
+    that conflicts planned again from the new head (its files still live, with the deletes that
+    apply now).
 
     Args:
         table: The pyiceberg table (refreshed here).
@@ -434,12 +430,7 @@ def rewrite_data_files(
         where: Consider only data files that may hold rows matching this filter (whole files
             are rewritten).
         use_starting_sequence_number: Java's ``use-starting-sequence-number``.
-        partial_progress_enabled: Java's ``partial-progress.enabled``.
-        partial_progress_max_commits: Java's ``partial-progress.max-commits``.
-        max_group_attempts: With partial progress, attempts of each commit (re-planned after a
-            conflict); icemor's own.
-        stop: With partial progress, asked before each commit's work: True ends the rewrite
-            there (the commits made stay; nothing else is written).
+        partial: Java's ``partial-progress.*`` options (default: one commit).
 
     Raises:
         InvalidArgumentError: Bad option or filter; a v1 table.
@@ -448,7 +439,7 @@ def rewrite_data_files(
     """
     started = time.monotonic()
     _check_options(delete_ratio_threshold, delete_file_threshold, target_file_size_bytes)
-    _units.check_progress_options(partial_progress_max_commits, max_group_attempts)
+    partial = partial or _units.PartialProgress()
     table = table.refresh()
     _units.check_rewritable(table)
     metadata, io = table.metadata, table.io
@@ -471,7 +462,7 @@ def rewrite_data_files(
     groups = _groups(io, considered, sel)
     if not groups:
         return run_metrics(DataRewriteMetrics, (), started)
-    if not partial_progress_enabled:
+    if not partial.enabled:
         return run_metrics(DataRewriteMetrics, [_rewrite_and_commit(table, job, groups, sel, run)], started)
 
     def replan(n: int, planned: _Batch, head: Snapshot) -> _Batch | None:
@@ -483,11 +474,10 @@ def rewrite_data_files(
 
     progress = _units.commit_groups(
         table,
-        [_batch(job, batch) for batch in _units.spread(groups, partial_progress_max_commits)],
+        [_batch(job, batch) for batch in _units.spread(groups, partial.max_commits)],
         replan=replan,
         commit=lambda n, b, so_far: _rewrite_and_commit(table, b.job, b.items, sel, run),
-        max_group_attempts=max_group_attempts,
-        stop=stop,
+        partial=partial,
         ignore_equality_deletes=sel.use_starting_sequence_number,
     )
     return run_metrics(

@@ -39,14 +39,14 @@ from pyiceberg.table.snapshots import Operation
 from icemor.commit.row_delta import RowDelta
 from icemor.commit.validation import Validation
 from icemor.maintenance._run_metrics import RunMetrics, run_metrics
-from icemor.maintenance._units import ScanBatch, check_progress_options, commit_groups, spread
+from icemor.maintenance._units import PartialProgress, ScanBatch, commit_groups, spread
 from icemor.ops.units import check_writable, delete_units, run_units, write_job
 from icemor.planning.manifest_reader import live_delete_files
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec.files import FileContent
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
     from pyiceberg.table import Table as PyIcebergTable
     from pyiceberg.table.snapshots import Snapshot
@@ -93,18 +93,14 @@ def rewrite_equality_deletes(
     table: PyIcebergTable,
     *,
     run: Runner,
-    partial_progress_enabled: bool = False,
-    partial_progress_max_commits: int = 10,
-    max_group_attempts: int = 3,
-    stop: Callable[[], bool] | None = None,
+    partial: PartialProgress | None = None,
 ) -> ConversionMetrics:
     """Convert every equality delete of the current snapshot into position deletes.
 
-    Without partial progress, one commit. With it, the data files' new position deletes are
-    committed per partition group (at most ``partial_progress_max_commits`` commits, each
-    validated on its own and, after a conflict, planned again on the new head up to
-    ``max_group_attempts`` times); the equality-delete files are removed by the last commit,
-    only when every group committed (otherwise they stay, still exact, for the next run).
+    Without partial progress, one commit. With it (:class:`PartialProgress`), the data files' new
+    position deletes are committed per partition group; the equality-delete files are removed by
+    the last commit, only when every group committed (otherwise they stay, still exact, for the
+    next run).
 
     Raises:
         InvalidArgumentError: A v1 or copy-on-write table.
@@ -112,7 +108,7 @@ def rewrite_equality_deletes(
             partial progress: only when no commit succeeded).
     """
     started = time.monotonic()
-    check_progress_options(partial_progress_max_commits, max_group_attempts)
+    partial = partial or PartialProgress()
     table = table.refresh()
     check_writable(table)
     # the positions it writes come from the table's files, never the local verdict store
@@ -126,7 +122,7 @@ def rewrite_equality_deletes(
     if not equality:
         return run_metrics(ConversionMetrics, (), started)
     units = _units(table, job)
-    if not partial_progress_enabled:
+    if not partial.enabled:
         c = _commit(
             table, _batch(job, _batches(units, 1)[0]), run, start=snapshot, done=[], equality=equality
         )
@@ -138,7 +134,7 @@ def rewrite_equality_deletes(
         batch_units = _units(table, again, only=set(planned.data_files))
         return _batch(again, batch_units) if batch_units else None
 
-    batches = _batches(units, partial_progress_max_commits)
+    batches = _batches(units, partial.max_commits)
 
     def commit(n: int, batch: _Batch, so_far: GroupCommits[_Committed]) -> _Committed:
         # the equality deletes go with the last group, once every group is converted
@@ -150,8 +146,7 @@ def rewrite_equality_deletes(
         [_batch(job, batch) for batch in batches],
         replan=replan,
         commit=commit,
-        max_group_attempts=max_group_attempts,
-        stop=stop,
+        partial=partial,
     )
     return run_metrics(
         ConversionMetrics, progress.done, started, failed=progress.failed, stopped=progress.stopped

@@ -14,6 +14,7 @@ from __future__ import annotations
 import shlex
 import statistics
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -631,11 +632,7 @@ def _history(metadata: TableMetadata, snapshot: Snapshot | None) -> tuple[Snapsh
     points = []
     for s in reversed(list(ancestors_of(snapshot, metadata))):
         summary = s.summary
-        props = summary.additional_properties if summary is not None else {}
-
-        def num(key: str, props: Mapping[str, str] = props) -> int | None:
-            return summary_int(props, key)
-
+        num = partial(summary_int, summary.additional_properties if summary is not None else {})
         points.append(
             SnapshotPoint(
                 snapshot_id=s.snapshot_id,

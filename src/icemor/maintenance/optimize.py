@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from icemor.exceptions import CommitConflictError, CommitFailedError, UnsupportedFeatureError
 
 # the modules, not their functions: each action is looked up as it runs (a test replaces one)
 from icemor.maintenance import data_files, equality_to_position, position_deletes
+from icemor.maintenance._units import PartialProgress
 from icemor.maintenance.health import inspect_table
 
 if TYPE_CHECKING:
@@ -220,23 +221,19 @@ def _run_actions(
         for p in plan.report.partitions
         if p.delete_ratio < t.major_delete_ratio
     )
-    progress: dict[str, Any] = {
-        "partial_progress_enabled": True,
-        "partial_progress_max_commits": t.max_commits,
-        "stop": stop,
-    }
+    partial = PartialProgress(enabled=True, max_commits=t.max_commits, stop=stop)
     results: list[ActionResult] = []
     for action in actions:
-        if stop is not None and stop():
+        if partial.stopping():
             break
         asking = tuple(pp.partition or "(unpartitioned)" for pp in plan.partitions if action in pp.actions)
         began = time.monotonic()
         m: RunMetrics | None = None
         try:
             if action == EQ_TO_POS:
-                m = equality_to_position.rewrite_equality_deletes(table, run=run, **progress)
+                m = equality_to_position.rewrite_equality_deletes(table, run=run, partial=partial)
             elif action == POSITION_COMPACTION:
-                m = position_deletes.rewrite_position_deletes(table, run=run, **progress)
+                m = position_deletes.rewrite_position_deletes(table, run=run, partial=partial)
             elif action in (DATA_REWRITE, FULL_REWRITE):
                 m = data_files.rewrite_data_files(
                     table,
@@ -249,7 +246,7 @@ def _run_actions(
                     if action == FULL_REWRITE or fragmented
                     else t.minor_delete_file_count,
                     target_file_size_bytes=t.target_file_size_bytes,
-                    **progress,
+                    partial=partial,
                 )
             elif action == EXPIRE and expire is not None:
                 expire()

@@ -52,8 +52,6 @@ from icemor.spec.files import FileContent
 from icemor.spec.rules import DELETE_FILE_PATH_FIELD_ID, DELETE_FILE_POS_FIELD_ID
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from pyiceberg.io import FileIO
     from pyiceberg.table import Table as PyIcebergTable
     from pyiceberg.table.snapshots import Snapshot
@@ -356,17 +354,12 @@ def rewrite_position_deletes(
     table: PyIcebergTable,
     *,
     run: Runner,
-    partial_progress_enabled: bool = False,
-    partial_progress_max_commits: int = 10,
-    max_group_attempts: int = 3,
-    stop: Callable[[], bool] | None = None,
+    partial: _units.PartialProgress | None = None,
 ) -> PositionDeleteMetrics:
     """Merge the position-delete files of each partition (or data file) of the current snapshot.
 
-    Without partial progress, one commit. With it (Java's ``partial-progress.*`` options of
-    ``rewrite_position_delete_files``), the groups are committed in at most
-    ``partial_progress_max_commits`` commits, each validated on its own; one that conflicts is
-    planned again on the new head, after a backoff, up to ``max_group_attempts`` times.
+    Without partial progress, one commit; with it (:class:`~icemor.maintenance._units.PartialProgress`,
+    Java's ``partial-progress.*`` options of ``rewrite_position_delete_files``), one per group.
 
     Raises:
         InvalidArgumentError: A v1 table.
@@ -374,13 +367,13 @@ def rewrite_position_deletes(
             progress: only when no commit succeeded).
     """
     started = time.monotonic()
-    _units.check_progress_options(partial_progress_max_commits, max_group_attempts)
+    partial = partial or _units.PartialProgress()
     table = table.refresh()
     _units.check_rewritable(table)
     plan = _plan(table)
     if plan is None:
         return run_metrics(PositionDeleteMetrics, (), started)
-    if not partial_progress_enabled:
+    if not partial.enabled:
         return run_metrics(
             PositionDeleteMetrics,
             [_commit(table, plan, run)],
@@ -398,14 +391,13 @@ def rewrite_position_deletes(
             return _Plan(head.snapshot_id, (), (), frozenset(), frozenset(), dangling, 0)
         return replace(again, dangling=dangling)
 
-    indexes = _units.spread(range(len(plan.units)), partial_progress_max_commits) or [range(0)]
+    indexes = _units.spread(range(len(plan.units)), partial.max_commits) or [range(0)]
     progress = _units.commit_groups(
         table,
         [_batch(plan, list(index), dangling=n == 0) for n, index in enumerate(indexes)],
         replan=replan,
         commit=lambda n, batch, so_far: _commit(table, batch, run),
-        max_group_attempts=max_group_attempts,
-        stop=stop,
+        partial=partial,
     )
     return run_metrics(
         PositionDeleteMetrics,

@@ -304,31 +304,20 @@ class ChangeJob:
 def prepare_changes(
     metadata: TableMetadata,
     io: FileIO,
-    start_snapshot_id: int | None = None,
-    end_snapshot_id: int | None = None,
+    snapshots: list[Snapshot],
     *,
-    start_timestamp: int | None = None,
-    end_timestamp: int | None = None,
     row_filter: str | BooleanExpression | None = None,
     selected_fields: Sequence[str] = ("*",),
     net: bool = False,
     key: Sequence[str] | None = None,
     case_sensitive: bool = True,
 ) -> ChangeJob:
-    """Resolve the range, the filter and the projection of a change feed (the current schema).
+    """Resolve the filter and the projection of a change feed (the current schema) over
+    ``snapshots`` (:func:`snapshot_range`).
 
     Raises:
-        InvalidArgumentError: Bad bounds, filter or column; an unknown key column.
-        NoSuchSnapshotError: An unknown snapshot, or a range reaching into expired history.
+        InvalidArgumentError: Bad filter or column; an unknown key column.
     """
-    snapshots = snapshot_range(
-        metadata,
-        io,
-        start_snapshot_id,
-        end_snapshot_id,
-        start_timestamp=start_timestamp,
-        end_timestamp=end_timestamp,
-    )
     fields = [f for f in selected_fields if not f.startswith("_")] or ["*"]
     if len(fields) != len(selected_fields):
         msg = f"a change feed has no metadata columns: {[f for f in selected_fields if f.startswith('_')]}"

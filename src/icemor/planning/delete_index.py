@@ -293,7 +293,7 @@ class DeleteFileIndex:
         if not len(sequence_numbers) == len(spec_ids) == len(partitions) == n:
             msg = "for_data_files: files, sequence_numbers, spec_ids and partitions differ in length"
             raise InvalidArgumentError(msg)
-        out = self._equality_deletes(files, sequence_numbers, spec_ids, partitions)
+        out = self._equality_deletes(files, sequence_numbers, list(zip(spec_ids, partitions, strict=True)))
         if self._dvs or self._pos_by_path or self._pos_by_partition:
             for i, f in enumerate(files):
                 refs = self._position_deletes(f.file_path, sequence_numbers[i], spec_ids[i], partitions[i])
@@ -329,8 +329,7 @@ class DeleteFileIndex:
         self,
         files: Sequence[DataFileStats],
         sequence_numbers: Sequence[int],
-        spec_ids: Sequence[int],
-        partitions: Sequence[tuple[Any, ...]],
+        partition_keys: Sequence[tuple[int, tuple[Any, ...]]],
     ) -> list[tuple[DeleteFileRef, ...]]:
         """Per data file, the applying equality deletes: global ones, then its partition's.
 
@@ -357,7 +356,7 @@ class DeleteFileIndex:
         if self._eq_by_partition:
             numbers: dict[tuple[int, tuple[Any, ...]], int] = {}
             firsts: dict[tuple[int, int], int] = {}  # (bucket, data seq) -> first applying item
-            for i, key in enumerate(zip(spec_ids, partitions, strict=True)):
+            for i, key in enumerate(partition_keys):
                 bucket = self._eq_by_partition.get(key)
                 if bucket is None:
                     continue

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -154,10 +155,7 @@ def snapshots(metadata: TableMetadata) -> list[SnapshotInfo]:
     for snap in sorted(metadata.snapshots, key=lambda s: (s.timestamp_ms, s.sequence_number or 0)):
         summary = dict(snap.summary.additional_properties) if snap.summary is not None else {}
         operation = snap.summary.operation.value if snap.summary is not None else None
-
-        def count(key: str, summary: dict[str, str] = summary) -> int | None:
-            return summary_int(summary, key)
-
+        count = partial(summary_int, summary)
         out.append(
             SnapshotInfo(
                 snapshot_id=snap.snapshot_id,

@@ -121,13 +121,11 @@ def plan_changes_job(
     else:
         start = None if start_snapshot_id == BEFORE_FIRST else start_snapshot_id
         start_ts, end, end_ts = None, end_snapshot_id, None
+    snapshots = snapshot_range(metadata, io, start, end, start_timestamp=start_ts, end_timestamp=end_ts)
     return prepare_changes(
         metadata,
         io,
-        start,
-        end,
-        start_timestamp=start_ts,
-        end_timestamp=end_ts,
+        snapshots,
         row_filter=request.row_filter,
         selected_fields=request.columns,
         key=request.key,

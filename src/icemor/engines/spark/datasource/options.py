@@ -21,6 +21,7 @@ __all__ = [
     "ChangeRequest",
     "ReadRequest",
     "SinkRequest",
+    "TableRequest",
     "change_request",
     "check_change_mode",
     "is_change_feed",
@@ -146,32 +147,34 @@ class _Options:
 
 
 @dataclass(frozen=True)
-class ReadRequest:
-    """A batch read of one snapshot, as options describe it (picklable)."""
+class TableRequest:
+    """What every read asks for: the table, its columns and a row filter (picklable)."""
 
     table: str
     catalog: str | None = None
+    columns: tuple[str, ...] = ("*",)
+    row_filter: str | None = None
+
+
+@dataclass(frozen=True)
+class ReadRequest(TableRequest):
+    """A batch read of one snapshot, as options describe it."""
+
     snapshot_id: int | None = None
     as_of_timestamp: int | None = None
     branch: str | None = None
     tag: str | None = None
-    columns: tuple[str, ...] = ("*",)
-    row_filter: str | None = None
     metadata_columns: bool = False
 
 
 @dataclass(frozen=True)
-class ChangeRequest:
-    """A read of the change feed, batch (``(start, end]``) or streamed (picklable)."""
+class ChangeRequest(TableRequest):
+    """A read of the change feed, batch (``(start, end]``) or streamed."""
 
-    table: str
-    catalog: str | None = None
     start_snapshot_id: int | None = None
     start_timestamp: int | None = None
     end_snapshot_id: int | None = None
     end_timestamp: int | None = None
-    columns: tuple[str, ...] = ("*",)
-    row_filter: str | None = None
     key: tuple[str, ...] | None = None
     max_snapshots: int | None = None
     starting_offsets: str | None = None
