@@ -36,7 +36,7 @@ import icemor
 from icemor.exceptions import CommitConflictError, CommitFailedError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from pathlib import Path
 
 __all__ = ["StreamResult", "run_streams"]
@@ -65,6 +65,8 @@ class StreamResult:
     conflict_reasons: dict[str, int]
     compactions_ms: list[int]
     """Commit times of the optimizer's snapshots (operation ``replace``), in the race and after."""
+    compaction_ids: list[int]
+    """Their snapshot ids (icemor read each one as the model had the table then: else an error)."""
     optimizer_output: str
     optimizer_returncode: int | None
     errors: list[str] = field(default_factory=list)
@@ -84,7 +86,14 @@ def _initial(lo: int, hi: int) -> pa.Table:
     return pa.table({"id": pa.array(range(lo, hi), pa.int64()), "v": [f"r{i}" for i in range(lo, hi)]})
 
 
-def build(name: str, *, format_version: int, files: int = 40, cdc_deletes: str = "equality") -> icemor.Table:
+def build(
+    name: str,
+    *,
+    format_version: int,
+    files: int = 40,
+    cdc_deletes: str = "equality",
+    properties: Mapping[str, str] | None = None,
+) -> icemor.Table:
     """``files`` data files of ``KEYS / files`` rows each (ids in order), a DELETE of every 50th
     row and a CDC batch deleting 2,000 keys: fragments, position deletes and equality deletes
     (``cdc_deletes``: the table's ``icemor.cdc.delete-mode``; ``position`` writes none)."""
@@ -94,7 +103,11 @@ def build(name: str, *, format_version: int, files: int = 40, cdc_deletes: str =
         _initial(0, per),
         partition_by=[f"truncate({PARTITION_WIDTH},id)"],
         identifier_fields=["id"],
-        properties={"format-version": str(format_version), "icemor.cdc.delete-mode": cdc_deletes},
+        properties={
+            "format-version": str(format_version),
+            "icemor.cdc.delete-mode": cdc_deletes,
+            **(properties or {}),
+        },
     )
     for i in range(1, files):
         t.append(_initial(i * per, (i + 1) * per))
@@ -233,9 +246,11 @@ def run_streams(
     cdc_deletes: str = "equality",
     extra_args: tuple[str, ...] = (),
     note: Callable[[str], None] | None = None,
+    properties: Mapping[str, str] | None = None,
 ) -> StreamResult:
-    """Race the writers against ``icemor optimize NAME --watch`` for ``seconds`` (see the module doc)."""
-    t = build(name, format_version=format_version, cdc_deletes=cdc_deletes)
+    """Race the writers against ``icemor optimize NAME --watch`` for ``seconds`` (see the module doc);
+    ``properties`` of the table (e.g. the optimizer's thresholds) beside the defaults."""
+    t = build(name, format_version=format_version, cdc_deletes=cdc_deletes, properties=properties)
     score_start = t.inspect().table.score
     base = t.metadata.current_snapshot()
     assert base is not None
@@ -297,7 +312,7 @@ def run_streams(
     chain = _chain(t)
     first = next(i for i, s in enumerate(chain) if s.snapshot_id == base.snapshot_id)
     model = _content(t, base.snapshot_id)
-    compactions = []
+    compactions, compaction_ids = [], []
     errors = list(writers.errors)
     for s in chain[first + 1 :]:
         op = writers.ops.get(s.snapshot_id)
@@ -305,6 +320,9 @@ def run_streams(
             op(model)
         elif s.summary is not None and s.summary.operation.value == "replace":
             compactions.append(s.timestamp_ms)
+            compaction_ids.append(s.snapshot_id)
+            if _content(t, s.snapshot_id) != model:  # a compaction changes no row
+                errors.append(f"compaction snapshot {s.snapshot_id} does not read as the model")
         else:
             errors.append(f"snapshot {s.snapshot_id} ({s.summary}) was made by no writer and is no replace")
     return StreamResult(
@@ -319,6 +337,7 @@ def run_streams(
         writer_conflicts=writers.conflicts,
         conflict_reasons=writers.reasons,
         compactions_ms=compactions,
+        compaction_ids=compaction_ids,
         optimizer_output="".join(lines) + err,
         optimizer_returncode=watch.returncode,
         errors=errors,

@@ -77,6 +77,11 @@ class CommitConflictError(IcemorError):
     """A concurrent commit conflicts with this one (Iceberg's ValidationException); nothing was committed."""
 
 
+class NewDeletesConflictError(CommitConflictError):
+    """A concurrent commit added deletes for a data file this commit rewrites (a rewrite that can
+    carry position deletes onto its new files does so and validates again)."""
+
+
 class CommitFailedError(IcemorError):
     """The catalog refused the commit (every retry lost, or it refused to write: a read-only
     catalog); nothing was committed."""

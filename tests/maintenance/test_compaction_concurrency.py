@@ -6,10 +6,10 @@ committed (snapshot id, and rows deleted for a DELETE), changed nothing, or conf
 (``CommitConflictError``). Neither side may lose the other's effect:
 
 - deterministic races pause one side inside its catalog swap while the other commits: a
-  compaction that rewrote a file the DELETE added position deletes for must fail cleanly
-  (Java's validateNoNewDeletesForDataFiles), a DELETE whose data file a compaction replaced must
-  fail cleanly, and either may then run again and commit; an append racing a compaction is
-  no conflict;
+  compaction that rewrote a file the DELETE added position deletes for carries them onto its new
+  files and commits (where Java's validateNoNewDeletesForDataFiles fails it), a DELETE whose data
+  file a compaction replaced must fail cleanly and may then run again and commit; an append
+  racing a compaction is no conflict;
 - a free-running race loops compactions against range DELETEs (retried until they commit).
 
 The history is then replayed on a model of the rows (a DELETE removes the model rows its range
@@ -175,7 +175,7 @@ def delete_op(lo: int, hi: int, **extra: Any) -> dict[str, Any]:
 
 # (what pauses inside its swap, what the other process commits meanwhile, expected first outcome)
 RACES = [
-    ("compact-data", "delete", "conflict"),  # new position deletes for a file being rewritten
+    ("compact-data", "delete", "committed"),  # its new position deletes are carried onto the new files
     ("delete", "compact-data", "conflict"),  # the DELETE's data file was replaced
     ("compact-deletes", "delete", "conflict"),  # the DELETE merged (removed) the files being merged
     ("delete", "compact-deletes", "conflict"),  # the compaction merged the DELETE's older file away

@@ -132,6 +132,7 @@ def test_each_rewrite_reports_every_field_alike_once_or_in_groups(home: Path, pa
         "data_files_added": 2,
         "delete_files_removed": 2,
         "rows_written": 194,
+        "position_deletes_carried": 0,
         "commits": groups,
         "failed_commits": (),
         "stopped_commits": 0,

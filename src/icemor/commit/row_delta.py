@@ -29,10 +29,12 @@ from icemor.commit.files import delete_quietly, writing
 from icemor.commit.manifest_writer import write_snapshot_manifests
 from icemor.commit.v3 import is_v3, next_row_id, snapshot_manifests, validate_no_concurrent_dvs
 from icemor.commit.validation import Validation, validate
-from icemor.exceptions import CommitConflictError, IcemorError
+from icemor.exceptions import CommitConflictError, IcemorError, NewDeletesConflictError
 from icemor.spec import properties as P
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table as PyIcebergTable
     from pyiceberg.table.metadata import TableMetadata
@@ -40,7 +42,22 @@ if TYPE_CHECKING:
 
     from icemor.spec.files import WrittenFile
 
-__all__ = ["RowDelta"]
+__all__ = ["CarriedDeletes", "RowDelta"]
+
+
+@dataclass(frozen=True)
+class CarriedDeletes:
+    """Deletes a rewrite carried onto its new data files: every position deleted concurrently so
+    far, as new delete files (which replace those of an earlier carry of the same commit)."""
+
+    files: tuple[WrittenFile, ...]
+    data_files: frozenset[str]
+    """The rewritten data files whose position deletes are carried (:attr:`Validation.carried`)."""
+    through: int
+    """The sequence number of the head they were carried from (:attr:`Validation.carried_through`)."""
+    removals: frozenset[str]
+    """Concurrent delete files (DVs by :func:`icemor.spec.dv.dv_removal_key`) that applied only to
+    rewritten data files: they apply to nothing after the commit."""
 
 
 @dataclass
@@ -66,10 +83,17 @@ class RowDelta:
     owns_added_files: bool = True
     """Remove the added files when the commit fails; False for files the caller registers
     (``add-files``), which are never the commit's to delete."""
+    carry: Callable[[TableMetadata], CarriedDeletes] | None = None
+    """A rewrite's carry-over: when a concurrent commit added position deletes or DVs for a data
+    file it removes (:class:`NewDeletesConflictError`), called with the head's metadata to map
+    them onto the new data files; then validated again. It raises CommitConflictError when it
+    cannot (the commit then fails as without it)."""
     base_is_current: bool = False
     """The table's metadata was read from the catalog for this operation (and the validation
     starts from it): the first attempt is made on it without reading the table again
     (:func:`icemor.commit.door.commit`'s ``current``; a stale one costs one attempt, not a retry)."""
+
+    _carried_paths: set[str] = field(default_factory=set, init=False, repr=False)
 
     def commit(self) -> Snapshot:
         """Commit through :func:`icemor.commit.door.commit`; on failure remove what was written.
@@ -116,10 +140,34 @@ class RowDelta:
         # (the table's own record, unless a concurrent expiry removed it already)
         return done.metadata.snapshot_by_id(snapshot_id) or built[-1]
 
+    def _validate_carrying(self, metadata: TableMetadata) -> None:
+        """:func:`validate` the main validation; with :attr:`carry`, carry the concurrent position
+        deletes of rewritten files over and validate again, while each carry takes on more."""
+        while True:
+            try:
+                validate(metadata, self.table.io, self.validation)
+                return
+            except NewDeletesConflictError:
+                head = metadata.current_snapshot()
+                through = head.sequence_number or 0 if head is not None else 0
+                if self.carry is None or through <= self.validation.carried_through:
+                    raise  # nothing newer to carry: a delete it cannot take on
+                before = {f.path for f in self.added_files if f.path in self._carried_paths}
+                carried = self.carry(metadata)
+                self.added_files = [f for f in self.added_files if f.path not in before]
+                self.added_files.extend(carried.files)
+                self._carried_paths = {f.path for f in carried.files}
+                delete_quietly(self.table.io, sorted(before - self._carried_paths))
+                self.validation.carried = set(carried.data_files)
+                self.validation.carried_through = carried.through
+                self.removed_paths |= carried.removals
+                self.optional_removals |= carried.removals
+
     def _attempt(self, metadata: TableMetadata, attempt: int, snapshot_id: int) -> tuple[Change, Snapshot]:
         """Validate against ``metadata`` and write the manifests and manifest list of the snapshot."""
         io = self.table.io
-        for v in (self.validation, *self.extra_validations):
+        self._validate_carrying(metadata)
+        for v in self.extra_validations:
             validate(metadata, io, v)
         # v3: a data file may have one live DV only (Java's validateAddedDVs)
         dv_files = {f.referenced_data_file for f in self.added_files if f.is_deletion_vector}

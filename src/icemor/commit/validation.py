@@ -35,7 +35,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table.snapshots import Operation
 
 from icemor._compat.pyiceberg import inclusive_metrics_evaluator, read_manifest_entries_v3, set_spec_id
-from icemor.exceptions import CommitConflictError
+from icemor.exceptions import CommitConflictError, NewDeletesConflictError
 from icemor.planning.manifest_reader import read_manifest_list
 from icemor.spec.files import DataFileRef, FileContent
 from icemor.spec.rules import file_path_bounds_contain, file_path_bounds_scope
@@ -84,6 +84,10 @@ class Validation:
     """The rewritten rows' new data files keep the starting snapshot's sequence number, so an
     equality delete committed concurrently still applies to them: not a conflict (Java's
     ``validateNoNewDeletesForDataFiles(..., ignoreEqualityDeletes)``)."""
+    carried: set[str] = field(default_factory=set)
+    """Rewritten data files whose position deletes this commit carried onto its new data files,
+    as the table had them at sequence number :attr:`carried_through`: those are no conflict."""
+    carried_through: int = -1
     history_check: Callable[[Sequence[Snapshot]], None] | None = None
     """Called on every attempt with the snapshots committed since the scan (newest first); it
     raises CommitConflictError to refuse (e.g. a streaming batch that was committed concurrently)."""
@@ -184,6 +188,8 @@ def validate(metadata: TableMetadata, io: FileIO, v: Validation) -> None:
                 removed=removed,
                 kept=kept,
                 ignore_equality_deletes=v.ignore_equality_deletes,
+                carried=v.carried,
+                carried_through=v.carried_through,
             )
         if rewritten and v.ignore_equality_deletes:
             gone = [
@@ -255,6 +261,8 @@ def validate_no_new_deletes(
     removed: Mapping[str, _DataFile],
     kept: Mapping[str, _DataFile],
     ignore_equality_deletes: bool = False,
+    carried: AbstractSet[str] = frozenset(),
+    carried_through: int = -1,
 ) -> None:
     """``snap`` added no delete that applies to a data file this commit rewrites or carries rows of.
 
@@ -270,10 +278,12 @@ def validate_no_new_deletes(
       deletes that apply to these files.
 
     With ``ignore_equality_deletes`` (the new files keep the starting sequence number) only
-    position deletes count.
+    position deletes count. Nor does a position delete of a ``carried`` file up to sequence
+    number ``carried_through``: the commit took its positions on.
 
     Raises:
-        CommitConflictError: Such a delete was added.
+        NewDeletesConflictError: Such a delete was added for a file of ``removed``.
+        CommitConflictError: Such a delete was added for a file of ``kept``.
     """
     counted = [
         d for d in deletes if not (ignore_equality_deletes and d.content == FileContent.EQUALITY_DELETES)
@@ -285,8 +295,19 @@ def validate_no_new_deletes(
             f"for data file {hit.path}, which this operation {what}"
         )
 
-    for files, what in ((removed, "rewrites"), (kept, "updates rows of")):
-        _refuse_applying(counted, files, specs, partial(message, what))
+    _refuse_applying(
+        counted,
+        removed,
+        specs,
+        partial(message, "rewrites"),
+        error=NewDeletesConflictError,
+        skip=lambda d, f: (
+            f.path in carried
+            and d.content == FileContent.POSITION_DELETES
+            and d.data_sequence_number <= carried_through
+        ),
+    )
+    _refuse_applying(counted, kept, specs, partial(message, "updates rows of"))
 
 
 def validate_no_removed_equality_deletes(
@@ -328,16 +349,20 @@ def _refuse_applying(
     data_files: Mapping[str, _DataFile],
     specs: Mapping[int, PartitionSpec],
     message: Callable[[_AddedDelete, _DataFile], str],
+    *,
+    error: type[CommitConflictError] = CommitConflictError,
+    skip: Callable[[_AddedDelete, _DataFile], bool] = lambda d, f: False,
 ) -> None:
-    """Refuse the commit when one of ``deletes`` may apply to one of ``data_files`` (:func:`may_apply`).
+    """Refuse the commit when one of ``deletes`` may apply to one of ``data_files`` (:func:`may_apply`),
+    unless ``skip`` says the pair is taken care of.
 
     Raises:
-        CommitConflictError: With ``message`` of the first such delete and data file.
+        CommitConflictError: ``error``, with ``message`` of the first such delete and data file.
     """
     for d in deletes:
-        hit = next((f for f in data_files.values() if may_apply(d, f, specs)), None)
+        hit = next((f for f in data_files.values() if may_apply(d, f, specs) and not skip(d, f)), None)
         if hit is not None:
-            raise CommitConflictError(message(d, hit))
+            raise error(message(d, hit))
 
 
 @dataclass(frozen=True)

@@ -29,11 +29,14 @@ Sequence numbers (Java's ``rewrite.use-starting-sequence-number``, default true)
 data files get the sequence number of the snapshot the rewrite started from. An equality
 delete committed concurrently has a higher number, so it still applies to the rewritten rows
 (and is not a conflict); deletes that existed at the start (<= that number) were applied
-while rewriting and do not apply again. A concurrent commit that added position deletes (or,
-with the option off, any deletes) for a file being rewritten would lose them: a conflict, as
-Java's ``validateNoNewDeletesForDataFiles``. So is the removal, by a concurrent equality ->
-position conversion, of an equality delete committed after the start: the new files relied on
-it (:func:`icemor.commit.validation.validate_no_removed_equality_deletes`).
+while rewriting and do not apply again. Position deletes and DVs that a concurrent commit
+added for a file being rewritten are carried onto the new files and committed with them
+(:mod:`icemor.maintenance.carry_over`), where Java's ``validateNoNewDeletesForDataFiles``
+fails the rewrite. Still a conflict: with the option off, any new equality delete for a
+rewritten file; a new position delete for a file of an older spec (its rows were
+repartitioned); the removal, by a concurrent equality -> position conversion, of an equality
+delete committed after the start, which the new files relied on
+(:func:`icemor.commit.validation.validate_no_removed_equality_deletes`).
 
 Partial progress (Java's ``partial-progress.enabled`` / ``max-commits``): the file groups are
 spread over several commits, each validated from the snapshot its groups were planned on. Before
@@ -66,6 +69,7 @@ from icemor.io.reader import files_only, read_task
 from icemor.io.writers import remove_written
 from icemor.maintenance import _units
 from icemor.maintenance._run_metrics import RunMetrics, run_metrics
+from icemor.maintenance.carry_over import CarryOver, CarryUnit, carry_target
 from icemor.ops.units import write_job
 from icemor.planning.manifest_reader import live_delete_files
 from icemor.planning.scan_job import prepare_scan
@@ -114,6 +118,9 @@ class DataRewriteMetrics(RunMetrics):
     rows_written: int
     bytes_rewritten: int
     bytes_added: int
+    position_deletes_carried: int = 0
+    """Positions deleted by commits made during the rewrite, carried onto the new files
+    (:mod:`icemor.maintenance.carry_over`)."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +140,10 @@ class RewriteUnit:
 class _UnitResult:
     written: tuple[WrittenFile, ...]
     rows: int
+    runs: tuple[tuple[int, int], ...] = ()
+    """``(index of the unit's file, rows)`` in the order the rows were written (the files are
+    read concurrently; each one's rows come in position order): the old->new position map that
+    carrying concurrent deletes over needs. Empty for repartitioned rows."""
 
 
 def _repartitioned(io: FileIO, unit: RewriteUnit, batches: Iterator[pa.RecordBatch]) -> list[WrittenFile]:
@@ -205,24 +216,43 @@ def rewrite_data_unit(io: FileIO, unit: RewriteUnit) -> _UnitResult:
     failure, the files written so far are removed.
     """
     opts = files_only(unit.options)  # the rows it writes: from the table's files only
-    tasks = [FileScanTask(p.data_file, p.delete_files, 0, p.data_file.file_size_in_bytes) for p in unit.files]
-    batches = cast("Generator[pa.RecordBatch]", stream(tasks, lambda t: read_task(io, t, opts)))
+    tasks = list(enumerate(_whole_file_tasks(unit.files)))
+    tagged = cast(
+        "Generator[tuple[int, pa.RecordBatch]]",
+        stream(tasks, lambda t: ((t[0], b) for b in read_task(io, t[1], opts))),
+    )
+    runs: list[tuple[int, int]] = []
+
+    def recorded() -> Iterator[pa.RecordBatch]:
+        for n, batch in tagged:
+            if batch.num_rows:
+                if runs and runs[-1][0] == n:
+                    runs[-1] = (n, runs[-1][1] + batch.num_rows)
+                else:
+                    runs.append((n, batch.num_rows))
+                yield batch
+
     try:
         if unit.target is None:
-            written = _repartitioned(io, unit, batches)
+            written = _repartitioned(io, unit, recorded())
+            runs.clear()  # rows of several partitions: no single order
         else:
             metadata = unit.metadata
             written = write_streamed(
                 io,
                 unit.target,
-                batches,
+                recorded(),
                 _with_lineage(opts.schema) if opts.row_id_column else opts.schema,
                 metadata.properties,
                 format_version=metadata.format_version,
             )
     finally:
-        batches.close()  # stops the readers when writing failed
-    return _UnitResult(tuple(written), sum(w.record_count for w in written))
+        tagged.close()  # stops the readers when writing failed
+    return _UnitResult(tuple(written), sum(w.record_count for w in written), tuple(runs))
+
+
+def _whole_file_tasks(files: Iterable[PlannedFile]) -> list[FileScanTask]:
+    return [FileScanTask(p.data_file, p.delete_files, 0, p.data_file.file_size_in_bytes) for p in files]
 
 
 def _too_high_delete_ratio(io: FileIO, planned: PlannedFile, threshold: float) -> bool:
@@ -354,6 +384,14 @@ def _rewrite_and_commit(
     # delete files still applying to a data file that stays; the others apply to nothing after
     in_use = {d.path for p in job.planned if p.data_file.path not in rewritten for d in p.delete_files}
     obsolete = {d.path for d in live_delete_files(io, snapshot)} - in_use
+    carry = CarryOver(
+        io,
+        metadata,
+        [
+            CarryUnit(u.files, r.written, r.runs, carry_target(metadata, u.target) if u.target else None)
+            for u, r in zip(units, results, strict=True)
+        ],
+    )
     start_seq = snapshot.sequence_number or 0  # v2: always set
     sequence_numbers = {w.path: start_seq for w in written} if sel.use_starting_sequence_number else {}
     delta = RowDelta(
@@ -372,8 +410,10 @@ def _rewrite_and_commit(
         optional_removals=obsolete,
         operation=Operation.REPLACE,
         data_sequence_numbers=sequence_numbers,
+        carry=carry,
     )
     committed = delta.commit()
+    carried = [f for f in delta.added_files if f.content != FileContent.DATA]
     return DataRewriteMetrics(
         data_files_rewritten=len(rewritten),
         data_files_added=len(written),
@@ -381,6 +421,7 @@ def _rewrite_and_commit(
         rows_written=sum(r.rows for r in results),
         bytes_rewritten=sum(p.data_file.file_size_in_bytes for u in units for p in u.files),
         bytes_added=sum(w.file_size_in_bytes for w in written),
+        position_deletes_carried=sum(f.record_count for f in carried),
         snapshot_id=committed.snapshot_id,
         seconds=0.0,  # the run's, set by run_metrics
         commits=1,

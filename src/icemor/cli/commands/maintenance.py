@@ -133,7 +133,12 @@ def _print_data_files(table: str, d: DataRewriteMetrics) -> None:
         d,
         done=f"rewrote {d.data_files_rewritten} data files ({d.bytes_rewritten} bytes) into "
         f"{d.data_files_added} ({d.rows_written} rows, {d.bytes_added} bytes); removed "
-        f"{d.delete_files_removed} delete files; ",
+        f"{d.delete_files_removed} delete files; "
+        + (
+            f"carried {d.position_deletes_carried} positions deleted meanwhile onto the new files; "
+            if d.position_deletes_carried
+            else ""
+        ),
         nothing=f"{table}: no data file needs rewriting, ",
     )
 
