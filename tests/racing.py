@@ -12,9 +12,12 @@ if TYPE_CHECKING:
     from pyiceberg.io import FileIO
 
 
-def meanwhile(io: FileIO, action: Callable[[], None]) -> Callable[..., list[Any]]:
-    """A local runner that runs ``action`` once, after the first work it ran (before the commit)."""
-    local = runner(io)
+def meanwhile(
+    io: FileIO, action: Callable[[], None], *, base: Callable[..., list[Any]] | None = None
+) -> Callable[..., list[Any]]:
+    """A runner (``base``, default local threads) that runs ``action`` once, after the first work
+    it ran (before the commit)."""
+    local = base or runner(io)
     pending = [action]
 
     def run(fn: Callable[[FileIO, Any], Any], items: Sequence[Any]) -> list[Any]:

@@ -12,9 +12,11 @@ import pytest
 import icemor
 from duckdb_iceberg import SITE, duckdb_rows
 from icemor.engines.local import runner
+from icemor.engines.spark import runner as spark_runner
 from icemor.exceptions import CommitConflictError
 from icemor.maintenance.data_files import rewrite_data_files
 from oracle import assert_same_at_every_snapshot, local_path
+from racing import meanwhile
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -207,13 +209,14 @@ def test_equality_delete_committed_during_the_rewrite_still_applies(
     assert_same_at_every_snapshot(oracle, catalog, name)
 
 
-@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize(("version", "engine"), [(2, "local"), (3, "local"), (3, "spark")])
 def test_deletes_committed_during_the_rewrite_are_carried_over(
-    oracle: IcebergJava, catalog: SqlCatalog, ns: str, version: int
+    oracle: IcebergJava, catalog: SqlCatalog, ns: str, version: int, engine: str
 ) -> None:
     """A Java DELETE, a Java UPDATE and an icemor position-mode CDC batch commit while the rewrite
     runs (Java's RewriteFiles would fail: validateNoNewDeletesForDataFiles); icemor carries their
-    positions onto the new files. Java, icemor and DuckDB read every snapshot alike."""
+    positions onto the new files (the units' row order comes back from Spark's executors too).
+    Java, icemor and DuckDB read every snapshot alike."""
     name = f"{ns}.t"
     oracle.create_table(name, "id BIGINT, v STRING", format_version=version)
     q = oracle.qualified(name)
@@ -240,7 +243,9 @@ def test_deletes_committed_during_the_rewrite_are_carried_over(
         model.update({20: "c", 5000: "n"})
         del model[1020]
 
-    m = rewrite_data_files(table.pyiceberg, run=_racing(writers)(table.io), delete_file_threshold=1)
+    base = spark_runner(oracle.spark, table.io, table.metadata.location) if engine == "spark" else None
+    run = meanwhile(table.io, writers, base=base)
+    m = rewrite_data_files(table.pyiceberg, run=run, delete_file_threshold=1)
     assert m.data_files_rewritten == 2 and m.position_deletes_carried == 3 + 8 + 2
     assert str(oracle.java_table(name).currentSnapshot().operation()) == "replace"
     assert sorted(oracle.rows(name)) == sorted(model.items())
