@@ -578,21 +578,25 @@ class Table:
         except (IcemorError, OSError) as e:
             _log.warning("compaction after the batch failed (the batch is committed): %s", e)
 
-    def compact_after_batch(self, spark: SparkSession | None = None) -> None:
+    def compact_after_batch(self, spark: SparkSession | None = None) -> OptimizeResult | None:
         """The CDC writer's own compaction between its batches, if ``icemor.cdc.compact.enabled``:
-        one ``optimize`` round when the health report asks for any (docs/cdc.md). ``apply_changes``
-        and the sinks call it after each committed batch; a writer of its own may too.
+        one bounded ``optimize`` round when the health report asks for any (docs/cdc.md).
+        ``apply_changes`` and the sinks call it after each committed batch; a writer of its own may too.
 
         Args:
             spark: Run the rewrite's per-file work on this session's executors (default: local threads).
+
+        Returns:
+            The round (its actions and the score after), or None: disabled, or nothing to do.
         """
         from icemor.maintenance.in_writer import compact_after_batch, compaction_enabled  # noqa: PLC0415 - cost: ~1 s on import icemor.table
 
         if not compaction_enabled(self._table):
-            return
+            return None
         result = compact_after_batch(self._table, name=self.name, run=runner(self, spark), note=_log.info)
         if result is not None:
             self.refresh()
+        return result
 
     def inspect(self, *, snapshot_id: int | None = None, exact: bool = False) -> HealthReport:
         """The health report of the table (``icemor inspect``): files, deletes, read amplification,

@@ -133,3 +133,43 @@ def test_a_failed_compaction_keeps_the_committed_batch(
     model[1] = "x"
     del model[2]
     assert _rows(table) == model
+
+
+def test_each_batch_compacts_a_bounded_share(home: Any) -> None:
+    """``icemor.cdc.compact.max-groups-per-batch``: a batch's round makes at most that many group
+    commits per action; the next batches take the rest, and no row changes on the way."""
+    from icemor.exceptions import InvalidArgumentError
+    from icemor.maintenance.in_writer import COMPACT_MAX_GROUPS
+    from icemor.maintenance.optimize import DATA_REWRITE
+    from icemor.ops.table_meta import set_properties
+
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
+    table = icemor.create_table(
+        "db.b",
+        schema,
+        identifier_fields=["id"],
+        partition_by=["truncate(100,id)"],
+        format_version=3,
+        properties={"icemor.optimize.partial-progress.max-commits": "4"},
+    )
+    model = {i: f"v{i}" for i in range(400)}
+    for lo in range(0, 400, 50):  # two small files in each of 4 partitions
+        ids = list(range(lo, lo + 50))
+        table.append(pa.table({"id": pa.array(ids, pa.int64()), "v": [model[i] for i in ids]}, schema=schema))
+    table.delete("id % 4 = 0")  # a quarter of every file: over the major delete ratio
+    model = {k: v for k, v in model.items() if k % 4}
+    set_properties(table.pyiceberg, {COMPACT_ENABLED: "true", COMPACT_MAX_GROUPS: "1"})
+    rounds = []
+    for b in range(6):
+        batch = pa.table({"op": ["U"], "id": pa.array([401 + b], pa.int64()), "v": [f"n{b}"]})
+        table.refresh().apply_changes(batch, key=["id"], deletes="position")
+        model[401 + b] = f"n{b}"
+        result = table.refresh().compact_after_batch()  # what the next batch would do, seen here
+        rounds.append(None if result is None else {a.action: a for a in result.actions}.get(DATA_REWRITE))
+    rewrites = [r for r in rounds if r is not None]
+    assert rewrites and all(r.commits <= 1 for r in rewrites), rounds
+    assert any(r.stopped > 0 for r in rewrites), rounds  # the bound held work back
+    assert _rows(table) == model
+    set_properties(table.refresh().pyiceberg, {COMPACT_MAX_GROUPS: "0"})
+    with pytest.raises(InvalidArgumentError, match="max-groups-per-batch is 0"):
+        table.refresh().compact_after_batch()

@@ -199,10 +199,16 @@ class PartialProgress:
     stop: Callable[[], bool] | None = None
     """Asked before each commit's work: True ends the rewrite there (the commits made stay;
     nothing else is written)."""
+    max_groups: int | None = None
+    """At most this many commits' work is started; the rest is left for a later run (counted as
+    ``stopped_commits``): bounded work, for a writer that compacts between its batches."""
 
     def __post_init__(self) -> None:
         if self.max_commits < 1 or self.max_group_attempts < 1:
             msg = "partial_progress_max_commits and max_group_attempts must be >= 1"
+            raise InvalidArgumentError(msg)
+        if self.max_groups is not None and self.max_groups < 1:
+            msg = f"max_groups is {self.max_groups} but must be >= 1"
             raise InvalidArgumentError(msg)
 
     def stopping(self) -> bool:
@@ -288,7 +294,7 @@ def commit_groups(
     """
     out: GroupCommits[C] = GroupCommits()
     for n, planned in enumerate(groups):
-        if partial.stopping():
+        if partial.stopping() or (partial.max_groups is not None and n >= partial.max_groups):
             out.stopped = len(groups) - n
             break
         group = planned

@@ -6,6 +6,11 @@ The writer is then the table's only committer while it compacts, so the rewrite 
 stream's own commits (``optimize --watch`` beside a busy writer does). Snapshot expiry and orphan
 removal are not run here (they need the catalog's view of every table; ``optimize`` runs them).
 
+The work per batch is bounded: each action (position-delete compaction, data-file rewrite) makes at
+most ``icemor.cdc.compact.max-groups-per-batch`` of its group commits (1: a tenth of the candidate
+partitions, ``icemor.optimize.max-commits``), the rest waiting for the next batches; equality ->
+position conversion runs whole (its last commit removes the equality deletes).
+
 ``icemor.cdc.compact.enabled`` turns it on (``false`` by default for now: see docs/cdc.md).
 """
 
@@ -14,6 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from icemor.exceptions import InvalidArgumentError
 from icemor.maintenance.health import inspect_table
 from icemor.maintenance.optimize import EXPIRE, ORPHANS, execute_plan, plan_optimize
 from icemor.spec import properties as P
@@ -26,10 +32,19 @@ if TYPE_CHECKING:
     from icemor.engines import Runner
     from icemor.maintenance.optimize import OptimizeResult
 
-__all__ = ["COMPACT_ENABLED", "COMPACT_ENABLED_DEFAULT", "compact_after_batch", "compaction_enabled"]
+__all__ = [
+    "COMPACT_ENABLED",
+    "COMPACT_ENABLED_DEFAULT",
+    "COMPACT_MAX_GROUPS",
+    "COMPACT_MAX_GROUPS_DEFAULT",
+    "compact_after_batch",
+    "compaction_enabled",
+]
 
 COMPACT_ENABLED = "icemor.cdc.compact.enabled"
 COMPACT_ENABLED_DEFAULT = False
+COMPACT_MAX_GROUPS = "icemor.cdc.compact.max-groups-per-batch"
+COMPACT_MAX_GROUPS_DEFAULT = 1
 
 
 def compaction_enabled(table: PyIcebergTable) -> bool:
@@ -48,4 +63,8 @@ def compact_after_batch(
     actions = tuple(a for a in plan.actions if a not in (EXPIRE, ORPHANS))
     if not actions:
         return None
-    return execute_plan(table, replace(plan, actions=actions), run=run, note=note)
+    budget = P.int_property(table.metadata.properties, COMPACT_MAX_GROUPS, COMPACT_MAX_GROUPS_DEFAULT)
+    if budget < 1:
+        msg = f"{COMPACT_MAX_GROUPS} is {budget} but must be >= 1"
+        raise InvalidArgumentError(msg)
+    return execute_plan(table, replace(plan, actions=actions), run=run, note=note, max_groups=budget)

@@ -25,7 +25,7 @@ round and says so; ``watch`` plans again next round.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from icemor.exceptions import CommitConflictError, CommitFailedError, UnsupportedFeatureError
@@ -211,17 +211,17 @@ def _run_actions(
     expire: Callable[[], object] | None,
     remove_orphans: Callable[[], object] | None,
     note: Callable[[str], None] | None,
-    stop: Callable[[], bool] | None,
+    partial: PartialProgress,
 ) -> list[ActionResult]:
-    """Run ``actions`` of ``plan`` in order, each committing per group of partitions (partial
-    progress); an action none of whose groups could commit is skipped this round."""
+    """Run ``actions`` of ``plan`` in order, each committing per group of partitions (``partial``);
+    an action none of whose groups could commit is skipped this round. Equality -> position
+    conversion is never cut short (its last commit removes the equality deletes)."""
     t = plan.report.thresholds
     fragmented = any(
         p.small_files >= t.major_fragment_count
         for p in plan.report.partitions
         if p.delete_ratio < t.major_delete_ratio
     )
-    partial = PartialProgress(enabled=True, max_commits=t.max_commits, stop=stop)
     results: list[ActionResult] = []
     for action in actions:
         if partial.stopping():
@@ -231,7 +231,8 @@ def _run_actions(
         m: RunMetrics | None = None
         try:
             if action == EQ_TO_POS:
-                m = equality_to_position.rewrite_equality_deletes(table, run=run, partial=partial)
+                whole = replace(partial, max_groups=None)
+                m = equality_to_position.rewrite_equality_deletes(table, run=run, partial=whole)
             elif action == POSITION_COMPACTION:
                 m = position_deletes.rewrite_position_deletes(table, run=run, partial=partial)
             elif action in (DATA_REWRITE, FULL_REWRITE):
@@ -285,6 +286,7 @@ def execute_plan(
     remove_orphans: Callable[[], object] | None = None,
     note: Callable[[str], None] | None = None,
     stop: Callable[[], bool] | None = None,
+    max_groups: int | None = None,
 ) -> OptimizeResult:
     """Run the plan's actions in order, then report the score.
 
@@ -300,12 +302,24 @@ def execute_plan(
         remove_orphans: Runs orphan removal (the facade's: it needs the catalog's tables).
         note: Called with one line per action as it finishes.
         stop: Asked between group commits: True ends the round there (what committed stays).
+        max_groups: At most this many group commits per action (not the equality -> position
+            conversion's); the rest is left for a later round.
     """
     started = time.monotonic()
+    partial = PartialProgress(
+        enabled=True, max_commits=plan.report.thresholds.max_commits, stop=stop, max_groups=max_groups
+    )
 
     def run_actions(p: OptimizePlan, actions: tuple[str, ...]) -> list[ActionResult]:
         return _run_actions(
-            table, p, actions, run=run, expire=expire, remove_orphans=remove_orphans, note=note, stop=stop
+            table,
+            p,
+            actions,
+            run=run,
+            expire=expire,
+            remove_orphans=remove_orphans,
+            note=note,
+            partial=partial,
         )
 
     results: list[ActionResult] = []
