@@ -297,6 +297,9 @@ def _nnf(expr: BooleanExpression, schema: Schema, cs: bool, *, negate: bool) -> 
         return _TRUE
     if not isinstance(expr, UnboundPredicate):
         return Not(expr)  # a bound expression: keep it as given
+    constant = _bound_constant(expr, schema, cs)
+    if constant is not None:
+        return _FALSE if constant else _TRUE
     flipped = COMPLEMENT.get(type(expr))
     if flipped is not None:
         return _rebuild(flipped, expr)
@@ -313,6 +316,21 @@ def _nnf(expr: BooleanExpression, schema: Schema, cs: bool, *, negate: bool) -> 
         if isinstance(field_type, FloatType | DoubleType):
             out = Or(_E.IsNaN(name), out)
     return Or(_E.IsNull(expr.term), out)
+
+
+def _bound_constant(expr: UnboundPredicate, schema: Schema, cs: bool) -> bool | None:
+    """True or False when pyiceberg binds ``expr`` to a constant, NULL rows included (a literal
+    beyond the column type's range: ``float_col <= 1e300`` is AlwaysTrue); its negation is then
+    the other constant, as pyiceberg's evaluator has it, not the complement with NULL and NaN."""
+    try:
+        bound = expr.bind(schema, case_sensitive=cs)
+    except (ValueError, TypeError):
+        return None  # refused later, where the expression is bound for use
+    if isinstance(bound, AlwaysTrue):
+        return True
+    if isinstance(bound, AlwaysFalse):
+        return False
+    return None
 
 
 def _rebuild(kind: type, expr: Any) -> BooleanExpression:
