@@ -112,7 +112,7 @@ class CarryOver:
                 if not new:
                     carried.add(path)  # nothing new at this head (or the file is gone: a conflict anyway)
                     continue
-                if unit.target is None or not unit.runs:
+                if unit.target is None:  # (a unit that wrote no row has no runs: nothing to map)
                     msg = (
                         f"data file {path} got position deletes during the rewrite and its rows were "
                         "repartitioned (an older partition spec): they cannot be carried over"
