@@ -181,17 +181,25 @@ def run_replication(spark: SparkSession, source: str, target: str, checkpoint: s
 
 def main(argv: list[str]) -> int:
     """``python ds_tables.py OUT SOURCE TARGET CHECKPOINT``: :func:`run_replication` in a session
-    of its own (ICEMOR_HOME = ``OUT/home``). ``ICEMOR_TEST_PAUSE`` (see ``pause_hook``) makes one
-    of its Python workers stop at a point for the test to kill the whole process group."""
-    out, source, target, checkpoint = Path(argv[1]), argv[2], argv[3], argv[4]
+    of its own (ICEMOR_HOME = ``OUT/home``); ``python ds_tables.py OUT --code FILE``: the Python
+    block in FILE (the README's stream) with ``spark`` defined, then its ``query`` until nothing
+    is left. ``ICEMOR_TEST_PAUSE`` (see ``pause_hook``) makes one of its Python processes stop at
+    a point for the test to kill the whole process group."""
+    out = Path(argv[1])
     os.environ["ICEMOR_HOME"] = str(out / "home")
     import icemor.spark
     from icemor.engines.spark import session
 
     conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}
     spark = session(master="local[2]", conf=conf)
-    icemor.spark.register(spark)
-    run_replication(spark, source, target, checkpoint)
+    if argv[2] == "--code":
+        scope: dict[str, Any] = {"spark": spark}
+        exec(compile(Path(argv[3]).read_text(), argv[3], "exec"), scope)
+        scope["query"].processAllAvailable()
+        scope["query"].stop()
+    else:
+        icemor.spark.register(spark)
+        run_replication(spark, argv[2], argv[3], argv[4])
     print(json.dumps({"done": True}), flush=True)
     spark.stop()
     return 0

@@ -278,13 +278,22 @@ def test_sink_applies_each_batch_once(spark: SparkSession, out_dir: Path) -> Non
 def _run_killed(out_dir: Path, pause: str, source: str, target: str, checkpoint: Path, start: int) -> None:
     """Run the replication in a process group of its own with ``ICEMOR_TEST_PAUSE=pause``; when
     a process reaches the point, SIGKILL the group (driver, JVM, Python workers)."""
+    os.environ["DS_START_SNAPSHOT"] = str(start)
+    try:
+        _killed_at(out_dir, pause, [source, target, str(checkpoint)])
+    finally:
+        del os.environ["DS_START_SNAPSHOT"]
+
+
+def _killed_at(out_dir: Path, pause: str, args: list[str]) -> None:
+    """``ds_tables.py OUT *args`` in a process group of its own with ``ICEMOR_TEST_PAUSE=pause``,
+    SIGKILLed as a whole (driver, JVM, Python workers) when one of its processes gets there."""
     marker = out_dir / "ds-paused"
     marker.unlink(missing_ok=True)
     env = dict(os.environ)
     env["ICEMOR_TEST_PAUSE"] = f"{pause}:{marker}"
-    env["DS_START_SNAPSHOT"] = str(start)
     env["PYTHONPATH"] = os.pathsep.join([str(HERE / "hooks"), str(HERE), env.get("PYTHONPATH", "")])
-    cmd = [sys.executable, str(HERE / "ds_tables.py"), str(out_dir), source, target, str(checkpoint)]
+    cmd = [sys.executable, str(HERE / "ds_tables.py"), str(out_dir), *args]
     proc = subprocess.Popen(
         cmd, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
@@ -365,7 +374,9 @@ def _readme_stream() -> str:
 def test_readme_stream_runs_verbatim(spark: SparkSession, out_dir: Path) -> None:
     """The README's stream block, unchanged: the mirror is created like its source, seeded from
     the first snapshot, takes the feed's columns as they come, and after a restart from the
-    checkpoint goes on; the mirror equals the source each time (Iceberg Java reads it last)."""
+    checkpoint goes on; then the block runs in a process killed (driver, JVM, workers) right
+    after a batch's table commit, before Spark records it, and a restart commits that batch
+    no second time. The mirror equals the source each time (Iceberg Java reads it last)."""
     code = _readme_stream()
     checkpoint = Path("/tmp/icemor-checkpoints/orders_mirror")
     assert f'"{checkpoint}"' in code
@@ -414,6 +425,18 @@ def test_readme_stream_runs_verbatim(spark: SparkSession, out_dir: Path) -> None
         allow_nullable_key=True,  # the source's id is optional (as the README's shop.orders)
     )
     run_and_compare("after a restart from the checkpoint")
+    orders.refresh().delete("id IN (6, 7)")
+    orders.refresh().update({"qty": "qty * 2"}, "sku = 'b'")
+    done = _batches("shop.orders_mirror", checkpoint)
+    next_batch = str(max(int(b) for b in done) + 1)
+    script = out_dir / "readme-stream.py"
+    script.write_text(code)
+    _killed_at(out_dir, f"sink-commit:{next_batch}", ["--code", str(script)])
+    assert _batches("shop.orders_mirror", checkpoint) == [*done, next_batch]  # in the table ...
+    assert not (checkpoint / "commits" / next_batch).exists()  # ... not in Spark's commit log
+    run_and_compare("after a kill mid-batch and a restart from the checkpoint")
+    after = _batches("shop.orders_mirror", checkpoint)
+    assert len(after) == len(set(after)) and after[: len(done) + 1] == [*done, next_batch], after
     rows = icemor.load_table("shop.orders").scan().to_arrow().to_pylist()
     (out_dir / "expected").mkdir(parents=True, exist_ok=True)
     expected = {"columns": ["id", "sku", "qty"], "rows": sorted([r["id"], r["sku"], r["qty"]] for r in rows)}
