@@ -580,7 +580,8 @@ class Table:
 
     def compact_after_batch(self, spark: SparkSession | None = None) -> OptimizeResult | None:
         """The CDC writer's own compaction between its batches, if ``icemor.cdc.compact.enabled``:
-        one bounded ``optimize`` round when the health report asks for any (docs/cdc.md).
+        one ``optimize`` round when the health report asks for any, at most
+        ``icemor.cdc.compact.max-groups-per-batch`` group commits an action when set (docs/cdc.md).
         ``apply_changes`` and the sinks call it after each committed batch; a writer of its own may too.
 
         Args:

@@ -53,8 +53,6 @@ class CarriedDeletes:
     files: tuple[WrittenFile, ...]
     data_files: frozenset[str]
     """The rewritten data files whose position deletes are carried (:attr:`Validation.carried`)."""
-    through: int
-    """The sequence number of the head they were carried from (:attr:`Validation.carried_through`)."""
     removals: frozenset[str]
     """Concurrent delete files (DVs by :func:`icemor.spec.dv.dv_removal_key`) that applied only to
     rewritten data files: they apply to nothing after the commit."""
@@ -149,17 +147,17 @@ class RowDelta:
                 return
             except NewDeletesConflictError:
                 head = metadata.current_snapshot()
-                through = head.sequence_number or 0 if head is not None else 0
+                through = (head.sequence_number or 0) if head is not None else 0
                 if self.carry is None or through <= self.validation.carried_through:
                     raise  # nothing newer to carry: a delete it cannot take on
-                before = {f.path for f in self.added_files if f.path in self._carried_paths}
-                carried = self.carry(metadata)
+                carried = self.carry(metadata)  # every position so far: replaces an earlier carry's files
+                before = self._carried_paths
                 self.added_files = [f for f in self.added_files if f.path not in before]
                 self.added_files.extend(carried.files)
                 self._carried_paths = {f.path for f in carried.files}
                 delete_quietly(self.table.io, sorted(before - self._carried_paths))
                 self.validation.carried = set(carried.data_files)
-                self.validation.carried_through = carried.through
+                self.validation.carried_through = through
                 self.removed_paths |= carried.removals
                 self.optional_removals |= carried.removals
 

@@ -24,7 +24,7 @@ of those files stays a conflict.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -39,7 +39,7 @@ from icemor.io.writers import DeleteFileTarget, remove_written, write_position_d
 from icemor.ops.units import write_job
 from icemor.planning.scan_job import prepare_scan
 from icemor.spec import properties as P
-from icemor.spec.dv import dv_removal_key
+from icemor.spec.dv import delete_file_removal_key
 from icemor.spec.files import FileContent
 from icemor.spec.tasks import FileScanTask
 
@@ -50,7 +50,9 @@ if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.table.metadata import TableMetadata
 
+    from icemor.engines import Runner
     from icemor.io.data_writer import DataFileTarget
+    from icemor.io.reader import ReadOptions
     from icemor.spec.files import DeleteFileRef, WrittenFile
     from icemor.spec.tasks import PlannedFile
 
@@ -70,20 +72,46 @@ class CarryUnit:
     """Where the unit's carried deletes go (its new files' partition); None: cannot carry."""
 
 
+@dataclass(frozen=True)
+class _FileWork:
+    """One old file's part of a carry (picklable for executors): its live positions at the start
+    are read with the deletes the rewrite applied; those deleted at the head are ranked among them."""
+
+    planned: PlannedFile
+    at_head: tuple[DeleteFileRef, ...]
+    options: ReadOptions
+
+
+def _deleted_ranks(io: FileIO, work: _FileWork) -> tuple[npt.NDArray[np.int64], int]:
+    """The indexes, among the file's rows the rewrite wrote, of those deleted at the head; and how
+    many rows it had live at the start."""
+    f = work.planned.data_file
+    task = FileScanTask(f, work.planned.delete_files, 0, f.file_size_in_bytes)
+    parts = [b.column("_pos").to_numpy().astype(np.int64) for b in read_task(io, task, work.options)]
+    survivors = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    deleted = deleted_positions(io, f.path, work.at_head)
+    at = np.searchsorted(survivors, deleted)
+    inside = at < len(survivors)
+    hit = np.zeros(len(deleted), dtype=bool)
+    hit[inside] = survivors[at[inside]] == deleted[inside]
+    ranks: npt.NDArray[np.int64] = at[hit].astype(np.int64)
+    return ranks, len(survivors)
+
+
 @dataclass
 class CarryOver:
-    """The carry-over of one rewrite commit (:attr:`icemor.commit.row_delta.RowDelta.carry`)."""
+    """The carry-over of one rewrite commit (:attr:`icemor.commit.row_delta.RowDelta.carry`).
+
+    The per-file work (reading old positions) runs where the rewrite's units ran (``run``: local
+    threads or Spark executors); only the ranks of the deleted rows come back.
+    """
 
     io: FileIO
     start: TableMetadata
     """The metadata the rewrite planned on."""
     units: Sequence[CarryUnit]
-    _survivors: dict[str, npt.NDArray[np.int64]] = field(default_factory=dict)
+    run: Runner
     _calls: int = 0
-
-    @property
-    def _rewritten(self) -> set[str]:
-        return {p.data_file.path for u in self.units for p in u.files}
 
     def __call__(self, head: TableMetadata) -> CarriedDeletes:
         """The concurrent position deletes of the rewritten files at ``head``, as new delete files.
@@ -92,25 +120,25 @@ class CarryOver:
             CommitConflictError: A file whose rows were repartitioned has new position deletes.
             WriteFailedError: A delete file could not be written (what this call wrote is removed).
         """
-        snapshot = head.current_snapshot()
-        through = (snapshot.sequence_number or 0) if snapshot is not None else 0
+        rewritten = {p.data_file.path for u in self.units for p in u.files}
         at_head = {
             p.data_file.path: p.delete_files
             for p in prepare_scan(head, self.io).planned
-            if p.data_file.path in self._rewritten
+            if p.data_file.path in rewritten
         }
         carried: set[str] = set()
         removals: set[str] = set()
-        pending: list[tuple[CarryUnit, list[tuple[str, npt.NDArray[np.int64]]]]] = []
-        for unit in self.units:
-            rows: list[npt.NDArray[np.int64]] = []
+        todo: list[tuple[int, int]] = []  # (unit, file) with new position deletes
+        work: list[_FileWork] = []
+        options = files_only(write_job(prepare_scan(self.start, self.io, selected_fields=("_pos",))).options)
+        for u, unit in enumerate(self.units):
             for i, old in enumerate(unit.files):
                 path = old.data_file.path
                 refs = [d for d in at_head.get(path, ()) if d.content == FileContent.POSITION_DELETES]
-                started = {_key(d) for d in old.delete_files}
-                new = [d for d in refs if _key(d) not in started]
+                started = {delete_file_removal_key(d) for d in old.delete_files}
+                new = [d for d in refs if delete_file_removal_key(d) not in started]
+                carried.add(path)  # with nothing new at this head too (a file gone is a conflict anyway)
                 if not new:
-                    carried.add(path)  # nothing new at this head (or the file is gone: a conflict anyway)
                     continue
                 if unit.target is None:  # (a unit that wrote no row has no runs: nothing to map)
                     msg = (
@@ -118,62 +146,20 @@ class CarryOver:
                         "repartitioned (an older partition spec): they cannot be carried over"
                     )
                     raise CommitConflictError(msg)
-                rows.append(self._output_rows(unit, i, deleted_positions(self.io, path, refs)))
-                carried.add(path)
-                removals.update(_key(d) for d in new if d.referenced_data_file == path)
-            if rows:
-                out = np.unique(np.concatenate(rows))
-                pending.append((unit, file_positions(list(unit.written), out)))
+                todo.append((u, i))
+                work.append(_FileWork(old, tuple(refs), options))
+                removals.update(delete_file_removal_key(d) for d in new if d.referenced_data_file == path)
+        rows: dict[int, list[npt.NDArray[np.int64]]] = {}
+        for (u, i), (ranks, live) in zip(todo, self.run(_deleted_ranks, work) if work else [], strict=True):
+            rows.setdefault(u, []).append(_output_rows(self.units[u], i, ranks, live))
+        pending = [
+            (self.units[u], file_positions(list(self.units[u].written), np.unique(np.concatenate(parts))))
+            for u, parts in rows.items()
+        ]
         self._calls += 1
         return CarriedDeletes(
-            files=tuple(self._write(pending)),
-            data_files=frozenset(carried),
-            through=through,
-            removals=frozenset(removals),
+            files=tuple(self._write(pending)), data_files=frozenset(carried), removals=frozenset(removals)
         )
-
-    def _output_rows(
-        self, unit: CarryUnit, index: int, deleted: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.int64]:
-        """The rows of the unit's output (over all its new files) that ``deleted`` positions of
-        old file ``index`` became; positions already deleted at the start drop out."""
-        survivors = self._survivors_of(unit.files[index])
-        at = np.searchsorted(survivors, deleted)
-        inside = at < len(survivors)
-        hit = np.zeros(len(deleted), dtype=bool)
-        hit[inside] = survivors[at[inside]] == deleted[inside]
-        ranks = at[hit]  # index of each deleted row among the file's written rows
-        lengths = np.array([n for _, n in unit.runs], dtype=np.int64)
-        output_start = np.cumsum(lengths) - lengths
-        mine = np.array([f == index for f, _ in unit.runs], dtype=bool)
-        mine_lengths = lengths[mine]
-        within = np.cumsum(mine_lengths) - mine_lengths  # where each of its runs starts in the file
-        wrote = int(mine_lengths.sum())
-        if wrote != len(survivors):  # the map does not hold: never guess
-            path = unit.files[index].data_file.path
-            msg = (
-                f"cannot carry deletes of {path}: the rewrite wrote {wrote} of its rows, not {len(survivors)}"
-            )
-            raise CommitConflictError(msg)
-        run = np.searchsorted(within, ranks, side="right") - 1
-        rows: npt.NDArray[np.int64] = (output_start[mine][run] + ranks - within[run]).astype(np.int64)
-        return rows
-
-    def _survivors_of(self, planned: PlannedFile) -> npt.NDArray[np.int64]:
-        """The file's positions live at the start, read with the deletes the rewrite applied."""
-        path = planned.data_file.path
-        found = self._survivors.get(path)
-        if found is None:
-            options = files_only(
-                write_job(prepare_scan(self.start, self.io, selected_fields=("_pos",))).options
-            )
-            task = FileScanTask(
-                planned.data_file, planned.delete_files, 0, planned.data_file.file_size_in_bytes
-            )
-            parts = [b.column("_pos").to_numpy().astype(np.int64) for b in read_task(self.io, task, options)]
-            found = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-            self._survivors[path] = found
-        return found
 
     def _write(
         self, pending: Sequence[tuple[CarryUnit, list[tuple[str, npt.NDArray[np.int64]]]]]
@@ -195,11 +181,24 @@ class CarryOver:
         return written
 
 
-def _key(d: DeleteFileRef) -> str:
-    """How a commit names a delete file to remove (a DV by its blob: its Puffin file holds others)."""
-    if d.is_deletion_vector and d.content_offset is not None:
-        return dv_removal_key(d.path, d.content_offset)
-    return d.path
+def _output_rows(
+    unit: CarryUnit, index: int, ranks: npt.NDArray[np.int64], live: int
+) -> npt.NDArray[np.int64]:
+    """The rows of the unit's output (over all its new files) that the rows at ``ranks`` among old
+    file ``index``'s written rows became."""
+    lengths = np.array([n for _, n in unit.runs], dtype=np.int64)
+    output_start = np.cumsum(lengths) - lengths
+    mine = np.array([f == index for f, _ in unit.runs], dtype=bool)
+    mine_lengths = lengths[mine]
+    within = np.cumsum(mine_lengths) - mine_lengths  # where each of its runs starts in the file
+    wrote = int(mine_lengths.sum())
+    if wrote != live:  # the map does not hold: never guess
+        path = unit.files[index].data_file.path
+        msg = f"cannot carry deletes of {path}: the rewrite wrote {wrote} of its rows, not {live}"
+        raise CommitConflictError(msg)
+    run = np.searchsorted(within, ranks, side="right") - 1
+    rows: npt.NDArray[np.int64] = (output_start[mine][run] + ranks - within[run]).astype(np.int64)
+    return rows
 
 
 def carry_target(metadata: TableMetadata, data: DataFileTarget) -> DeleteFileTarget:

@@ -391,6 +391,7 @@ def _rewrite_and_commit(
             CarryUnit(u.files, r.written, r.runs, carry_target(metadata, u.target) if u.target else None)
             for u, r in zip(units, results, strict=True)
         ],
+        run,
     )
     start_seq = snapshot.sequence_number or 0  # v2: always set
     sequence_numbers = {w.path: start_seq for w in written} if sel.use_starting_sequence_number else {}

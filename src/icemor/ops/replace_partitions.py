@@ -25,14 +25,14 @@ from icemor.ops.overwrite import OverwriteMetrics, write_then_commit
 from icemor.ops.units import check_writable, write_job
 from icemor.planning.manifest_reader import live_delete_files
 from icemor.planning.scan_job import prepare_scan
-from icemor.spec.dv import dv_removal_key
+from icemor.spec.dv import delete_file_removal_key
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pyiceberg.table import Table as PyIcebergTable
 
-    from icemor.spec.files import DeleteFileRef, WrittenFile
+    from icemor.spec.files import WrittenFile
 
 __all__ = ["replace_partitions"]
 
@@ -75,7 +75,7 @@ def _replace(table: PyIcebergTable, rows: int, added: list[WrittenFile], started
         pieces = [t for ct in job.plan_tasks() for t in ct.tasks if t.data_file.path in dropped]
         rows_deleted = sum(count_task(job.io, t, job.options) for t in pieces)
         deletes = [] if job.snapshot is None else live_delete_files(table.io, job.snapshot)
-        removed_deletes = {_removal_key(d) for d in deletes if (d.spec_id, d.partition) in keys}
+        removed_deletes = {delete_file_removal_key(d) for d in deletes if (d.spec_id, d.partition) in keys}
     except BaseException:
         delete_quietly(table.io, [f.path for f in added])
         raise
@@ -101,10 +101,3 @@ def _replace(table: PyIcebergTable, rows: int, added: list[WrittenFile], started
         snapshot_id=committed.snapshot_id,
         seconds=time.monotonic() - started,
     )
-
-
-def _removal_key(ref: DeleteFileRef) -> str:
-    """How the commit names a delete file to remove (a deletion vector by its offset too)."""
-    if ref.is_deletion_vector and ref.content_offset is not None:
-        return dv_removal_key(ref.path, ref.content_offset)
-    return ref.path

@@ -46,7 +46,7 @@ from icemor.io.reader import count_task, files_only, read_task
 from icemor.io.writers import DeleteFileTarget, remove_written, write_position_deletes
 from icemor.planning.planner import plan_files
 from icemor.spec import properties as P
-from icemor.spec.dv import dv_removal_key
+from icemor.spec.dv import delete_file_removal_key
 from icemor.spec.files import DeleteFileRef, FileContent
 from icemor.spec.tasks import FileScanTask
 
@@ -167,16 +167,6 @@ def _dvs_of(planned: PlannedFile) -> list[DeleteFileRef]:
     ]
 
 
-def _removal_keys(refs: Sequence[DeleteFileRef]) -> list[str]:
-    """How a commit names these delete files to remove (a DV by its Puffin path and offset)."""
-    return [
-        dv_removal_key(d.path, d.content_offset)
-        if d.is_deletion_vector and d.content_offset is not None
-        else d.path
-        for d in refs
-    ]
-
-
 def delete_unit(io: FileIO, unit: DeleteUnit) -> UnitResult:
     """Find the matching live rows of each data file of ``unit`` and write their position deletes.
 
@@ -198,7 +188,7 @@ def delete_unit(io: FileIO, unit: DeleteUnit) -> UnitResult:
     for i, planned in enumerate(unit.files):
         f = planned.data_file
         task = FileScanTask(f, planned.delete_files, 0, f.file_size_in_bytes)
-        scoped = _removal_keys([*_file_scoped(planned), *_dvs_of(planned)])
+        scoped = [delete_file_removal_key(d) for d in (*_file_scoped(planned), *_dvs_of(planned))]
         if unit.convert:
             gone = _deleted_positions(io, task, unit.options)
             if len(gone) == f.record_count:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import array
 import struct
 import zlib
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -18,10 +19,14 @@ from pyroaring import BitMap, BitMap64
 
 from icemor.exceptions import CorruptFileError
 
+if TYPE_CHECKING:
+    from icemor.spec.files import DeleteFileRef
+
 __all__ = [
     "DV_BLOB_TYPE",
     "DV_MAGIC",
     "DV_POSITION_FIELD_ID",
+    "delete_file_removal_key",
     "deserialize_dv",
     "dv_removal_key",
     "serialize_dv",
@@ -90,3 +95,11 @@ def dv_removal_key(path: str, content_offset: int) -> str:
     files, each its own manifest entry, so the file's path alone would remove them all. NUL
     never occurs in a path, so the key cannot name a file."""
     return f"{path}\x00dv@{content_offset}"
+
+
+def delete_file_removal_key(ref: DeleteFileRef) -> str:
+    """How a commit names the delete file ``ref`` to remove: its path, a DV by
+    :func:`dv_removal_key` (its Puffin file holds others)."""
+    if ref.is_deletion_vector and ref.content_offset is not None:
+        return dv_removal_key(ref.path, ref.content_offset)
+    return ref.path
