@@ -194,9 +194,13 @@ class Table:
 
         start_ms = optional_ms(start_timestamp, "start_timestamp")
         end_ms = optional_ms(end_timestamp, "end_timestamp")
-        window = (start_snapshot_id, end_snapshot_id)
         snapshots = snapshot_range(
-            self.metadata, self.io, *window, start_timestamp=start_ms, end_timestamp=end_ms
+            self.metadata,
+            self.io,
+            start_snapshot_id,
+            end_snapshot_id,
+            start_timestamp=start_ms,
+            end_timestamp=end_ms,
         )
         job = prepare_changes(
             self.metadata,
